@@ -1,0 +1,7 @@
+// Package migrations holds Meshwork's SQL schema as goose migrations, embedded
+// so every binary carries them, and applies them.
+//
+// [Apply] takes a Postgres session advisory lock first, so several replicas of
+// the marketplace or the orchestrator starting at once apply each migration
+// exactly once: the others wait for the lock, then find nothing pending.
+package migrations

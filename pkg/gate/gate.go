@@ -1,0 +1,203 @@
+package gate
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+)
+
+// Built-in constraint ids, as reported in Violation.ConstraintID.
+const (
+	ConstraintTools       = "tools"
+	ConstraintReadonly    = "readonly"
+	ConstraintMaxFileSize = "max_file_size"
+	ConstraintPathSafety  = "path_safety"
+	ConstraintAllowed     = "allowed_paths"
+	ConstraintDenied      = "denied_paths"
+	ConstraintCommands    = "commands"
+	ConstraintMaxActions  = "max_actions"
+	ConstraintMaxCost     = "max_cost_usd"
+)
+
+var builtinIDs = []string{
+	ConstraintTools, ConstraintReadonly, ConstraintMaxFileSize, ConstraintPathSafety,
+	ConstraintAllowed, ConstraintDenied, ConstraintCommands, ConstraintMaxActions, ConstraintMaxCost,
+}
+
+var ruleIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+
+// CompileError is a problem in a definition's constraints. Path names the
+// offending field the way the definition file spells it
+// ("constraints.rules[0].expression"), so loaders can point at it.
+type CompileError struct {
+	Path string
+	Msg  string
+}
+
+func (e *CompileError) Error() string { return e.Path + ": " + e.Msg }
+
+// Gate is the compiled form of one definition's constraints.
+type Gate struct {
+	tools       []string
+	readonly    bool
+	maxFileSize int64
+	allowed     []glob
+	denied      []glob
+	commands    [][]string
+	maxActions  int64
+	maxCostUSD  float64
+	rules       []*rule
+}
+
+// Compile builds the gate for a definition. It fails with a *CompileError on
+// a malformed command entry, a bad glob, or a rule whose id is invalid or
+// taken, or whose CEL does not compile or does not type-check.
+func Compile(def *meshtype.Definition) (*Gate, error) {
+	c := &def.Constraints
+	g := &Gate{
+		tools:       slices.Clone(def.Tools),
+		readonly:    c.Readonly,
+		maxFileSize: int64(c.MaxFileSize),
+		maxActions:  c.MaxActions,
+		maxCostUSD:  c.MaxCostUSD,
+	}
+	var err error
+	if g.allowed, err = compileGlobs("constraints.allowed_paths", c.AllowedPaths); err != nil {
+		return nil, err
+	}
+	if g.denied, err = compileGlobs("constraints.denied_paths", c.DeniedPaths); err != nil {
+		return nil, err
+	}
+	for i, entry := range c.Commands {
+		argv := strings.Fields(entry)
+		if len(argv) == 0 {
+			return nil, &CompileError{Path: "constraints.commands[" + strconv.Itoa(i) + "]", Msg: "empty command"}
+		}
+		g.commands = append(g.commands, argv)
+	}
+	seen := map[string]bool{}
+	for i := range c.Rules {
+		r := &c.Rules[i]
+		path := "constraints.rules[" + strconv.Itoa(i) + "]"
+		switch {
+		case !ruleIDPattern.MatchString(r.ID):
+			return nil, &CompileError{Path: path + ".id", Msg: fmt.Sprintf("rule id %q must match %s", r.ID, ruleIDPattern)}
+		case slices.Contains(builtinIDs, r.ID):
+			return nil, &CompileError{Path: path + ".id", Msg: fmt.Sprintf("rule id %q is a built-in constraint id", r.ID)}
+		case seen[r.ID]:
+			return nil, &CompileError{Path: path + ".id", Msg: fmt.Sprintf("rule id %q is used twice", r.ID)}
+		}
+		seen[r.ID] = true
+		cr, err := compileRule(path, r)
+		if err != nil {
+			return nil, err
+		}
+		g.rules = append(g.rules, cr)
+	}
+	return g, nil
+}
+
+// Evaluate checks one action against every constraint and returns all the
+// violations, or nil when the action may run. It does no I/O.
+func (g *Gate) Evaluate(a *meshtype.Action, state meshtype.JourneyState) []meshtype.Violation {
+	var c collector
+	add := c.add
+
+	if !g.toolAllowed(a) {
+		if a.Type == meshtype.ActionTool {
+			add(ConstraintTools, fmt.Sprintf("tool %q is not among this worker's tools %v", a.Tool, g.tools))
+		} else {
+			add(ConstraintTools, fmt.Sprintf("action type %q is not among this worker's tools %v", a.Type, g.tools))
+		}
+	}
+	if g.readonly && (a.Type == meshtype.ActionWrite || a.Type == meshtype.ActionDelete) {
+		add(ConstraintReadonly, fmt.Sprintf("worker is read-only: %s actions are refused", a.Type))
+	}
+	if takesTarget(a.Type) {
+		g.checkPath(a, &c)
+	}
+	if a.Type == meshtype.ActionWrite && g.maxFileSize > 0 && int64(len(a.Content)) > g.maxFileSize {
+		add(ConstraintMaxFileSize, fmt.Sprintf("File size %d bytes exceeds limit %d bytes", len(a.Content), g.maxFileSize))
+	}
+	if a.Type == meshtype.ActionExec {
+		if msg := g.checkCommand(a.Command); msg != "" {
+			add(ConstraintCommands, msg)
+		}
+	}
+	if g.maxActions > 0 && state.ActionCount >= g.maxActions {
+		add(ConstraintMaxActions, fmt.Sprintf("Action limit reached: %d of %d actions used", state.ActionCount, g.maxActions))
+	}
+	if g.maxCostUSD > 0 && state.CostUSD >= g.maxCostUSD {
+		add(ConstraintMaxCost, fmt.Sprintf("Cost limit reached: $%.4f spent of a $%.2f budget", state.CostUSD, g.maxCostUSD))
+	}
+	if len(g.rules) > 0 {
+		in := ruleInput{action: a, journey: &state}
+		for _, r := range g.rules {
+			if msg, ok := r.eval(&in); !ok {
+				add(r.id, msg)
+			}
+		}
+	}
+	return c.vs
+}
+
+// collector gathers violations; a method value, unlike a closure over a
+// local slice, keeps Evaluate free of allocations when nothing is violated.
+type collector struct{ vs []meshtype.Violation }
+
+func (c *collector) add(id, msg string) {
+	c.vs = append(c.vs, meshtype.Violation{ConstraintID: id, Violated: true, Message: msg})
+}
+
+func (g *Gate) toolAllowed(a *meshtype.Action) bool {
+	name := string(a.Type)
+	if a.Type == meshtype.ActionTool {
+		name = a.Tool
+		if name == "" {
+			return false
+		}
+	}
+	for _, t := range g.tools {
+		if t == name {
+			return true
+		}
+	}
+	return false
+}
+
+// takesTarget reports whether an action type names a workspace path.
+func takesTarget(t meshtype.ActionType) bool {
+	switch t {
+	case meshtype.ActionRead, meshtype.ActionWrite, meshtype.ActionList, meshtype.ActionSearch, meshtype.ActionDelete:
+		return true
+	}
+	return false
+}
+
+func (g *Gate) checkCommand(argv []string) string {
+	if len(argv) == 0 || argv[0] == "" {
+		return "exec needs a command: a non-empty argv list"
+	}
+	for _, arg := range argv {
+		if strings.IndexByte(arg, 0) >= 0 {
+			return "command arguments must not contain NUL bytes"
+		}
+	}
+	for _, prefix := range g.commands {
+		if len(argv) >= len(prefix) && slices.Equal(argv[:len(prefix)], prefix) {
+			return ""
+		}
+	}
+	if len(g.commands) == 0 {
+		return "this worker allows no commands"
+	}
+	allowed := make([]string, len(g.commands))
+	for i, p := range g.commands {
+		allowed[i] = strconv.Quote(strings.Join(p, " "))
+	}
+	return fmt.Sprintf("command %q does not start with an allowed command (%s)", argv[0], strings.Join(allowed, ", "))
+}

@@ -1,0 +1,249 @@
+package gate
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+)
+
+// Limits on targets, in bytes: Linux's PATH_MAX and NAME_MAX.
+const (
+	MaxPathLen    = 4096
+	MaxSegmentLen = 255
+)
+
+// glob is one compiled allowed or denied pattern.
+type glob struct {
+	pattern string
+	lower   string // for denied paths, which match case-insensitively
+}
+
+func compileGlobs(field string, patterns []string) ([]glob, error) {
+	out := make([]glob, 0, len(patterns))
+	for i, p := range patterns {
+		if p == "" || p[0] == '/' || !doublestar.ValidatePattern(p) {
+			return nil, &CompileError{Path: fmt.Sprintf("%s[%d]", field, i), Msg: fmt.Sprintf("invalid glob %q", p)}
+		}
+		out = append(out, glob{pattern: p, lower: strings.ToLower(p)})
+	}
+	return out, nil
+}
+
+// CleanTarget checks a target lexically and returns its canonical form, the
+// one executors should open: relative, slash-separated, without "." or empty
+// segments; "." for the workspace root. An empty target means the root. The
+// error says why a target is unsafe.
+func CleanTarget(target string) (string, error) {
+	if msg := targetProblem(target); msg != "" {
+		return "", fmt.Errorf("%s", msg)
+	}
+	return cleanTarget(target), nil
+}
+
+func cleanTarget(target string) string {
+	if target == "" {
+		return "."
+	}
+	return path.Clean(target)
+}
+
+// targetProblem returns why target is lexically unsafe, or "".
+func targetProblem(t string) string {
+	if len(t) > MaxPathLen {
+		return fmt.Sprintf("path is %d bytes long; the limit is %d", len(t), MaxPathLen)
+	}
+	if msg := segmentProblem(t); msg != "" {
+		return msg
+	}
+	ascii := true
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if c >= utf8.RuneSelf {
+			ascii = false
+			continue
+		}
+		switch {
+		case c == 0:
+			return "path contains a NUL byte"
+		case c < 0x20 || c == 0x7f:
+			return fmt.Sprintf("path contains the control character %#02x", c)
+		case c == '\\':
+			return "path contains a backslash; use / to separate directories"
+		}
+	}
+	if ascii {
+		return ""
+	}
+	if !utf8.ValidString(t) {
+		return "path is not valid UTF-8"
+	}
+	for _, r := range t {
+		switch {
+		case unicode.IsControl(r):
+			return fmt.Sprintf("path contains the control character %U", r)
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Sprintf("path contains the invisible formatting character %U", r)
+		case isSeparatorLookalike(r):
+			return fmt.Sprintf("path contains %U, which looks like a path separator or dot", r)
+		}
+	}
+	if !norm.NFC.IsNormalString(t) {
+		return "path is not in Unicode normalization form C (NFC); send the composed form"
+	}
+	// Compatibility forms must not turn into separators or dot segments either
+	// (U+2024 ONE DOT LEADER becomes "." under NFKC, for example).
+	for seg := range strings.SplitSeq(t, "/") {
+		if k := norm.NFKC.String(seg); k != seg && (k == ".." || strings.ContainsAny(k, `/\`)) {
+			return fmt.Sprintf("path segment %q has the compatibility form %q, a separator or a dot segment", seg, k)
+		}
+	}
+	return ""
+}
+
+// segmentProblem checks the shape of a slash-separated path.
+func segmentProblem(t string) string {
+	if strings.HasPrefix(t, "/") {
+		return "absolute paths are refused; give a path relative to the workspace root"
+	}
+	for seg := range strings.SplitSeq(t, "/") {
+		if seg == ".." {
+			return `path contains ".."; it must stay inside the workspace`
+		}
+		if len(seg) > MaxSegmentLen {
+			return fmt.Sprintf("a path segment is %d bytes long; the limit is %d", len(seg), MaxSegmentLen)
+		}
+	}
+	return ""
+}
+
+// isSeparatorLookalike reports runes that render like "/", "\" or "." and are
+// not folded to them by NFKC, so a reader (or a later tool) could mistake them.
+func isSeparatorLookalike(r rune) bool {
+	switch r {
+	case '\u2215', // DIVISION SLASH
+		'\u2044', // FRACTION SLASH
+		'\u29F8', // BIG SOLIDUS
+		'\u2216', // SET MINUS
+		'\u29F5', // REVERSE SOLIDUS OPERATOR
+		'\u29F9', // BIG REVERSE SOLIDUS
+		'\u3002', // IDEOGRAPHIC FULL STOP
+		'\uFF61': // HALFWIDTH IDEOGRAPHIC FULL STOP
+		return true
+	}
+	return false
+}
+
+// checkPath applies path safety and the allowed and denied globs to the
+// action's target.
+func (g *Gate) checkPath(a *meshtype.Action, c *collector) {
+	t := a.Target
+	if msg := targetProblem(t); msg != "" {
+		c.add(ConstraintPathSafety, msg)
+		return
+	}
+	clean := cleanTarget(t)
+	switch a.Type {
+	case meshtype.ActionRead, meshtype.ActionWrite, meshtype.ActionDelete:
+		if t == "" {
+			c.add(ConstraintPathSafety, fmt.Sprintf("%s needs a target path", a.Type))
+			return
+		}
+		if clean == "." {
+			c.add(ConstraintPathSafety, fmt.Sprintf("%s cannot target the workspace root", a.Type))
+			return
+		}
+		if strings.HasSuffix(t, "/") {
+			c.add(ConstraintPathSafety, fmt.Sprintf("%s target %q ends with /, which names a directory", a.Type, t))
+			return
+		}
+	}
+	if len(g.allowed) > 0 && !g.matchesAny(g.allowed, clean, false) {
+		c.add(ConstraintAllowed, fmt.Sprintf("path %q is not inside the allowed paths", clean))
+	}
+	if p, ok := g.deniedBy(clean); ok {
+		c.add(ConstraintDenied, fmt.Sprintf("path %q is denied by %q", clean, p))
+	}
+}
+
+// PathDenied reports whether a workspace path (already clean) is refused by
+// the denied globs or outside the allowed ones. Executors use it to leave
+// such paths out of list and search results, which name paths the action's
+// own target did not.
+func (g *Gate) PathDenied(clean string) bool {
+	if len(g.allowed) > 0 && !g.matchesAny(g.allowed, clean, false) {
+		return true
+	}
+	_, denied := g.deniedBy(clean)
+	return denied
+}
+
+func (g *Gate) deniedBy(clean string) (string, bool) {
+	if len(g.denied) == 0 {
+		return "", false
+	}
+	// Denied globs match case-insensitively and also against the compatibility
+	// form, so ".ENV" or a full-width ".ｅｎｖ" is refused like ".env": failing
+	// closed costs a rename, failing open leaks a secret on a case-folding
+	// file system.
+	lower := strings.ToLower(clean)
+	forms := [2]string{lower, lower}
+	if !isASCII(clean) {
+		forms[1] = strings.ToLower(norm.NFKC.String(clean))
+	}
+	for _, gl := range g.denied {
+		for i, f := range forms {
+			if i == 1 && f == forms[0] {
+				break
+			}
+			if matchPathOrParent(gl.lower, f) {
+				return gl.pattern, true
+			}
+		}
+	}
+	return "", false
+}
+
+func (g *Gate) matchesAny(globs []glob, clean string, lower bool) bool {
+	for _, gl := range globs {
+		p := gl.pattern
+		if lower {
+			p = gl.lower
+		}
+		if matchPathOrParent(p, clean) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchPathOrParent reports whether the pattern matches the path or one of its
+// parent directories: as in .gitignore, a pattern naming a directory covers
+// everything below it.
+func matchPathOrParent(pattern, p string) bool {
+	for {
+		if ok, _ := doublestar.Match(pattern, p); ok {
+			return true
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,208 @@
+// Package pgtest gives each test its own Postgres database, migrated with the
+// same migrations as production.
+//
+// The server is either the one TEST_DATABASE_URL names (its user must be
+// allowed to CREATE DATABASE) or, by default, one container per test binary
+// started through testcontainers-go from POSTGRES_IMAGE (default
+// "postgres:17"; CI sets the offline image). The container is labelled
+// meshwork.test and removed when the binary's tests end, so call [Main] from
+// TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// Databases are copied from a migrated template, which makes a fresh one cost
+// a few milliseconds, and dropped when the test ends.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/meshwork/meshwork/migrations"
+)
+
+// DefaultImage is the Postgres image used when POSTGRES_IMAGE is unset.
+const DefaultImage = "postgres:17"
+
+// Label marks every container the tests start; `make test` removes whatever
+// still carries it afterwards.
+const Label = "meshwork.test"
+
+var server struct {
+	once     sync.Once
+	err      error
+	baseURL  *url.URL // admin connection; the path is swapped per database
+	admin    *pgxpool.Pool
+	ctr      *postgres.PostgresContainer
+	template string // migrated database that test databases are copied from
+	mu       sync.Mutex
+}
+
+// Main runs the package's tests, then removes the Postgres container and the
+// template database, and exits with the tests' status.
+func Main(m *testing.M) {
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+// DSN returns the URL of a new database with every migration applied, dropped
+// when the test ends.
+func DSN(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, true)
+}
+
+// EmptyDSN returns the URL of a new, empty database (no migrations), dropped
+// when the test ends. It is for testing the migrations themselves.
+func EmptyDSN(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, false)
+}
+
+// Pool returns a pool on a new migrated database, closed when the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), DSN(t))
+	if err != nil {
+		t.Fatalf("pgtest: connecting: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func newDatabase(t testing.TB, migrated bool) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("pgtest: needs Postgres; skipped in -short mode")
+	}
+	server.once.Do(start)
+	if server.err != nil {
+		t.Fatalf("pgtest: %v", server.err)
+	}
+	ctx := context.Background()
+	name := "t_" + randomHex(8)
+	stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if migrated {
+		stmt += " TEMPLATE " + pgx.Identifier{server.template}.Sanitize()
+	}
+	// Copies of one template are serialised: Postgres refuses a copy while
+	// another session is connected to the template.
+	server.mu.Lock()
+	_, err := server.admin.Exec(ctx, stmt)
+	server.mu.Unlock()
+	if err != nil {
+		t.Fatalf("pgtest: creating database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := server.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: dropping database %s: %v", name, err)
+		}
+	})
+	return databaseURL(name)
+}
+
+func databaseURL(name string) string {
+	u := *server.baseURL
+	u.Path = "/" + name
+	return u.String()
+}
+
+func start() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dsn := os.Getenv("TEST_DATABASE_URL")
+	if dsn == "" {
+		var err error
+		if dsn, err = startContainer(ctx); err != nil {
+			server.err = err
+			return
+		}
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		server.err = fmt.Errorf("TEST_DATABASE_URL must be a postgres:// URL")
+		return
+	}
+	server.baseURL = u
+	if server.admin, err = pgxpool.New(ctx, dsn); err != nil {
+		server.err = fmt.Errorf("connecting to the test server: %w", err)
+		return
+	}
+	server.template = "tmpl_" + randomHex(8)
+	if _, err := server.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{server.template}.Sanitize()); err != nil {
+		server.err = fmt.Errorf("creating the template database: %w", err)
+		return
+	}
+	db, err := migrations.Open(databaseURL(server.template))
+	if err != nil {
+		server.err = err
+		return
+	}
+	defer db.Close()
+	if _, err := migrations.Apply(ctx, db, nil); err != nil {
+		server.err = fmt.Errorf("migrating the template database: %w", err)
+	}
+}
+
+func startContainer(ctx context.Context) (string, error) {
+	// Ryuk, testcontainers' reaper, is itself an image to pull; without a
+	// registry it cannot start. Cleanup is by label instead (see Main and the
+	// Makefile's test target).
+	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
+		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+	image := os.Getenv("POSTGRES_IMAGE")
+	if image == "" {
+		image = DefaultImage
+	}
+	ctr, err := postgres.Run(ctx, image,
+		postgres.WithDatabase("postgres"),
+		postgres.WithUsername("postgres"),
+		postgres.WithPassword("postgres"),
+		postgres.BasicWaitStrategies(),
+		testcontainers.WithLabels(map[string]string{Label: fmt.Sprintf("pgtest-%d", os.Getpid())}),
+		testcontainers.WithTmpfs(map[string]string{"/var/lib/postgresql/data": "rw"}),
+	)
+	server.ctr = ctr
+	if err != nil {
+		return "", fmt.Errorf("starting Postgres from image %s (set POSTGRES_IMAGE, e.g. to the image `make offline-images` builds, or TEST_DATABASE_URL): %w", image, err)
+	}
+	return ctr.ConnectionString(ctx, "sslmode=disable")
+}
+
+func stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if server.admin != nil {
+		if server.template != "" && server.ctr == nil {
+			_, _ = server.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{server.template}.Sanitize()+" WITH (FORCE)")
+		}
+		server.admin.Close()
+	}
+	if server.ctr != nil {
+		if err := testcontainers.TerminateContainer(server.ctr); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: removing the Postgres container: %v\n", err)
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

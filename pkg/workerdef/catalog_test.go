@@ -1,0 +1,234 @@
+package workerdef_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/workerdef"
+)
+
+const base = `id: base_v1
+abstract: true
+name: Base
+kind: builtin
+image: meshwork/worker:latest
+tools: [read, list]
+isolation:
+  network: none
+  resources: {cpus: 0.5, memory: 256Mi, pids: 64}
+constraints:
+  max_file_size: 1MB
+  denied_paths: ["**/.env", ".git/**"]
+  rules:
+    - id: base_rule
+      expression: "true"
+`
+
+func catalog(files map[string]string) fstest.MapFS {
+	fsys := fstest.MapFS{}
+	for name, body := range files {
+		fsys[name] = &fstest.MapFile{Data: []byte(body)}
+	}
+	return fsys
+}
+
+func mustLoad(t *testing.T, files map[string]string) *workerdef.Catalog {
+	t.Helper()
+	c, err := workerdef.Load(catalog(files))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return c
+}
+
+func TestExtendsDeepMerges(t *testing.T) {
+	t.Parallel()
+	c := mustLoad(t, map[string]string{
+		"base.yaml": base,
+		"child.yaml": `id: child_v1
+extends: base_v1
+name: Child
+tools: [read, write]
+isolation:
+  resources: {memory: 1Gi}
+constraints:
+  denied_paths: ["secrets/**"]
+  readonly: true
+`,
+	})
+	e, ok := c.Lookup("child_v1")
+	if !ok {
+		t.Fatal("child_v1 missing")
+	}
+	d := e.Definition
+	if d.Abstract {
+		t.Error("abstract was inherited from the base")
+	}
+	if d.Kind != meshtype.KindBuiltin || d.Image != "meshwork/worker:latest" {
+		t.Errorf("base scalars not inherited: kind %q image %q", d.Kind, d.Image)
+	}
+	// Maps merge: memory from the child, cpus and pids from the base.
+	if want := (meshtype.Resources{CPUs: 0.5, Memory: 1 << 30, PIDs: 64}); d.Isolation.Resources != want {
+		t.Errorf("resources %+v, want %+v", d.Isolation.Resources, want)
+	}
+	// Lists replace.
+	if !reflect.DeepEqual(d.Tools, []string{"read", "write"}) || !reflect.DeepEqual(d.Constraints.DeniedPaths, []string{"secrets/**"}) {
+		t.Errorf("lists merged instead of replaced: tools %v denied %v", d.Tools, d.Constraints.DeniedPaths)
+	}
+	if d.Constraints.MaxFileSize != 1_000_000 || !d.Constraints.Readonly || len(d.Constraints.Rules) != 1 {
+		t.Errorf("constraints %+v", d.Constraints)
+	}
+	// Defaults fill what neither wrote.
+	if d.Isolation.Level != meshtype.IsolationContainer || d.Isolation.Runtime != "runc" || !d.Isolation.ReadonlyRootfs ||
+		d.Isolation.User != "65532:65532" || d.Isolation.IdleTimeout.String() != "30m0s" {
+		t.Errorf("defaults not applied: %+v", d.Isolation)
+	}
+	if got := len(c.Entries()); got != 1 {
+		t.Errorf("Entries lists %d definitions, want 1 (the abstract base is not listed)", got)
+	}
+	if b, _ := c.Lookup("base_v1"); b == nil || !b.Definition.Abstract {
+		t.Error("base_v1 should be loaded and abstract")
+	}
+	if len(e.Hash) != 64 || e.Gate == nil || e.File != "child.yaml" {
+		t.Errorf("entry hash %q gate %v file %q", e.Hash, e.Gate, e.File)
+	}
+}
+
+// A definition can override a base setting with false, and the hash moves
+// with every change.
+func TestHashTracksDefinition(t *testing.T) {
+	t.Parallel()
+	one := mustLoad(t, map[string]string{"base.yaml": base, "c.yaml": "id: c_v1\nextends: base_v1\nname: C\n"})
+	two := mustLoad(t, map[string]string{"base.yaml": base, "c.yaml": "id: c_v1\nextends: base_v1\nname: C\nisolation: {readonly_rootfs: false}\n"})
+	a, _ := one.Lookup("c_v1")
+	b, _ := two.Lookup("c_v1")
+	if b.Definition.Isolation.ReadonlyRootfs {
+		t.Error("readonly_rootfs: false did not override the default")
+	}
+	if a.Hash == b.Hash {
+		t.Error("different definitions share a hash")
+	}
+	again := mustLoad(t, map[string]string{"base.yaml": base, "c.yaml": "id: c_v1\nextends: base_v1\nname: C\n"})
+	if c, _ := again.Lookup("c_v1"); c.Hash != a.Hash {
+		t.Error("the same definition hashed differently")
+	}
+}
+
+func TestLoadErrorsHavePositions(t *testing.T) {
+	t.Parallel()
+	ok := "id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: [read]\n"
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string // one of the errors, exactly
+	}{
+		{"unknown field", map[string]string{"a.yaml": ok + "colour: blue\n"}, "a.yaml:6:1: unknown field \"colour\" (known: abstract, agent, constraints, description, extends, id, image, isolation, kind, mcp, name, tools)"},
+		{"unknown nested field with hint", map[string]string{"a.yaml": ok + "constraints:\n  maxFileSize: 1MB\n"}, "a.yaml:7:3: unknown field \"maxFileSize\" in constraints (did you mean \"max_file_size\"?)"},
+		{"bad size unit", map[string]string{"a.yaml": ok + "constraints:\n  max_file_size: 1XB\n"}, "a.yaml:7:18: constraints.max_file_size: invalid size \"1XB\": unknown unit \"XB\" (use B, kB, MB, GB, TB, KiB, MiB, GiB or TiB)"},
+		{"negative size", map[string]string{"a.yaml": ok + "constraints:\n  max_file_size: -1MB\n"}, "a.yaml:7:18: constraints.max_file_size: invalid size \"-1MB\": want a number with an optional unit such as 10MB or 256Mi"},
+		{"fractional bytes", map[string]string{"a.yaml": ok + "isolation:\n  resources: {memory: 1.5B}\n"}, "a.yaml:7:23: isolation.resources.memory: invalid size \"1.5B\": not a whole number of bytes"},
+		{"bad duration", map[string]string{"a.yaml": ok + "isolation:\n  idle_timeout: 30 minutes\n"}, "a.yaml:7:17: isolation.idle_timeout: invalid duration \"30 minutes\": want a duration such as 30s, 5m or 1h30m"},
+		{"negative duration", map[string]string{"a.yaml": ok + "isolation:\n  idle_timeout: -5m\n"}, "a.yaml:7:17: isolation.idle_timeout: invalid duration \"-5m\": must not be negative"},
+		{"list for scalar", map[string]string{"a.yaml": ok + "name: [a]\n"}, ""},
+		{"scalar for list", map[string]string{"a.yaml": "id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: read\n"}, "a.yaml:5:8: tools: want a list, got \"read\""},
+		{"string for bool", map[string]string{"a.yaml": ok + "constraints: {readonly: \"yes\"}\n"}, "a.yaml:6:25: constraints.readonly: want true or false, got \"yes\""},
+		{"float for int", map[string]string{"a.yaml": ok + "constraints: {max_actions: 1.5}\n"}, "a.yaml:6:28: constraints.max_actions: want a whole number, got \"1.5\""},
+		{"duplicate key", map[string]string{"a.yaml": ok + "name: Again\n"}, "a.yaml:6:1: duplicate key \"name\" (first written at line 2)"},
+		{"syntax error", map[string]string{"a.yaml": "id: a_v1\nname: [unclosed\n"}, ""},
+		{"tab indentation", map[string]string{"a.yaml": "id: a_v1\nconstraints:\n\treadonly: true\n"}, ""},
+		{"duplicate key over a base key", map[string]string{"base.yaml": base, "c.yaml": "id: c_v1\nextends: base_v1\ntools: [read]\ntools: [write]\n"}, "c.yaml:4:1: duplicate key \"tools\" (first written at line 3)"},
+		{"unknown extends", map[string]string{"a.yaml": "id: a_v1\nextends: nothing_v1\n"}, "a.yaml:2:10: extends unknown definition \"nothing_v1\""},
+		{"self extends", map[string]string{"a.yaml": "id: a_v1\nextends: a_v1\n"}, "a.yaml:2:10: extends cycle: a_v1 -> a_v1"},
+		{"cycle", map[string]string{"a.yaml": "id: a_v1\nextends: b_v1\n", "b.yaml": "id: b_v1\nextends: c_v1\n", "c.yaml": "id: c_v1\nextends: a_v1\n"}, "c.yaml:2:10: extends cycle: a_v1 -> b_v1 -> c_v1 -> a_v1"},
+		{"invalid CEL", map[string]string{"a.yaml": ok + "constraints:\n  rules:\n    - id: r\n      expression: \"action.target ==\"\n"}, ""},
+		{"CEL unknown field", map[string]string{"a.yaml": ok + "constraints:\n  rules:\n    - id: r\n      expression: \"action.tagret == 'x'\"\n"}, ""},
+		{"CEL not bool", map[string]string{"a.yaml": ok + "constraints:\n  rules:\n    - id: r\n      expression: \"action.target\"\n"}, "a.yaml:9:19: CEL expression must evaluate to bool, not string"},
+		{"bad glob", map[string]string{"a.yaml": ok + "constraints:\n  denied_paths: [\"ok/**\", \"a/[b\"]\n"}, "a.yaml:7:27: glob \"a/[b\" is not a valid pattern"},
+		{"missing id", map[string]string{"a.yaml": "name: x\n"}, "a.yaml:1:1: missing id: every definition needs an id such as \"my_worker_v1\""},
+		{"bad id", map[string]string{"a.yaml": "id: NoVersion\nname: x\nkind: builtin\nimage: x\ntools: [read]\n"}, "a.yaml:1:5: id \"NoVersion\" must match ^[a-z][a-z0-9_]*_v[0-9]+$ (lower case, with a version suffix such as _v1)"},
+		{"duplicate id", map[string]string{"a.yaml": ok, "b.yaml": ok}, "b.yaml:1:5: duplicate id \"ok_v1\": already defined in a.yaml"},
+		{"empty file", map[string]string{"a.yaml": ""}, "a.yaml:1:1: empty file: want a worker definition mapping"},
+		{"not a mapping", map[string]string{"a.yaml": "- a\n- b\n"}, "a.yaml:1:1: want a mapping of definition fields, got a list"},
+		{"alias", map[string]string{"a.yaml": "id: a_v1\nname: &n x\ndescription: *n\nkind: builtin\nimage: x\ntools: [read]\n"}, "a.yaml:3:14: description: aliases are not supported in worker definitions; use extends to share settings"},
+		{"merge key", map[string]string{"a.yaml": ok + "isolation:\n  <<: {network: bridge}\n"}, "a.yaml:7:3: isolation: merge keys (<<) are not supported; use extends"},
+		{"missing name", map[string]string{"a.yaml": "id: a_v1\nkind: builtin\nimage: x\ntools: [read]\n"}, "a.yaml:1:1: missing name"},
+		{"bad kind", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: robot\nimage: x\ntools: [read]\n"}, "a.yaml:3:7: kind \"robot\" is not one of builtin, agent, mcp"},
+		{"root user", map[string]string{"a.yaml": ok + "isolation: {user: \"0:0\"}\n"}, "a.yaml:6:19: isolation.user must not be root (uid 0)"},
+		{"network", map[string]string{"a.yaml": ok + "isolation: {network: host}\n"}, "a.yaml:6:22: isolation.network \"host\" is not one of none, bridge"},
+		{"agent without backend", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task]\nagent: {model: sonnet}\n"}, "a.yaml:1:1: agent.backend \"\" is not one of [claude codex opencode gemini command]"},
+		{"agent prompt missing", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task]\nagent: {backend: claude, system_prompt: prompts/none.md}\n"}, "a.yaml:6:41: agent.system_prompt \"prompts/none.md\": no such file in the catalog"},
+		{"agent prompt escapes", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task]\nagent: {backend: claude, system_prompt: ../../etc/passwd}\n"}, "a.yaml:6:41: agent.system_prompt \"../../etc/passwd\" must be a clean path inside the catalog"},
+		{"agent tool name", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task, git_commit]\nagent: {backend: claude}\n"}, "a.yaml:5:15: tool \"git_commit\": agent workers accept action types only (task, read, write, ...)"},
+		{"mcp without command", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: mcp\nimage: x\ntools: [echo]\n"}, "a.yaml:1:1: kind mcp needs mcp.command, the argv of the image's MCP server"},
+		{"error in base reported in base", map[string]string{"base.yaml": strings.Replace(base, "max_file_size: 1MB", "max_file_size: lots", 1), "c.yaml": "id: c_v1\nextends: base_v1\n"}, "base.yaml:11:18: constraints.max_file_size: invalid size \"lots\": want a number with an optional unit such as 10MB or 256Mi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := workerdef.Load(catalog(tt.files))
+			var es workerdef.Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("got %v, want workerdef.Errors", err)
+			}
+			for _, e := range es {
+				if e.File == "" || e.Line < 1 || e.Column < 1 || e.Msg == "" {
+					t.Errorf("error without a position: %#v", e)
+				}
+			}
+			if tt.want != "" && !strings.Contains("\n"+err.Error()+"\n", "\n"+tt.want+"\n") {
+				t.Errorf("got\n%v\nwant the line\n%s", err, tt.want)
+			}
+		})
+	}
+}
+
+// Syntax errors and CEL errors carry the line and column where they are.
+func TestLoadErrorPositionsForSyntaxAndCEL(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		body, prefix, contains string
+	}{
+		{"id: a_v1\nname: [unclosed\n", "a.yaml:3:", ""},
+		{"id: a_v1\nconstraints:\n\treadonly: true\n", "a.yaml:3:1:", "tab"},
+		{"id: a_v1\nname: A\nname: B\n", "a.yaml:3:1:", "duplicate key \"name\""},
+		{"id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: [read]\nconstraints:\n  rules:\n    - id: r\n      expression: \"action.tagret == 'x'\"\n", "a.yaml:9:19:", "undefined field 'tagret'"},
+		{"id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: [read]\nconstraints:\n  rules:\n    - id: r\n      expression: \"action.target ==\"\n", "a.yaml:9:19:", "invalid CEL"},
+	} {
+		_, err := workerdef.Load(catalog(map[string]string{"a.yaml": tt.body}))
+		if err == nil || !strings.HasPrefix(err.Error(), tt.prefix) || !strings.Contains(err.Error(), tt.contains) {
+			t.Errorf("%q: got %v, want prefix %q containing %q", tt.body, err, tt.prefix, tt.contains)
+		}
+	}
+}
+
+// Every problem of a catalog is reported at once, in file order.
+func TestLoadReportsEveryError(t *testing.T) {
+	t.Parallel()
+	_, err := workerdef.Load(catalog(map[string]string{
+		"a.yaml": "id: a_v1\nname: A\nkind: builtin\nimage: x\ntools: [read]\nbogus: 1\n",
+		"b.yaml": "id: b_v1\nextends: missing_v1\n",
+		"c.yaml": "id: c_v1\nname: C\nkind: builtin\nimage: x\ntools: [read]\nconstraints: {max_file_size: big}\n",
+	}))
+	var es workerdef.Errors
+	if !errors.As(err, &es) || len(es) != 3 {
+		t.Fatalf("got %v, want 3 errors", err)
+	}
+	for i, f := range []string{"a.yaml", "b.yaml", "c.yaml"} {
+		if es[i].File != f {
+			t.Errorf("error %d is in %s, want %s", i, es[i].File, f)
+		}
+	}
+}
+
+func TestLoadRefusesHugeFiles(t *testing.T) {
+	t.Parallel()
+	body := "id: a_v1\ndescription: " + strings.Repeat("x", workerdef.MaxFileSize) + "\n"
+	_, err := workerdef.Load(catalog(map[string]string{"a.yaml": body}))
+	if err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("got %v, want a size error", err)
+	}
+}
