@@ -78,7 +78,7 @@ func checkKeys(data []byte) error {
 	var stack []*object // nil entries for arrays
 	for {
 		tok, err := dec.ReadToken()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if len(stack) == 0 {
 				return nil
 			}
@@ -188,8 +188,13 @@ func validate(a *meshtype.Action) error {
 		name string
 		set  bool
 	}{
-		{"target", a.Target != ""}, {"content", a.Content != ""}, {"pattern", a.Pattern != ""},
-		{"command", a.Command != nil}, {"task", a.Task != ""}, {"tool", a.Tool != ""}, {"arguments", a.Arguments != nil},
+		{"target", a.Target != ""},
+		{"content", a.Content != ""},
+		{"pattern", a.Pattern != ""},
+		{"command", a.Command != nil},
+		{"task", a.Task != ""},
+		{"tool", a.Tool != ""},
+		{"arguments", a.Arguments != nil},
 	}
 	for _, f := range present {
 		if f.set && !strings.Contains(" "+uses+" ", " "+f.name+" ") {

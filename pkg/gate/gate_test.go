@@ -27,11 +27,11 @@ func writerDef() *meshtype.Definition {
 	}
 }
 
-func mustCompile(t testing.TB, def *meshtype.Definition) *gate.Gate {
-	t.Helper()
+func mustCompile(tb testing.TB, def *meshtype.Definition) *gate.Gate {
+	tb.Helper()
 	g, err := gate.Compile(def)
 	if err != nil {
-		t.Fatalf("Compile: %v", err)
+		tb.Fatalf("Compile: %v", err)
 	}
 	return g
 }

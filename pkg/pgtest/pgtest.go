@@ -60,37 +60,37 @@ func Main(m *testing.M) {
 
 // DSN returns the URL of a new database with every migration applied, dropped
 // when the test ends.
-func DSN(t testing.TB) string {
-	t.Helper()
-	return newDatabase(t, true)
+func DSN(tb testing.TB) string {
+	tb.Helper()
+	return newDatabase(tb, true)
 }
 
 // EmptyDSN returns the URL of a new, empty database (no migrations), dropped
 // when the test ends. It is for testing the migrations themselves.
-func EmptyDSN(t testing.TB) string {
-	t.Helper()
-	return newDatabase(t, false)
+func EmptyDSN(tb testing.TB) string {
+	tb.Helper()
+	return newDatabase(tb, false)
 }
 
 // Pool returns a pool on a new migrated database, closed when the test ends.
-func Pool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), DSN(t))
+func Pool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := pgxpool.New(context.Background(), DSN(tb))
 	if err != nil {
-		t.Fatalf("pgtest: connecting: %v", err)
+		tb.Fatalf("pgtest: connecting: %v", err)
 	}
-	t.Cleanup(pool.Close)
+	tb.Cleanup(pool.Close)
 	return pool
 }
 
-func newDatabase(t testing.TB, migrated bool) string {
-	t.Helper()
+func newDatabase(tb testing.TB, migrated bool) string {
+	tb.Helper()
 	if testing.Short() {
-		t.Skip("pgtest: needs Postgres; skipped in -short mode")
+		tb.Skip("pgtest: needs Postgres; skipped in -short mode")
 	}
 	server.once.Do(start)
 	if server.err != nil {
-		t.Fatalf("pgtest: %v", server.err)
+		tb.Fatalf("pgtest: %v", server.err)
 	}
 	ctx := context.Background()
 	name := "t_" + randomHex(8)
@@ -104,13 +104,13 @@ func newDatabase(t testing.TB, migrated bool) string {
 	_, err := server.admin.Exec(ctx, stmt)
 	server.mu.Unlock()
 	if err != nil {
-		t.Fatalf("pgtest: creating database: %v", err)
+		tb.Fatalf("pgtest: creating database: %v", err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if _, err := server.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("pgtest: dropping database %s: %v", name, err)
+			tb.Errorf("pgtest: dropping database %s: %v", name, err)
 		}
 	})
 	return databaseURL(name)

@@ -299,7 +299,7 @@ func (l *loader) merge(base, over *yaml.Node, top bool) *yaml.Node {
 	}
 	for i := 0; i+1 < len(over.Content); i += 2 {
 		k := over.Content[i]
-		if bk, _ := mappingPair(base, k.Value); bk != nil && !(top && k.Value == "abstract") {
+		if bk, _ := mappingPair(base, k.Value); bk != nil && (!top || k.Value != "abstract") {
 			continue // merged in the loop above
 		}
 		out.Content = append(out.Content, k, over.Content[i+1])

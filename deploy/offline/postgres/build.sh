@@ -72,7 +72,8 @@ tar -C "$root" --numeric-owner -c . | docker import \
 # docker import cannot set STOPSIGNAL; a one-line build on the imported image
 # can, with no registry: SIGINT is Postgres's fast shutdown, as in the public image.
 printf 'FROM %s\nSTOPSIGNAL SIGINT\nLABEL meshwork.inputs=%s org.opencontainers.image.title=meshwork-postgres-offline\n' \
-  "$image-rootfs" "$inputs" | docker build -q -t "$image" - >/dev/null
+  "$image-rootfs" "$inputs" | docker build -q -t "$image" - >"$build_dir/docker-build.log" 2>&1 ||
+  { cat "$build_dir/docker-build.log" >&2; exit 1; }
 docker rmi "$image-rootfs" >/dev/null
 rm -rf "$root"
 echo "postgres-offline: built $image"

@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -21,7 +20,7 @@ func newWorkersCommand() *cobra.Command {
 	}
 	var dir string
 	load := func() (*workerdef.Catalog, error) {
-		var fsys fs.FS = workers.FS()
+		fsys := workers.FS()
 		if dir != "" {
 			fsys = os.DirFS(dir)
 		}
@@ -36,8 +35,7 @@ func newWorkersCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cat, err := load()
 			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), err)
-				return fmt.Errorf("catalog is invalid")
+				return fmt.Errorf("catalog is invalid:\n%w", err)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "ok: %d workers\n", len(cat.Entries()))
 			return err

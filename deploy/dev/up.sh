@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `make up` for now: starts the part of Meshwork that exists so far, Postgres
+# with the schema migrated, and prints the DATABASE_URL for the services. It
+# grows into `docker compose up` of the whole stack.
+#
+#   POSTGRES_IMAGE     default postgres:17 (offline: meshwork/postgres-offline:15)
+#   MESHWORK_PG_PORT   host port on 127.0.0.1 (default 5432)
+#   POSTGRES_PASSWORD  default meshwork (development only)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+image="${POSTGRES_IMAGE:-postgres:17}"
+port="${MESHWORK_PG_PORT:-5432}"
+password="${POSTGRES_PASSWORD:-meshwork}"
+name=meshwork-postgres
+marketplace="$repo/bin/linux_$(go env GOARCH)/marketplace"
+
+if [[ -z "$(docker ps -q --filter "name=^${name}$")" ]]; then
+  docker rm -f "$name" >/dev/null 2>&1 || true
+  docker volume create meshwork-pgdata >/dev/null
+  echo "up: starting $name from $image on 127.0.0.1:$port"
+  docker run -d --name "$name" --label meshwork.dev=true \
+    -e POSTGRES_USER=meshwork -e POSTGRES_PASSWORD="$password" -e POSTGRES_DB=meshwork \
+    -p "127.0.0.1:$port:5432" -v meshwork-pgdata:/var/lib/postgresql/data \
+    "$image" >/dev/null
+fi
+
+# Ready means the final server accepts TCP connections (during first-start
+# initialisation the image listens on its socket only).
+for _ in $(seq 1 60); do
+  if docker exec "$name" pg_isready -q -h 127.0.0.1 -U meshwork -d meshwork 2>/dev/null; then
+    break
+  fi
+  sleep 1
+done
+docker exec "$name" pg_isready -q -h 127.0.0.1 -U meshwork -d meshwork ||
+  { docker logs --tail 30 "$name" >&2; echo "up: Postgres did not become ready" >&2; exit 1; }
+
+url="postgres://meshwork:${password}@127.0.0.1:${port}/meshwork?sslmode=disable"
+DATABASE_URL="$url" "$marketplace" migrate
+echo
+echo "Postgres is up with the Meshwork schema. For the services and meshctl:"
+echo "  export DATABASE_URL='$url'"
+echo "Stop it with 'make down' (data kept) or 'make down/volumes' (data removed)."

@@ -1,0 +1,81 @@
+package cli_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/marketplace/internal/cli"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// run executes the marketplace command line and returns its output.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := cli.NewRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestMigrateCommand(t *testing.T) {
+	t.Setenv("DATABASE_URL", pgtest.EmptyDSN(t))
+
+	out, err := run(t, "migrate")
+	if err != nil || !strings.Contains(out, "applied 00001 00001_marketplace.sql") {
+		t.Fatalf("first migrate: %v\n%s", err, out)
+	}
+	out, err = run(t, "migrate")
+	if err != nil || strings.TrimSpace(out) != "schema is up to date" {
+		t.Fatalf("second migrate: %v\n%s", err, out)
+	}
+	out, err = run(t, "migrate", "status")
+	if err != nil || !strings.Contains(out, "00001_marketplace.sql") || strings.Contains(out, "pending") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+}
+
+func TestMigrateWithoutDatabase(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	_, err := run(t, "migrate")
+	if err == nil || !strings.Contains(err.Error(), "set DATABASE_URL") {
+		t.Errorf("got %v, want a hint to set DATABASE_URL", err)
+	}
+	t.Setenv("DATABASE_URL", "postgres://user:hunter2@127.0.0.1:1/db?connect_timeout=2")
+	_, err = run(t, "migrate")
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("got %v, want a connection error that does not echo the password", err)
+	}
+}
+
+func TestWorkersCommands(t *testing.T) {
+	t.Parallel()
+	out, err := run(t, "workers", "validate")
+	if err != nil || !strings.HasPrefix(out, "ok: 7 workers") {
+		t.Errorf("validate built-in catalog: %v\n%s", err, out)
+	}
+	out, err = run(t, "workers", "describe", "filesystem_research_v1")
+	if err != nil || !strings.Contains(out, `"readonly": true`) || !strings.Contains(out, `"definition_hash"`) {
+		t.Errorf("describe: %v\n%s", err, out)
+	}
+	if _, err := run(t, "workers", "describe", "nope_v1"); err == nil || !strings.Contains(err.Error(), `no worker "nope_v1"`) {
+		t.Errorf("describe unknown: %v", err)
+	}
+
+	dir := t.TempDir()
+	bad := "id: x_v1\nname: X\nkind: builtin\nimage: i\ntools: [read]\nconstraints:\n  max_file_size: 1 gigabyte\n"
+	if err := os.WriteFile(filepath.Join(dir, "x.yaml"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(t, "workers", "validate", "--catalog", dir)
+	if err == nil || !strings.Contains(err.Error(), "x.yaml:7:18: constraints.max_file_size: invalid size") {
+		t.Errorf("validate bad catalog: %v", err)
+	}
+}
