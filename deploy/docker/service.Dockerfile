@@ -7,5 +7,9 @@ ARG BASE=gcr.io/distroless/static-debian12:nonroot
 FROM ${BASE}
 ARG BINARY
 COPY ${BINARY} /usr/local/bin/app
+# A fresh workspace volume takes this directory's owner, so workers running
+# as 65532 can write their own workspace.
+COPY --chown=65532:65532 deploy/docker/workspace/ /workspace/
+WORKDIR /workspace
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/app"]

@@ -124,22 +124,6 @@ func Load(fsys fs.FS) (*Catalog, error) {
 	return cat, nil
 }
 
-// LoadFile loads one definition file with the catalog in its directory, and
-// returns that file's definition. It is what editors and `describe` tools use
-// to check a single file.
-func LoadFile(fsys fs.FS, file string) (*Entry, error) {
-	cat, err := Load(fsys)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range cat.entries {
-		if e.File == file {
-			return e, nil
-		}
-	}
-	return nil, fmt.Errorf("%s: no worker definition found", file)
-}
-
 func (l *loader) failAt(file string, n *yaml.Node, format string, args ...any) {
 	e := &Error{File: file, Line: 1, Column: 1, Msg: fmt.Sprintf(format, args...)}
 	if n != nil {

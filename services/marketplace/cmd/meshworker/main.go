@@ -26,7 +26,19 @@ workers) as MCP tools over stdio, confined to the workspace.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(buildinfo.Command("meshworker"))
+	root.AddCommand(buildinfo.Command("meshworker"), &cobra.Command{
+		Use:   "idle",
+		Short: "Wait until stopped: the worker container's main process",
+		Long: `idle is the main process of a builtin worker container. It does nothing
+until SIGTERM or SIGINT; the marketplace runs "meshworker serve" beside it
+through exec sessions, so a broken session can be re-opened without
+restarting the container.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			<-cmd.Context().Done()
+			return nil
+		},
+	})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)
 	stop()

@@ -1,0 +1,129 @@
+// Package runtime is the seam between the marketplace and whatever runs
+// workers: one [Runtime] interface, with one subpackage per implementation
+// (docker: hardened containers through the Docker Engine API; process: plain
+// subprocesses for machines without Docker) and a conformance suite,
+// runtimetest, that every implementation passes.
+//
+// A worker is one long-lived main process (it idles) plus a workspace that
+// outlives it. The marketplace talks to the worker through [Runtime.Exec]
+// sessions: it keeps one open per journey and opens a new one if it breaks.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Labels on everything a runtime creates. Reconciliation finds the
+// marketplace's containers and volumes by them.
+const (
+	LabelJourney = "meshwork.journey" // journey uid
+	LabelWorker  = "meshwork.worker"  // worker definition id
+)
+
+// WorkspacePath is where the workspace is mounted inside a worker.
+const WorkspacePath = "/workspace"
+
+// ErrNotFound is returned when a worker or its workspace does not exist.
+var ErrNotFound = errors.New("runtime: not found")
+
+// Spec describes one worker to create.
+type Spec struct {
+	// Journey is the journey uid; it names the container and the workspace
+	// volume and is stored in LabelJourney.
+	Journey string
+	// Worker is the worker definition id, stored in LabelWorker.
+	Worker string
+	// Image is the image to run.
+	Image string
+	// Cmd is the main process's argv; nil keeps the image's command.
+	Cmd []string
+	// User is "uid" or "uid:gid"; never root.
+	User string
+	// Network is "none" or "bridge".
+	Network string
+	// ReadonlyRootfs mounts the root filesystem read-only (with a small tmpfs
+	// at /tmp).
+	ReadonlyRootfs bool
+	// OCIRuntime names the OCI runtime ("runc", "runsc"); "" is the engine's default.
+	OCIRuntime string
+	// Limits.
+	CPUs        float64
+	MemoryBytes int64
+	PIDs        int64
+	// Env is extra environment, "KEY=value".
+	Env []string
+	// Labels are extra labels (tests add meshwork.test).
+	Labels map[string]string
+}
+
+// Handle names a created worker.
+type Handle struct {
+	// ID is the container id (docker) or an opaque id (process).
+	ID string
+	// Workspace is the workspace volume name (docker) or directory (process).
+	Workspace string
+}
+
+// State is a worker's state as the runtime sees it.
+type State string
+
+// The states.
+const (
+	StateRunning State = "running"
+	StateStopped State = "stopped"
+	StateMissing State = "missing"
+)
+
+// Listed is one worker found by List.
+type Listed struct {
+	Handle
+	Journey string
+	Worker  string
+	State   State
+}
+
+// Session is one exec'd process in a worker: its stdin and stdout as a pipe
+// (Read reads stdout, Write writes stdin); stderr is discarded or logged.
+type Session interface {
+	io.ReadWriteCloser
+	// CloseWrite closes the process's stdin.
+	CloseWrite() error
+	// Wait waits for the process to exit and returns its exit code.
+	Wait() (int, error)
+}
+
+// RemoveOptions say what Remove deletes besides the worker.
+type RemoveOptions struct {
+	// Workspace also deletes the workspace.
+	Workspace bool
+}
+
+// Runtime creates and runs workers.
+type Runtime interface {
+	// Name is "docker" or "process".
+	Name() string
+	// Create creates and starts a worker. An existing workspace for the
+	// journey is reused (resume), a missing one is created.
+	Create(ctx context.Context, spec Spec) (Handle, error)
+	// Start starts a stopped worker again.
+	Start(ctx context.Context, h Handle) error
+	// Stop stops a worker, giving its processes grace to exit; the workspace is kept.
+	Stop(ctx context.Context, h Handle, grace time.Duration) error
+	// Remove removes a worker (stopping it first) and, if asked, its workspace.
+	// Removing what is already gone is not an error.
+	Remove(ctx context.Context, h Handle, opts RemoveOptions) error
+	// State reports whether the worker is running, stopped or missing.
+	State(ctx context.Context, h Handle) (State, error)
+	// Exec starts argv in the running worker, in WorkspacePath, as the worker's user.
+	Exec(ctx context.Context, h Handle, argv []string) (Session, error)
+	// List returns every worker carrying LabelJourney (and, if given, the
+	// extra label filter), in any state.
+	List(ctx context.Context, labels map[string]string) ([]Listed, error)
+	// Logs returns up to tail lines of the worker's main process output.
+	Logs(ctx context.Context, h Handle, tail int) ([]byte, error)
+	// ExportWorkspace writes the workspace's contents as a tar stream.
+	ExportWorkspace(ctx context.Context, h Handle, w io.Writer) error
+}
