@@ -1,0 +1,372 @@
+// Package store keeps the marketplace's state in Postgres: journeys, the
+// audit log of actions, and callers' token hashes. A restart of the
+// marketplace loses nothing because nothing lives only in memory.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+)
+
+// Sentinel errors for callers to branch on.
+var (
+	// ErrNotFound: no such journey for this caller (another caller's journey
+	// is not found either).
+	ErrNotFound = errors.New("not found")
+	// ErrExists: the caller already has a journey with that id.
+	ErrExists = errors.New("already exists")
+)
+
+// JourneyState is a journey's lifecycle state.
+type JourneyState string
+
+// The journey states.
+const (
+	StateStarting JourneyState = "starting"
+	StateActive   JourneyState = "active"
+	StateStopped  JourneyState = "stopped"
+	StateOrphaned JourneyState = "orphaned" // its container vanished or died
+	StateFailed   JourneyState = "failed"
+	StateDeleted  JourneyState = "deleted"
+)
+
+// Live reports whether a journey in this state should have a running worker.
+func (s JourneyState) Live() bool { return s == StateStarting || s == StateActive }
+
+// Journey is one worker instance with its workspace.
+type Journey struct {
+	UID            uuid.UUID
+	Caller         string
+	ID             string
+	WorkerID       string
+	DefinitionHash string
+	State          JourneyState
+	IsolationLevel string
+	ContainerID    string
+	Workspace      string
+	ParentJourney  *uuid.UUID
+	AgentSessionID string
+	ActionCount    int64
+	CostUSD        float64
+	CreatedAt      time.Time
+	LastUsedAt     time.Time
+	StoppedAt      *time.Time
+}
+
+// Store is the marketplace's Postgres state.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a store on pool. The schema comes from the migrations module.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Ping checks the database is reachable.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+const journeyColumns = `uid, caller, id, worker_id, definition_hash, state, isolation_level,
+	coalesce(container_id, ''), coalesce(volume, ''), parent_journey, coalesce(agent_session_id, ''),
+	action_count, cost_usd::float8, created_at, last_used_at, stopped_at`
+
+func scanJourney(row pgx.Row) (Journey, error) {
+	var j Journey
+	err := row.Scan(&j.UID, &j.Caller, &j.ID, &j.WorkerID, &j.DefinitionHash, &j.State, &j.IsolationLevel,
+		&j.ContainerID, &j.Workspace, &j.ParentJourney, &j.AgentSessionID,
+		&j.ActionCount, &j.CostUSD, &j.CreatedAt, &j.LastUsedAt, &j.StoppedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return j, ErrNotFound
+	}
+	return j, err
+}
+
+// CreateJourney inserts a journey in state starting. It fails with ErrExists
+// when the caller already has a journey with that id.
+func (s *Store) CreateJourney(ctx context.Context, j Journey) (Journey, error) {
+	row := s.pool.QueryRow(ctx, `INSERT INTO journeys (caller, id, worker_id, definition_hash, state, isolation_level, parent_journey)
+		VALUES ($1, $2, $3, $4, 'starting', $5, $6) RETURNING `+journeyColumns,
+		j.Caller, j.ID, j.WorkerID, j.DefinitionHash, j.IsolationLevel, j.ParentJourney)
+	out, err := scanJourney(row)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return Journey{}, fmt.Errorf("journey %q: %w", j.ID, ErrExists)
+	}
+	if err != nil {
+		return Journey{}, fmt.Errorf("creating journey: %w", err)
+	}
+	return out, nil
+}
+
+// Journey returns the caller's journey with the given id.
+func (s *Store) Journey(ctx context.Context, caller, id string) (Journey, error) {
+	j, err := scanJourney(s.pool.QueryRow(ctx, `SELECT `+journeyColumns+` FROM journeys WHERE caller = $1 AND id = $2 AND state <> 'deleted'`, caller, id))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return j, fmt.Errorf("reading journey: %w", err)
+	}
+	return j, err
+}
+
+// JourneyByUID returns a journey by its internal id, whoever its caller.
+func (s *Store) JourneyByUID(ctx context.Context, uid uuid.UUID) (Journey, error) {
+	j, err := scanJourney(s.pool.QueryRow(ctx, `SELECT `+journeyColumns+` FROM journeys WHERE uid = $1`, uid))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return j, fmt.Errorf("reading journey: %w", err)
+	}
+	return j, err
+}
+
+// Journeys lists the caller's journeys, newest first, optionally in one state.
+func (s *Store) Journeys(ctx context.Context, caller string, state JourneyState) ([]Journey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+journeyColumns+` FROM journeys
+		WHERE caller = $1 AND state <> 'deleted' AND ($2 = '' OR state = $2) ORDER BY created_at DESC, id`, caller, string(state))
+	if err != nil {
+		return nil, fmt.Errorf("listing journeys: %w", err)
+	}
+	return collect(rows)
+}
+
+// LiveJourneys lists every journey that should have a running worker.
+func (s *Store) LiveJourneys(ctx context.Context) ([]Journey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+journeyColumns+` FROM journeys WHERE state IN ('starting', 'active') ORDER BY created_at`)
+	if err != nil {
+		return nil, fmt.Errorf("listing live journeys: %w", err)
+	}
+	return collect(rows)
+}
+
+// KnownJourneys lists every journey that still owns a workspace (not deleted).
+func (s *Store) KnownJourneys(ctx context.Context) (map[uuid.UUID]Journey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+journeyColumns+` FROM journeys WHERE state <> 'deleted'`)
+	if err != nil {
+		return nil, fmt.Errorf("listing journeys: %w", err)
+	}
+	js, err := collect(rows)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID]Journey, len(js))
+	for _, j := range js {
+		out[j.UID] = j
+	}
+	return out, nil
+}
+
+func collect(rows pgx.Rows) ([]Journey, error) {
+	defer rows.Close()
+	var out []Journey
+	for rows.Next() {
+		j, err := scanJourney(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// SetRunning records a started worker: state active, its container and workspace.
+func (s *Store) SetRunning(ctx context.Context, uid uuid.UUID, containerID, workspace string) error {
+	return s.exec(ctx, `UPDATE journeys SET state = 'active', container_id = $2, volume = $3, stopped_at = NULL, last_used_at = now() WHERE uid = $1`,
+		uid, containerID, workspace)
+}
+
+// SetState moves a journey to a state; stopped, orphaned, failed and deleted
+// also record when.
+func (s *Store) SetState(ctx context.Context, uid uuid.UUID, state JourneyState) error {
+	return s.exec(ctx, `UPDATE journeys SET state = $2,
+		stopped_at = CASE WHEN $2 IN ('stopped', 'orphaned', 'failed', 'deleted') THEN now() ELSE NULL END WHERE uid = $1`, uid, string(state))
+}
+
+// Reset starts a journey over (spawn mode fresh): new worker, counters and
+// agent session cleared. Its audit rows stay.
+func (s *Store) Reset(ctx context.Context, uid uuid.UUID, workerID, definitionHash, isolation string) error {
+	return s.exec(ctx, `UPDATE journeys SET state = 'starting', worker_id = $2, definition_hash = $3, isolation_level = $4,
+		container_id = NULL, volume = NULL, agent_session_id = NULL, action_count = 0, cost_usd = 0,
+		created_at = now(), last_used_at = now(), stopped_at = NULL WHERE uid = $1`, uid, workerID, definitionHash, isolation)
+}
+
+// Restart marks a stopped or orphaned journey as starting again (spawn mode
+// resume), keeping its workspace, counters and agent session.
+func (s *Store) Restart(ctx context.Context, uid uuid.UUID, definitionHash string) error {
+	return s.exec(ctx, `UPDATE journeys SET state = 'starting', definition_hash = $2, stopped_at = NULL WHERE uid = $1`, uid, definitionHash)
+}
+
+// SetAgentSession records the agent session id an agent worker reported.
+func (s *Store) SetAgentSession(ctx context.Context, uid uuid.UUID, sessionID string) error {
+	return s.exec(ctx, `UPDATE journeys SET agent_session_id = $2 WHERE uid = $1`, uid, sessionID)
+}
+
+// IdleJourneys lists active journeys unused since before cutoff.
+func (s *Store) IdleJourneys(ctx context.Context, cutoff time.Time) ([]Journey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+journeyColumns+` FROM journeys WHERE state = 'active' AND last_used_at < $1`, cutoff)
+	if err != nil {
+		return nil, fmt.Errorf("listing idle journeys: %w", err)
+	}
+	return collect(rows)
+}
+
+func (s *Store) exec(ctx context.Context, sql string, args ...any) error {
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("updating journey: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Decision is what became of an action.
+type Decision string
+
+// The decisions.
+const (
+	DecisionAllowed Decision = "allowed" // the gate allowed it and it ran
+	DecisionRefused Decision = "refused" // malformed, or the gate refused it; the worker saw nothing
+	DecisionFailed  Decision = "failed"  // allowed, but running it failed
+)
+
+// ActionRecord is one row of the audit log.
+type ActionRecord struct {
+	JourneyUID     uuid.UUID
+	Caller         string
+	WorkerID       string
+	DefinitionHash string
+	ActionType     string
+	Target         string
+	Decision       Decision
+	Violations     []meshtype.Violation
+	Error          string
+	Duration       time.Duration
+	RequestBytes   int64
+	ResponseBytes  int64
+	CostUSD        float64
+	TraceID        string
+}
+
+// RecordAction writes an audit row. An allowed action also counts against
+// the journey (actions, cost, last use) in the same transaction, so the
+// counters the gate reads always match the audit log.
+func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
+	violations, err := json.Marshal(nonNil(r.Violations))
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
+			decision, violations, error, duration_us, request_bytes, response_bytes, cost_usd, trace_id)
+			VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, nullif($9, ''), $10, $11, $12, $13, nullif($14, ''))`,
+			r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, r.Target, string(r.Decision), violations,
+			r.Error, r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID); err != nil {
+			return fmt.Errorf("recording action: %w", err)
+		}
+		counted := 0
+		if r.Decision == DecisionAllowed {
+			counted = 1
+		}
+		if _, err := tx.Exec(ctx, `UPDATE journeys SET action_count = action_count + $2, cost_usd = cost_usd + $3, last_used_at = now() WHERE uid = $1`,
+			r.JourneyUID, counted, r.CostUSD); err != nil {
+			return fmt.Errorf("counting action: %w", err)
+		}
+		return nil
+	})
+}
+
+func nonNil(v []meshtype.Violation) []meshtype.Violation {
+	if v == nil {
+		return []meshtype.Violation{}
+	}
+	return v
+}
+
+// ActionCounts is how many of a journey's actions ended each way.
+type ActionCounts struct {
+	Allowed, Refused, Failed int64
+}
+
+// ActionCounts counts a journey's audit rows by decision.
+func (s *Store) ActionCounts(ctx context.Context, uid uuid.UUID) (ActionCounts, error) {
+	var c ActionCounts
+	err := s.pool.QueryRow(ctx, `SELECT
+		count(*) FILTER (WHERE decision = 'allowed'), count(*) FILTER (WHERE decision = 'refused'), count(*) FILTER (WHERE decision = 'failed')
+		FROM actions WHERE journey_uid = $1`, uid).Scan(&c.Allowed, &c.Refused, &c.Failed)
+	if err != nil {
+		return c, fmt.Errorf("counting actions: %w", err)
+	}
+	return c, nil
+}
+
+// AuditRow is an audit record as read back.
+type AuditRow struct {
+	ActionRecord
+	ID        int64
+	CreatedAt time.Time
+}
+
+// Actions returns a journey's audit rows, oldest first.
+func (s *Store) Actions(ctx context.Context, uid uuid.UUID) ([]AuditRow, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, journey_uid, caller, worker_id, definition_hash, action_type, coalesce(target, ''),
+		decision, violations, coalesce(error, ''), duration_us, request_bytes, response_bytes, coalesce(cost_usd, 0)::float8, coalesce(trace_id, ''), created_at
+		FROM actions WHERE journey_uid = $1 ORDER BY id`, uid)
+	if err != nil {
+		return nil, fmt.Errorf("reading actions: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditRow
+	for rows.Next() {
+		var a AuditRow
+		var us int64
+		var violations []byte
+		if err := rows.Scan(&a.ID, &a.JourneyUID, &a.Caller, &a.WorkerID, &a.DefinitionHash, &a.ActionType, &a.Target,
+			&a.Decision, &violations, &a.Error, &us, &a.RequestBytes, &a.ResponseBytes, &a.CostUSD, &a.TraceID, &a.CreatedAt); err != nil {
+			return nil, err
+		}
+		a.Duration = time.Duration(us) * time.Microsecond
+		if err := json.Unmarshal(violations, &a.Violations); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// TokenHash is how tokens are stored and looked up: never the token itself.
+func TokenHash(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+// PutToken records that a token (by its hash) authenticates as caller. A
+// token already known keeps working; re-putting it for another caller moves it.
+func (s *Store) PutToken(ctx context.Context, caller string, hash []byte, parent *uuid.UUID) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO api_tokens (caller, token_sha256, parent_journey) VALUES ($1, $2, $3)
+		ON CONFLICT (token_sha256) DO UPDATE SET caller = excluded.caller, parent_journey = excluded.parent_journey, revoked_at = NULL`,
+		caller, hash, parent)
+	if err != nil {
+		return fmt.Errorf("storing token: %w", err)
+	}
+	return nil
+}
+
+// Caller returns the caller a token hash authenticates as, or ErrNotFound.
+func (s *Store) Caller(ctx context.Context, hash []byte) (string, error) {
+	var caller string
+	err := s.pool.QueryRow(ctx, `SELECT caller FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL`, hash).Scan(&caller)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("looking up token: %w", err)
+	}
+	return caller, nil
+}
