@@ -17,13 +17,14 @@ CMDS := marketplace=./services/marketplace/cmd/marketplace \
         meshworker=./services/marketplace/cmd/meshworker \
         mesh-exec=./services/mesh-exec/cmd/mesh-exec \
         orchestrator=./services/orchestrator/cmd/orchestrator \
-        meshctl=./services/orchestrator/cmd/meshctl
+        meshctl=./services/orchestrator/cmd/meshctl \
+        mcp-echo=./services/marketplace/cmd/mcp-echo
 
 # Service images: image name -> binary. BASE is the image the binary is copied
 # onto; the default is public, `make offline-images` uses scratch.
 IMAGE_PREFIX ?= meshwork
 IMAGE_TAG ?= latest
-IMAGES := marketplace=marketplace worker=meshworker mesh-exec=mesh-exec orchestrator=orchestrator
+IMAGES := marketplace=marketplace worker=meshworker mesh-exec=mesh-exec orchestrator=orchestrator mcp-echo=mcp-echo
 
 # Tests: Postgres comes from POSTGRES_IMAGE (default postgres:17, pulled from
 # a registry). Without one, run `make offline-images` and set

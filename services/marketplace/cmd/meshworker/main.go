@@ -6,13 +6,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/services/marketplace/internal/meshworker"
 )
 
 func main() {
@@ -26,7 +30,7 @@ workers) as MCP tools over stdio, confined to the workspace.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(buildinfo.Command("meshworker"), &cobra.Command{
+	root.AddCommand(buildinfo.Command("meshworker"), serveCommand(), catCommand(), &cobra.Command{
 		Use:   "idle",
 		Short: "Wait until stopped: the worker container's main process",
 		Long: `idle is the main process of a builtin worker container. It does nothing
@@ -46,4 +50,67 @@ restarting the container.`,
 		fmt.Fprintln(os.Stderr, "meshworker:", err)
 		os.Exit(1)
 	}
+}
+
+// serveCommand serves the tools over stdin and stdout until stdin closes.
+// Stdout is the protocol, so logs go to stderr only.
+func serveCommand() *cobra.Command {
+	cfg := meshworker.Config{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the workspace tools as an MCP server over stdio",
+		Long: `serve is an MCP server on stdin and stdout with the tools read, write,
+list, search, delete, exec, git_status, git_diff, git_log, git_add and
+git_commit, confined to --root. It exits when stdin closes. Logs (JSON) go
+to stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			srv, err := meshworker.NewServer(cfg, logger)
+			if err != nil {
+				return err
+			}
+			err = srv.Run(cmd.Context(), &mcp.StdioTransport{MaxLineLength: cfg.MaxLineLength()})
+			if cmd.Context().Err() != nil {
+				return nil //nolint:nilerr // stopped by a signal: a clean exit
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Root, "root", meshworker.DefaultRoot, "workspace directory; no path can leave it")
+	f.Int64Var(&cfg.MaxFileSize, "max-file-size", meshworker.DefaultMaxFileSize, "largest file read, written, searched or diffed, in bytes")
+	f.BoolVar(&cfg.Readonly, "readonly", false, "refuse write, delete, git_add and git_commit")
+	f.DurationVar(&cfg.ExecTimeout, "exec-timeout", meshworker.DefaultExecTimeout, "longest a command may run (and the cap on timeout_ms)")
+	f.Int64Var(&cfg.MaxOutput, "max-output", meshworker.DefaultMaxOutput, "cap on each of a command's stdout and stderr, in bytes")
+	f.BoolVar(&cfg.AllowExec, "allow-exec", false, "enable the exec tool")
+	return cmd
+}
+
+// catCommand prints a workspace file, opened through os.Root like every
+// served action: a one-shot read for debugging with `docker exec`, and the
+// baseline the marketplace's read benchmark compares against.
+func catCommand() *cobra.Command {
+	root := "/workspace"
+	cmd := &cobra.Command{
+		Use:   "cat PATH",
+		Short: "Print a file of the workspace (PATH relative to --root)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := os.OpenRoot(root)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			f, err := r.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(cmd.OutOrStdout(), f)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&root, "root", root, "workspace root")
+	return cmd
 }

@@ -2,10 +2,14 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/cli"
@@ -78,4 +82,62 @@ func TestWorkersCommands(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "x.yaml:7:18: constraints.max_file_size: invalid size") {
 		t.Errorf("validate bad catalog: %v", err)
 	}
+}
+
+// The marketplace over real stdio: `marketplace serve --transport stdio` as a
+// subprocess, driven by an MCP client through its stdin and stdout.
+func TestServeStdio(t *testing.T) {
+	t.Parallel()
+	if err := exec.Command("docker", "image", "inspect", "meshwork/worker:latest").Run(); err != nil {
+		t.Fatal("image meshwork/worker:latest is missing: run `make offline-images`")
+	}
+	bin := filepath.Join(t.TempDir(), "marketplace")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/meshwork/meshwork/services/marketplace/cmd/marketplace").CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	label := "meshwork.test=cli-stdio-" + filepath.Base(t.TempDir())
+	t.Cleanup(func() {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+label).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"rm", "-fv"}, ids...)...).Run()
+		}
+		out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+label).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
+		}
+	})
+	cmd := exec.Command(bin, "serve", "--transport", "stdio", "--labels", label)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t))
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connecting over stdio: %v", err)
+	}
+	defer cs.Close()
+
+	callOK := func(tool string, args map[string]any) string {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		if res.IsError {
+			t.Fatalf("%s: %s", tool, text)
+		}
+		return text
+	}
+	callOK("spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "stdio"})
+	callOK("execute_in_worker", map[string]any{"journey_id": "stdio", "action": map[string]any{"type": "write", "target": "a.txt", "content": "over stdio"}})
+	if out := callOK("execute_in_worker", map[string]any{"journey_id": "stdio", "action": map[string]any{"type": "read", "target": "a.txt"}}); !strings.Contains(out, "over stdio") {
+		t.Errorf("read: %s", out)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{
+		Name:      "execute_in_worker",
+		Arguments: map[string]any{"journey_id": "stdio", "action": map[string]any{"type": "write", "target": "../escape", "content": "x"}},
+	})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "path_safety") {
+		t.Errorf("traversal over stdio: %v %+v", err, res)
+	}
+	callOK("stop_worker", map[string]any{"journey_id": "stdio", "workspace": "delete"})
 }

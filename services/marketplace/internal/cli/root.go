@@ -29,6 +29,6 @@ database (DATABASE_URL) come from the environment only.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(buildinfo.Command("marketplace"), migratecmd.New(logger), newWorkersCommand())
+	root.AddCommand(buildinfo.Command("marketplace"), migratecmd.New(logger), newWorkersCommand(), newServeCommand(logger))
 	return root
 }

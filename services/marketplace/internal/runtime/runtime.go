@@ -53,6 +53,10 @@ type Spec struct {
 	CPUs        float64
 	MemoryBytes int64
 	PIDs        int64
+	// KeepStdinOpen gives the main process a stdin that stays open and
+	// silent, so a stdio server used as the main process (a kind: mcp image)
+	// idles instead of exiting on end of input.
+	KeepStdinOpen bool
 	// Env is extra environment, "KEY=value".
 	Env []string
 	// Labels are extra labels (tests add meshwork.test).

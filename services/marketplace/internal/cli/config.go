@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v4"
+)
+
+// serveConfig is `marketplace serve`'s configuration. Precedence: flag >
+// environment (MESHWORK_*) > config file (--config, YAML with these keys) >
+// default.
+type serveConfig struct {
+	// Transport is stdio or http. Defaults to stdio.
+	Transport string `yaml:"transport"`
+	// Addr is the HTTP listen address. Defaults to :8080.
+	Addr string `yaml:"addr"`
+	// Catalog is a directory of worker definitions. Defaults to the built-in catalog.
+	Catalog string `yaml:"catalog"`
+	// TokensFile holds bearer tokens, one "caller token" pair per line. Tokens
+	// also come from MESHWORK_TOKENS ("caller=token,caller=token").
+	TokensFile string `yaml:"tokens_file"`
+	// Caller is the identity of the stdio client. Defaults to "local".
+	Caller string `yaml:"caller"`
+	// ArchiveDir receives stop_worker archives. Defaults to $TMPDIR/meshwork-archives.
+	ArchiveDir string `yaml:"archive_dir"`
+	// AllowProcessIsolation enables isolation_level process (no container; development only). Defaults to false.
+	AllowProcessIsolation bool `yaml:"allow_process_isolation"`
+	// ProcessStateDir holds process-isolated workspaces. Defaults to $TMPDIR/meshwork-process.
+	ProcessStateDir string `yaml:"process_state_dir"`
+	// Meshworker is the meshworker binary process isolation runs. Defaults to "meshworker" beside the marketplace binary.
+	Meshworker string `yaml:"meshworker"`
+	// IdleCheck is how often idle workers are looked for. Defaults to 1m.
+	IdleCheck time.Duration `yaml:"idle_check"`
+	// Labels are extra labels on every worker container, "k=v,k=v". Defaults to none.
+	Labels string `yaml:"labels"`
+}
+
+func defaultServeConfig() serveConfig {
+	return serveConfig{Transport: "stdio", Addr: ":8080", Caller: "local", IdleCheck: time.Minute}
+}
+
+// configField binds one setting to its flag, environment variable and file key.
+type configField struct {
+	flag, env, usage string
+	str              *string
+	boolean          *bool
+	dur              *time.Duration
+}
+
+func (c *serveConfig) fields() []configField {
+	return []configField{
+		{flag: "transport", env: "MESHWORK_TRANSPORT", usage: "stdio or http", str: &c.Transport},
+		{flag: "addr", env: "MESHWORK_ADDR", usage: "HTTP listen address", str: &c.Addr},
+		{flag: "catalog", env: "MESHWORK_CATALOG", usage: "catalog directory of worker definitions (default: built-in)", str: &c.Catalog},
+		{flag: "tokens-file", env: "MESHWORK_TOKENS_FILE", usage: `bearer tokens, one "caller token" per line`, str: &c.TokensFile},
+		{flag: "caller", env: "MESHWORK_CALLER", usage: "identity of the stdio client", str: &c.Caller},
+		{flag: "archive-dir", env: "MESHWORK_ARCHIVE_DIR", usage: "where stop_worker archive writes tarballs", str: &c.ArchiveDir},
+		{flag: "allow-process-isolation", env: "MESHWORK_ALLOW_PROCESS_ISOLATION", usage: "allow isolation_level process: NO container isolation, development only", boolean: &c.AllowProcessIsolation},
+		{flag: "process-state-dir", env: "MESHWORK_PROCESS_STATE_DIR", usage: "workspaces of process-isolated workers", str: &c.ProcessStateDir},
+		{flag: "meshworker", env: "MESHWORK_MESHWORKER", usage: "meshworker binary for process isolation", str: &c.Meshworker},
+		{flag: "idle-check", env: "MESHWORK_IDLE_CHECK", usage: "how often to stop idle workers", dur: &c.IdleCheck},
+		{flag: "labels", env: "MESHWORK_LABELS", usage: `extra labels on worker containers, "k=v,k=v"`, str: &c.Labels},
+	}
+}
+
+func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
+	for _, f := range c.fields() {
+		usage := f.usage + " (env " + f.env + ")"
+		switch {
+		case f.str != nil:
+			fs.StringVar(f.str, f.flag, *f.str, usage)
+		case f.boolean != nil:
+			fs.BoolVar(f.boolean, f.flag, *f.boolean, usage)
+		case f.dur != nil:
+			fs.DurationVar(f.dur, f.flag, *f.dur, usage)
+		}
+	}
+}
+
+// resolve applies the file and the environment under the flags the user set.
+func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string) string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
+	flagged := *c
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("reading config: %w", err)
+		}
+		var fromFile serveConfig
+		dec := yaml.NewDecoder(strings.NewReader(string(data)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&fromFile); err != nil {
+			return fmt.Errorf("config %s: %w", file, err)
+		}
+		c.overlay(&fromFile)
+	}
+	for _, f := range c.fields() {
+		v := getenv(f.env)
+		if v == "" {
+			continue
+		}
+		switch {
+		case f.str != nil:
+			*f.str = v
+		case f.boolean != nil:
+			*f.boolean = v == "1" || strings.EqualFold(v, "true")
+		case f.dur != nil:
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.env, err)
+			}
+			*f.dur = d
+		}
+	}
+	// Flags the user set win over everything.
+	mine, theirs := c.fields(), flagged.fields()
+	for i := range mine {
+		if !set[mine[i].flag] {
+			continue
+		}
+		switch {
+		case mine[i].str != nil:
+			*mine[i].str = *theirs[i].str
+		case mine[i].boolean != nil:
+			*mine[i].boolean = *theirs[i].boolean
+		case mine[i].dur != nil:
+			*mine[i].dur = *theirs[i].dur
+		}
+	}
+	if c.Transport != "stdio" && c.Transport != "http" {
+		return fmt.Errorf("transport %q is not one of stdio, http", c.Transport)
+	}
+	return nil
+}
+
+// overlay copies the settings o has (non-zero) onto c.
+func (c *serveConfig) overlay(o *serveConfig) {
+	mine, theirs := c.fields(), o.fields()
+	for i := range mine {
+		switch {
+		case mine[i].str != nil && *theirs[i].str != "":
+			*mine[i].str = *theirs[i].str
+		case mine[i].boolean != nil && *theirs[i].boolean:
+			*mine[i].boolean = true
+		case mine[i].dur != nil && *theirs[i].dur != 0:
+			*mine[i].dur = *theirs[i].dur
+		}
+	}
+}
+
+// parseLabels reads "k=v,k=v".
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("label %q is not k=v", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// loadTokens reads bearer tokens from MESHWORK_TOKENS ("caller=token,...")
+// and the tokens file ("caller token" per line, # comments).
+func loadTokens(envValue, file string) (map[string]string, error) {
+	tokens := map[string]string{} // token -> caller
+	add := func(caller, token, where string) error {
+		caller, token = strings.TrimSpace(caller), strings.TrimSpace(token)
+		if caller == "" || len(token) < 16 {
+			return fmt.Errorf("%s: want a caller and a token of at least 16 characters", where)
+		}
+		if prev, dup := tokens[token]; dup && prev != caller {
+			return fmt.Errorf("%s: one token is given to two callers", where)
+		}
+		tokens[token] = caller
+		return nil
+	}
+	for i, pair := range strings.Split(envValue, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		caller, token, _ := strings.Cut(pair, "=")
+		if err := add(caller, token, fmt.Sprintf("MESHWORK_TOKENS entry %d", i+1)); err != nil {
+			return nil, err
+		}
+	}
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading tokens: %w", err)
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for n := 1; sc.Scan(); n++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			fields := strings.Fields(line)
+			if len(fields) != 2 {
+				return nil, fmt.Errorf("%s:%d: want \"caller token\"", file, n)
+			}
+			if err := add(fields[0], fields[1], fmt.Sprintf("%s:%d", file, n)); err != nil {
+				return nil, err
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return tokens, nil
+}

@@ -1,0 +1,30 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker"
+)
+
+// newRuntimes builds the runtimes the configuration enables: Docker for
+// container isolation, and the process runtime only when opted in.
+func newRuntimes(ctx context.Context, cfg serveConfig, logger *slog.Logger) (map[meshtype.IsolationLevel]runtime.Runtime, error) {
+	rts := map[meshtype.IsolationLevel]runtime.Runtime{}
+	d, err := docker.NewFromEnv(ctx, logger)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the Docker engine (container isolation): %w", err)
+	}
+	rts[meshtype.IsolationContainer] = d
+	if cfg.AllowProcessIsolation {
+		p, err := newProcessRuntime(cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		rts[meshtype.IsolationProcess] = p
+	}
+	return rts, nil
+}

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/meshwork/meshwork/pkg/workerdef"
+	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
+	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/workers"
+)
+
+func newServeCommand(logger *slog.Logger) *cobra.Command {
+	cfg := defaultServeConfig()
+	var configFile string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the marketplace over MCP (stdio or streamable HTTP)",
+		Long: `serve runs the marketplace's MCP server.
+
+  --transport stdio        one client on stdin/stdout; it owns the journeys it creates
+  --transport http         streamable HTTP at /mcp (bearer token required), with
+                           /healthz, /readyz and /metrics beside it
+
+Configuration precedence: flag > environment (MESHWORK_*) > --config file
+(YAML, keys as in the flag names with underscores) > default. The database
+comes from DATABASE_URL and tokens from MESHWORK_TOKENS ("caller=token,...")
+or --tokens-file; both only from the environment or files, never flags.
+Tokens are stored in the database only as SHA-256 hashes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.resolve(cmd.Flags(), configFile, os.Getenv); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg, logger)
+		},
+	}
+	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file")
+	cfg.bindFlags(cmd.Flags())
+	return cmd
+}
+
+func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
+	catalogFS := workers.FS()
+	if cfg.Catalog != "" {
+		catalogFS = os.DirFS(cfg.Catalog)
+	}
+	catalog, err := workerdef.Load(catalogFS)
+	if err != nil {
+		return fmt.Errorf("loading the worker catalog:\n%w", err)
+	}
+	dsn := os.Getenv("DATABASE_URL")
+	if dsn == "" {
+		return errors.New("no database: set DATABASE_URL, e.g. postgres://meshwork:secret@localhost:5432/meshwork")
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return errors.New("parsing DATABASE_URL: invalid connection string")
+	}
+	defer pool.Close()
+	st := store.New(pool)
+	if err := st.Ping(ctx); err != nil {
+		return fmt.Errorf("connecting to the database: %w", err)
+	}
+	labels, err := parseLabels(cfg.Labels)
+	if err != nil {
+		return err
+	}
+	runtimes, err := newRuntimes(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mgr, err := journeys.New(journeys.Config{
+		Catalog: catalog, Store: st, Runtimes: runtimes, Labels: labels,
+		ArchiveDir: cfg.ArchiveDir, Logger: logger, Metrics: reg,
+	})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	if err := mgr.Reconcile(ctx); err != nil {
+		return fmt.Errorf("reconciling workers: %w", err)
+	}
+	go mgr.RunIdleStopper(ctx, cfg.IdleCheck)
+
+	if cfg.Transport == "stdio" {
+		logger.InfoContext(ctx, "serving MCP on stdio", slog.String("caller", cfg.Caller))
+		srv := mcpserver.New(mgr, catalog, mcpserver.FixedCaller(cfg.Caller), logger)
+		err := srv.Run(ctx, &mcp.StdioTransport{})
+		if errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {
+			return nil
+		}
+		return err
+	}
+
+	tokens, err := loadTokens(os.Getenv("MESHWORK_TOKENS"), cfg.TokensFile)
+	if err != nil {
+		return err
+	}
+	if len(tokens) == 0 {
+		return errors.New("HTTP needs at least one bearer token: set MESHWORK_TOKENS=caller=token or --tokens-file")
+	}
+	for token, caller := range tokens {
+		if err := st.PutToken(ctx, caller, store.TokenHash(token), nil); err != nil {
+			return err
+		}
+	}
+	clear(tokens) // only the hashes are kept, in the database
+
+	srv := mcpserver.New(mgr, catalog, mcpserver.TokenCaller, logger)
+	handler := mcpserver.NewHTTPHandler(srv, st, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	logger.InfoContext(ctx, "serving MCP over HTTP", slog.String("addr", ln.Addr().String()))
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(shutdown)
+	}()
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

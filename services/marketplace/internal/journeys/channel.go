@@ -1,0 +1,68 @@
+package journeys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+)
+
+// channel is the one open MCP connection to a journey's worker: an exec
+// session running the worker's MCP server, with an MCP client on it. Calls
+// on one channel are serialised by mu, which also makes a journey's actions
+// (and the counters the gate reads) strictly sequential.
+type channel struct {
+	mu      sync.Mutex
+	session runtime.Session
+	client  *mcp.ClientSession
+	broken  bool
+}
+
+// stdin adapts a session so that closing the MCP transport's writer closes
+// the process's stdin (it then exits) rather than the whole session.
+type stdin struct{ s runtime.Session }
+
+func (w stdin) Write(p []byte) (int, error) { return w.s.Write(p) }
+func (w stdin) Close() error                { return w.s.CloseWrite() }
+
+// openChannel starts argv in the worker and connects an MCP client to it.
+func openChannel(ctx context.Context, rt runtime.Runtime, h runtime.Handle, argv []string) (*channel, error) {
+	// The session outlives the request that opened it.
+	sess, err := rt.Exec(context.WithoutCancel(ctx), h, argv)
+	if err != nil {
+		return nil, fmt.Errorf("starting the worker's MCP server: %w", err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "meshwork-marketplace", Version: buildinfo.Version}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: sess, Writer: stdin{sess}}, nil)
+	if err != nil {
+		_ = sess.Close()
+		return nil, fmt.Errorf("connecting to the worker's MCP server: %w", err)
+	}
+	return &channel{session: sess, client: cs}, nil
+}
+
+// call runs one tool; the caller holds c.mu. A transport failure marks the
+// channel broken so the next action opens a new one.
+func (c *channel) call(ctx context.Context, tool string, args any) (*mcp.CallToolResult, error) {
+	res, err := c.client.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil && ctx.Err() == nil {
+		c.broken = true
+		return nil, fmt.Errorf("%w: %w", errChannelBroken, err)
+	}
+	return res, err
+}
+
+var errChannelBroken = errors.New("worker channel broke")
+
+func (c *channel) close() {
+	_ = c.client.Close()
+	_ = c.session.Close()
+}
+
+var _ io.WriteCloser = stdin{}

@@ -1,0 +1,273 @@
+package journeys
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/pkg/action"
+	"github.com/meshwork/meshwork/pkg/gate"
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/workerdef"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+)
+
+// ExecuteResult is the output of execute_in_worker.
+type ExecuteResult struct {
+	Executed   bool                 `json:"executed"`
+	Output     any                  `json:"output,omitempty"`
+	SessionID  string               `json:"session_id,omitempty"`
+	ActionType string               `json:"action_type,omitempty"`
+	Workspace  string               `json:"workspace,omitempty"`
+	Violations []meshtype.Violation `json:"violations,omitempty"`
+	Message    string               `json:"message,omitempty"`
+}
+
+// Execute decodes an action strictly, checks it against the journey's gate
+// and, only if it is allowed, runs it in the worker. Every outcome is
+// recorded in the audit log. A refused action returns Executed false with the
+// violations; it is not an error.
+func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawAction []byte) (ExecuteResult, error) {
+	start := time.Now()
+	j, err := m.cfg.Store.Journey(ctx, caller, journeyID)
+	if errors.Is(err, store.ErrNotFound) {
+		return ExecuteResult{}, notFound("no journey %q (spawn_worker creates it)", journeyID)
+	}
+	if err != nil {
+		return ExecuteResult{}, err
+	}
+	entry, ok := m.cfg.Catalog.Lookup(j.WorkerID)
+	if !ok {
+		return ExecuteResult{}, unavailable("worker %s of journey %q is no longer in the catalog", j.WorkerID, j.ID)
+	}
+	rec := store.ActionRecord{
+		JourneyUID: j.UID, Caller: caller, WorkerID: j.WorkerID, DefinitionHash: entry.Hash,
+		RequestBytes: int64(len(rawAction)),
+	}
+
+	a, err := action.Decode(rawAction)
+	if err != nil {
+		rec.ActionType, rec.Decision = "invalid", store.DecisionRefused
+		rec.Violations = []meshtype.Violation{{ConstraintID: "malformed_action", Violated: true, Message: err.Error()}}
+		m.record(ctx, rec, start)
+		return ExecuteResult{}, invalid("%v", err)
+	}
+	rec.ActionType, rec.Target = string(a.Type), a.Target
+
+	// The gate comes first, always: a refused action never reaches the worker,
+	// whatever state the worker is in.
+	if vs := entry.Gate.Evaluate(&a, meshtype.JourneyState{ActionCount: j.ActionCount, CostUSD: j.CostUSD}); len(vs) > 0 {
+		rec.Decision, rec.Violations = store.DecisionRefused, vs
+		m.record(ctx, rec, start)
+		msgs := make([]string, len(vs))
+		for i, v := range vs {
+			msgs[i] = v.Message
+		}
+		return ExecuteResult{
+			Executed: false, ActionType: string(a.Type), Violations: vs,
+			Message: "Constraint violation detected: " + strings.Join(msgs, "; "),
+		}, nil
+	}
+
+	if !j.State.Live() || !m.checkLive(ctx, j) {
+		state := j.State
+		if j.State.Live() {
+			state = store.StateOrphaned
+		}
+		rec.Decision, rec.Error = store.DecisionFailed, "journey is "+string(state)
+		m.record(ctx, rec, start)
+		return ExecuteResult{}, conflict("journey %q is %s; spawn_worker with mode resume restarts it with its workspace", j.ID, state)
+	}
+
+	out, runErr := m.run(ctx, j, entry, &a)
+	if runErr != nil {
+		rec.Decision, rec.Error = store.DecisionFailed, runErr.Error()
+		m.record(ctx, rec, start)
+		if e, ok := AsError(runErr); ok {
+			return ExecuteResult{}, e
+		}
+		m.logger.ErrorContext(ctx, "action failed", slog.String("journey", j.UID.String()), slog.String("type", string(a.Type)), slog.Any("error", runErr))
+		return ExecuteResult{}, unavailable("running the action failed: %v", runErr)
+	}
+	encoded, _ := json.Marshal(out)
+	rec.Decision, rec.ResponseBytes = store.DecisionAllowed, int64(len(encoded))
+	m.record(ctx, rec, start)
+	return ExecuteResult{Executed: true, Output: out, SessionID: j.AgentSessionID, ActionType: string(a.Type), Workspace: j.Workspace}, nil
+}
+
+// record writes the audit row; losing it must not be silent.
+func (m *Manager) record(ctx context.Context, rec store.ActionRecord, start time.Time) {
+	rec.Duration = time.Since(start)
+	m.metrics.actions.WithLabelValues(rec.ActionType, string(rec.Decision)).Observe(rec.Duration.Seconds())
+	for _, v := range rec.Violations {
+		m.metrics.refusals.WithLabelValues(v.ConstraintID).Inc()
+	}
+	if err := m.cfg.Store.RecordAction(context.WithoutCancel(ctx), rec); err != nil {
+		m.logger.ErrorContext(ctx, "writing the audit log failed", slog.String("journey", rec.JourneyUID.String()), slog.Any("error", err))
+	}
+}
+
+// toolCall maps an action to the worker's MCP tool and arguments.
+func toolCall(a *meshtype.Action) (string, any) {
+	target := func() string {
+		t, err := gate.CleanTarget(a.Target)
+		if err != nil { // the gate already refused unsafe targets
+			return a.Target
+		}
+		return t
+	}
+	switch a.Type {
+	case meshtype.ActionRead:
+		return "read", map[string]any{"path": target()}
+	case meshtype.ActionWrite:
+		return "write", map[string]any{"path": target(), "content": a.Content}
+	case meshtype.ActionList:
+		return "list", map[string]any{"path": target()}
+	case meshtype.ActionSearch:
+		return "search", map[string]any{"path": target(), "pattern": a.Pattern}
+	case meshtype.ActionExec:
+		return "exec", map[string]any{"command": a.Command}
+	case meshtype.ActionDelete:
+		return "delete", map[string]any{"path": target()}
+	case meshtype.ActionTool:
+		args := a.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		return a.Tool, args
+	}
+	return "", nil
+}
+
+// run sends an allowed action to the journey's worker.
+func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action) (any, error) {
+	if a.Type == meshtype.ActionTask {
+		return nil, invalid("task actions need an agent worker")
+	}
+	tool, args := toolCall(a)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ActionTimeout)
+	defer cancel()
+
+	res, err := m.callWorker(ctx, j, entry, tool, args)
+	if errors.Is(err, errChannelBroken) && idempotent(a.Type) {
+		// A fresh channel for a read-only action is safe to retry; anything
+		// that changes the workspace is not, as it may have run.
+		res, err = m.callWorker(ctx, j, entry, tool, args)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.IsError {
+		return nil, &Error{Code: "worker_error", Msg: toolText(res)}
+	}
+	out := res.StructuredContent
+	if out == nil {
+		out = map[string]any{"text": toolText(res)}
+	}
+	return filterDenied(entry.Gate, a.Type, out), nil
+}
+
+func idempotent(t meshtype.ActionType) bool {
+	return t == meshtype.ActionRead || t == meshtype.ActionList || t == meshtype.ActionSearch
+}
+
+// callWorker calls a tool over the journey's channel, opening one if needed.
+func (m *Manager) callWorker(ctx context.Context, j store.Journey, entry *workerdef.Entry, tool string, args any) (*mcp.CallToolResult, error) {
+	c, err := m.channel(ctx, j, entry)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return nil, errChannelBroken
+	}
+	res, err := c.call(ctx, tool, args)
+	if c.broken {
+		m.dropChannelIf(j.UID, c)
+	}
+	return res, err
+}
+
+func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef.Entry) (*channel, error) {
+	m.mu.Lock()
+	c := m.channels[j.UID]
+	m.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	rt, _, err := m.runtimeFor(j.IsolationLevel)
+	if err != nil {
+		return nil, err
+	}
+	c, err = openChannel(ctx, rt, handle(j), serverArgv(&entry.Definition))
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if existing := m.channels[j.UID]; existing != nil {
+		c.close() // another request opened one first
+		return existing, nil
+	}
+	m.channels[j.UID] = c
+	return c, nil
+}
+
+func (m *Manager) dropChannelIf(uid uuid.UUID, c *channel) {
+	m.mu.Lock()
+	if m.channels[uid] == c {
+		delete(m.channels, uid)
+	}
+	m.mu.Unlock()
+	c.close()
+}
+
+func toolText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	if len(parts) == 0 {
+		return "the worker reported an error without a message"
+	}
+	return strings.Join(parts, "\n")
+}
+
+// filterDenied drops the entries of list and search results whose paths the
+// gate would refuse: the action's own target was checked, the paths it
+// reveals were not.
+func filterDenied(g *gate.Gate, t meshtype.ActionType, out any) any {
+	if t != meshtype.ActionList && t != meshtype.ActionSearch {
+		return out
+	}
+	obj, ok := out.(map[string]any)
+	if !ok {
+		return out
+	}
+	for _, key := range []string{"entries", "matches"} {
+		items, ok := obj[key].([]any)
+		if !ok {
+			continue
+		}
+		kept := items[:0]
+		for _, it := range items {
+			if m, ok := it.(map[string]any); ok {
+				if p, ok := m["path"].(string); ok && g.PathDenied(p) {
+					continue
+				}
+			}
+			kept = append(kept, it)
+		}
+		obj[key] = kept
+	}
+	return obj
+}

@@ -1,0 +1,322 @@
+package journeys
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+)
+
+// WorkerState is the output of get_worker_state and one entry of list_journeys.
+type WorkerState struct {
+	JourneyID      string    `json:"journey_id"`
+	WorkerID       string    `json:"worker_id"`
+	State          string    `json:"state"`
+	IsolationLevel string    `json:"isolation_level"`
+	ContainerID    string    `json:"container_id,omitempty"`
+	Workspace      string    `json:"workspace,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	LastUsedAt     time.Time `json:"last_used_at"`
+	ActionCount    int64     `json:"action_count" jsonschema:"actions executed (the count max_actions limits)"`
+	Refused        int64     `json:"refused_count" jsonschema:"actions the gate refused"`
+	Failed         int64     `json:"failed_count" jsonschema:"allowed actions that failed to run"`
+	CostUSD        float64   `json:"cost_usd"`
+	SessionID      string    `json:"session_id,omitempty" jsonschema:"agent session id, for agent workers"`
+	DefinitionHash string    `json:"definition_hash"`
+}
+
+func stateOf(j store.Journey) WorkerState {
+	return WorkerState{
+		JourneyID: j.ID, WorkerID: j.WorkerID, State: string(j.State), IsolationLevel: j.IsolationLevel,
+		ContainerID: j.ContainerID, Workspace: j.Workspace, CreatedAt: j.CreatedAt, LastUsedAt: j.LastUsedAt,
+		ActionCount: j.ActionCount, CostUSD: j.CostUSD, SessionID: j.AgentSessionID, DefinitionHash: j.DefinitionHash,
+	}
+}
+
+func (m *Manager) journey(ctx context.Context, caller, id string) (store.Journey, error) {
+	j, err := m.cfg.Store.Journey(ctx, caller, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return j, notFound("no journey %q", id)
+	}
+	return j, err
+}
+
+// State reports a journey, checking that a live one still has its worker.
+func (m *Manager) State(ctx context.Context, caller, id string) (WorkerState, error) {
+	j, err := m.journey(ctx, caller, id)
+	if err != nil {
+		return WorkerState{}, err
+	}
+	if j.State.Live() && !m.checkLive(ctx, j) {
+		j.State = store.StateOrphaned
+	}
+	counts, err := m.cfg.Store.ActionCounts(ctx, j.UID)
+	if err != nil {
+		return WorkerState{}, err
+	}
+	s := stateOf(j)
+	s.Refused, s.Failed = counts.Refused, counts.Failed
+	return s, nil
+}
+
+// List lists the caller's journeys, optionally in one state.
+func (m *Manager) List(ctx context.Context, caller, state string) ([]WorkerState, error) {
+	switch store.JourneyState(state) {
+	case "", store.StateStarting, store.StateActive, store.StateStopped, store.StateOrphaned, store.StateFailed:
+	default:
+		return nil, invalid("state %q is not one of starting, active, stopped, orphaned, failed", state)
+	}
+	js, err := m.cfg.Store.Journeys(ctx, caller, store.JourneyState(state))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WorkerState, 0, len(js))
+	for _, j := range js {
+		out = append(out, stateOf(j))
+	}
+	return out, nil
+}
+
+// StopRequest is the input of stop_worker.
+type StopRequest struct {
+	JourneyID string `json:"journey_id"`
+	Workspace string `json:"workspace,omitempty" jsonschema:"keep (default: the workspace stays for a later resume), archive (a tarball of it is written, then everything is removed) or delete (everything is removed)"`
+}
+
+// StopResult is the output of stop_worker.
+type StopResult struct {
+	JourneyID string `json:"journey_id"`
+	State     string `json:"state"`
+	Archive   string `json:"archive,omitempty" jsonschema:"path of the workspace tarball on the marketplace host (archive mode)"`
+	Bytes     int64  `json:"archive_bytes,omitempty"`
+	SHA256    string `json:"archive_sha256,omitempty"`
+}
+
+// Stop stops a journey's worker and keeps, archives or deletes its workspace.
+func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (StopResult, error) {
+	mode := req.Workspace
+	if mode == "" {
+		mode = "keep"
+	}
+	if mode != "keep" && mode != "archive" && mode != "delete" {
+		return StopResult{}, invalid("workspace %q is not one of keep, archive, delete", req.Workspace)
+	}
+	j, err := m.journey(ctx, caller, req.JourneyID)
+	if err != nil {
+		return StopResult{}, err
+	}
+	rt, _, err := m.runtimeFor(j.IsolationLevel)
+	if err != nil {
+		return StopResult{}, err
+	}
+	m.dropChannel(j.UID)
+	res := StopResult{JourneyID: j.ID}
+	h := handle(j)
+	if mode == "archive" {
+		if h.Workspace == "" {
+			return StopResult{}, conflict("journey %q has no workspace to archive", j.ID)
+		}
+		if res.Archive, res.Bytes, res.SHA256, err = m.archive(ctx, rt, j); err != nil {
+			return StopResult{}, err // nothing removed: the workspace is still there
+		}
+	}
+	if h.ID != "" || h.Workspace != "" {
+		if err := rt.Remove(ctx, h, runtime.RemoveOptions{Workspace: mode != "keep"}); err != nil {
+			return StopResult{}, unavailable("stopping the worker: %v", err)
+		}
+	}
+	state := store.StateStopped
+	if mode != "keep" {
+		state = store.StateDeleted
+	}
+	if err := m.cfg.Store.SetState(ctx, j.UID, state); err != nil {
+		return StopResult{}, err
+	}
+	res.State = string(state)
+	m.logger.InfoContext(ctx, "worker stopped", slog.String("journey", j.UID.String()), slog.String("workspace", mode))
+	return res, nil
+}
+
+// archive writes the workspace as a tarball into ArchiveDir, atomically.
+func (m *Manager) archive(ctx context.Context, rt runtime.Runtime, j store.Journey) (path string, size int64, sum string, err error) {
+	if err := os.MkdirAll(m.cfg.ArchiveDir, 0o700); err != nil {
+		return "", 0, "", fmt.Errorf("creating the archive directory: %w", err)
+	}
+	name := fmt.Sprintf("%s-%s.tar", j.UID, time.Now().UTC().Format("20060102T150405Z"))
+	tmp, err := os.CreateTemp(m.cfg.ArchiveDir, ".partial-*")
+	if err != nil {
+		return "", 0, "", fmt.Errorf("creating the archive: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	cw := &countingWriter{w: io.MultiWriter(tmp, h)}
+	if err := rt.ExportWorkspace(ctx, handle(j), cw); err != nil {
+		_ = tmp.Close()
+		return "", 0, "", unavailable("archiving the workspace: %v", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", 0, "", fmt.Errorf("writing the archive: %w", err)
+	}
+	path = filepath.Join(m.cfg.ArchiveDir, name)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", 0, "", fmt.Errorf("writing the archive: %w", err)
+	}
+	return path, cw.n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// LogsResult is the output of worker_logs.
+type LogsResult struct {
+	JourneyID string `json:"journey_id"`
+	Logs      string `json:"logs"`
+}
+
+// MaxLogTail is the most log lines worker_logs returns.
+const MaxLogTail = 10000
+
+// Logs returns the last lines of a journey's worker output.
+func (m *Manager) Logs(ctx context.Context, caller, id string, tail int) (LogsResult, error) {
+	if tail <= 0 {
+		tail = 100
+	}
+	if tail > MaxLogTail {
+		return LogsResult{}, invalid("tail %d is above the limit of %d lines", tail, MaxLogTail)
+	}
+	j, err := m.journey(ctx, caller, id)
+	if err != nil {
+		return LogsResult{}, err
+	}
+	rt, _, err := m.runtimeFor(j.IsolationLevel)
+	if err != nil {
+		return LogsResult{}, err
+	}
+	if j.ContainerID == "" {
+		return LogsResult{JourneyID: j.ID}, nil
+	}
+	b, err := rt.Logs(ctx, handle(j), tail)
+	if errors.Is(err, runtime.ErrNotFound) {
+		return LogsResult{JourneyID: j.ID}, nil
+	}
+	if err != nil {
+		return LogsResult{}, unavailable("reading logs: %v", err)
+	}
+	return LogsResult{JourneyID: j.ID, Logs: string(b)}, nil
+}
+
+// Reconcile makes the runtimes agree with the store, as the marketplace
+// starts: workers labelled as ours whose journey is not live are removed
+// (their workspace is kept unless the journey is gone), and live journeys
+// whose worker is not running are marked orphaned.
+func (m *Manager) Reconcile(ctx context.Context) error {
+	known, err := m.cfg.Store.KnownJourneys(ctx)
+	if err != nil {
+		return err
+	}
+	running := map[uuid.UUID]bool{}
+	for level, rt := range m.cfg.Runtimes {
+		listed, err := rt.List(ctx, m.cfg.Labels)
+		if err != nil {
+			return fmt.Errorf("listing %s workers: %w", level, err)
+		}
+		for _, w := range listed {
+			uid, err := uuid.Parse(w.Journey)
+			j, ok := known[uid]
+			if err == nil && ok && j.State.Live() && j.ContainerID == w.ID && w.State == runtime.StateRunning {
+				running[uid] = true
+				continue
+			}
+			if w.ID == "" {
+				continue // a workspace without a worker: a stopped journey's
+			}
+			removeWorkspace := err != nil || !ok
+			m.logger.InfoContext(ctx, "removing a worker without a live journey", slog.String("journey", w.Journey), slog.String("id", w.ID), slog.Bool("workspace", removeWorkspace))
+			if err := rt.Remove(ctx, w.Handle, runtime.RemoveOptions{Workspace: removeWorkspace}); err != nil {
+				m.logger.WarnContext(ctx, "removing a stale worker failed", slog.String("id", w.ID), slog.Any("error", err))
+			}
+		}
+	}
+	for uid, j := range known {
+		if j.State.Live() && !running[uid] {
+			m.logger.WarnContext(ctx, "journey has no running worker; orphaned", slog.String("journey", uid.String()))
+			if err := m.cfg.Store.SetState(ctx, uid, store.StateOrphaned); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// StopIdle stops the workers of journeys idle past their definition's
+// idle_timeout, keeping their workspaces. It returns how many it stopped.
+func (m *Manager) StopIdle(ctx context.Context, now time.Time) (int, error) {
+	// The smallest timeout bounds the query; each journey is then checked
+	// against its own definition.
+	minTimeout := time.Duration(0)
+	for _, e := range m.cfg.Catalog.Entries() {
+		if t := time.Duration(e.Definition.Isolation.IdleTimeout); t > 0 && (minTimeout == 0 || t < minTimeout) {
+			minTimeout = t
+		}
+	}
+	if minTimeout == 0 {
+		return 0, nil
+	}
+	idle, err := m.cfg.Store.IdleJourneys(ctx, now.Add(-minTimeout))
+	if err != nil {
+		return 0, err
+	}
+	stopped := 0
+	for _, j := range idle {
+		e, ok := m.cfg.Catalog.Lookup(j.WorkerID)
+		timeout := time.Duration(0)
+		if ok {
+			timeout = time.Duration(e.Definition.Isolation.IdleTimeout)
+		}
+		if timeout == 0 || now.Sub(j.LastUsedAt) < timeout {
+			continue
+		}
+		if _, err := m.Stop(ctx, j.Caller, StopRequest{JourneyID: j.ID, Workspace: "keep"}); err != nil {
+			m.logger.WarnContext(ctx, "stopping an idle worker failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
+			continue
+		}
+		m.logger.InfoContext(ctx, "stopped an idle worker", slog.String("journey", j.UID.String()), slog.Duration("idle", now.Sub(j.LastUsedAt)))
+		stopped++
+	}
+	return stopped, nil
+}
+
+// RunIdleStopper calls StopIdle every interval until ctx ends.
+func (m *Manager) RunIdleStopper(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if _, err := m.StopIdle(ctx, now); err != nil && ctx.Err() == nil {
+				m.logger.WarnContext(ctx, "idle check failed", slog.Any("error", err))
+			}
+		}
+	}
+}

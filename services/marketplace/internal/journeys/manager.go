@@ -1,0 +1,340 @@
+package journeys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/workerdef"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+)
+
+// MeshworkerPath is where builtin worker images carry meshworker: the
+// entrypoint of the images `make images` builds.
+const MeshworkerPath = "/usr/local/bin/app"
+
+// Config configures a Manager.
+type Config struct {
+	// Catalog is the worker catalog. Required.
+	Catalog *workerdef.Catalog
+	// Store keeps journeys and the audit log. Required.
+	Store *store.Store
+	// Runtimes by isolation level. "container" serves the default level;
+	// "process" is present only when the operator opted in.
+	Runtimes map[meshtype.IsolationLevel]runtime.Runtime
+	// Labels are added to every worker container and volume (tests set
+	// meshwork.test). Defaults to none.
+	Labels map[string]string
+	// ArchiveDir receives the tarballs of stop_worker's archive mode.
+	// Defaults to $TMPDIR/meshwork-archives.
+	ArchiveDir string
+	// StopGrace is how long a stopping worker gets before it is killed.
+	// Defaults to 5s.
+	StopGrace time.Duration
+	// ActionTimeout caps one action. Defaults to 5m.
+	ActionTimeout time.Duration
+	// Logger receives operational logs. Defaults to discarding them.
+	Logger *slog.Logger
+	// Metrics is where the Prometheus metrics are registered. Defaults to
+	// none (they are still counted).
+	Metrics prometheus.Registerer
+}
+
+// Manager runs journeys. It is safe for concurrent use; actions on one
+// journey run one at a time.
+type Manager struct {
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics
+
+	mu       sync.Mutex
+	channels map[uuid.UUID]*channel
+	spawning map[uuid.UUID]bool
+}
+
+// New returns a Manager.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Catalog == nil || cfg.Store == nil {
+		return nil, errors.New("journeys: Catalog and Store are required")
+	}
+	if cfg.Runtimes[meshtype.IsolationContainer] == nil && cfg.Runtimes[meshtype.IsolationProcess] == nil {
+		return nil, errors.New("journeys: no runtime configured")
+	}
+	if cfg.ArchiveDir == "" {
+		cfg.ArchiveDir = os.TempDir() + "/meshwork-archives"
+	}
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = 5 * time.Second
+	}
+	if cfg.ActionTimeout == 0 {
+		cfg.ActionTimeout = 5 * time.Minute
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{cfg: cfg, logger: logger, metrics: newMetrics(cfg.Metrics), channels: map[uuid.UUID]*channel{}, spawning: map[uuid.UUID]bool{}}, nil
+}
+
+// Close closes every open worker channel; workers keep running.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid, c := range m.channels {
+		c.close()
+		delete(m.channels, uid)
+	}
+}
+
+var journeyIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func checkJourneyID(id string) error {
+	if !journeyIDPattern.MatchString(id) {
+		return invalid("journey_id %q must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// SpawnRequest is the input of spawn_worker.
+type SpawnRequest struct {
+	WorkerID       string `json:"worker_id" jsonschema:"id of a catalog worker (see list_workers)"`
+	JourneyID      string `json:"journey_id" jsonschema:"your name for this worker instance and its workspace: 1-128 of A-Z a-z 0-9 . _ -"`
+	IsolationLevel string `json:"isolation_level,omitempty" jsonschema:"container (default) or process (only if the marketplace allows it)"`
+	Mode           string `json:"mode,omitempty" jsonschema:"normal (default: spawn, or report already_active), resume (restart a stopped or orphaned journey with its workspace) or fresh (destroy and respawn)"`
+}
+
+// SpawnResult is the output of spawn_worker.
+type SpawnResult struct {
+	JourneyID   string `json:"journey_id"`
+	WorkerID    string `json:"worker_id"`
+	State       string `json:"state" jsonschema:"active, or already_active when a normal spawn found the journey running"`
+	ContainerID string `json:"container_id"`
+	Workspace   string `json:"workspace"`
+}
+
+func (m *Manager) definition(workerID string) (*workerdef.Entry, error) {
+	e, ok := m.cfg.Catalog.Lookup(workerID)
+	if !ok || e.Definition.Abstract {
+		return nil, notFound("unknown worker %q (list_workers shows the catalog)", workerID)
+	}
+	return e, nil
+}
+
+func (m *Manager) runtimeFor(level string) (runtime.Runtime, meshtype.IsolationLevel, error) {
+	l := meshtype.IsolationLevel(level)
+	if l == "" {
+		l = meshtype.IsolationContainer
+	}
+	if l != meshtype.IsolationContainer && l != meshtype.IsolationProcess {
+		return nil, "", invalid("isolation_level %q is not one of container, process", level)
+	}
+	rt := m.cfg.Runtimes[l]
+	if rt == nil {
+		return nil, "", invalid("isolation_level %s is not enabled on this marketplace", l)
+	}
+	return rt, l, nil
+}
+
+// Spawn starts a worker for a journey, following the spawn mode.
+func (m *Manager) Spawn(ctx context.Context, caller string, req SpawnRequest) (SpawnResult, error) {
+	if err := checkJourneyID(req.JourneyID); err != nil {
+		return SpawnResult{}, err
+	}
+	entry, err := m.definition(req.WorkerID)
+	if err != nil {
+		return SpawnResult{}, err
+	}
+	level := req.IsolationLevel
+	if level == "" {
+		level = string(entry.Definition.Isolation.Level)
+	}
+	rt, lvl, err := m.runtimeFor(level)
+	if err != nil {
+		return SpawnResult{}, err
+	}
+	mode := req.Mode
+	if mode == "" {
+		mode = "normal"
+	}
+	if mode != "normal" && mode != "resume" && mode != "fresh" {
+		return SpawnResult{}, invalid("mode %q is not one of normal, resume, fresh", req.Mode)
+	}
+
+	j, err := m.cfg.Store.Journey(ctx, caller, req.JourneyID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if mode == "resume" {
+			return SpawnResult{}, notFound("no journey %q to resume", req.JourneyID)
+		}
+		j, err = m.cfg.Store.CreateJourney(ctx, store.Journey{
+			Caller: caller, ID: req.JourneyID, WorkerID: entry.Definition.ID,
+			DefinitionHash: entry.Hash, IsolationLevel: string(lvl),
+		})
+		if errors.Is(err, store.ErrExists) {
+			return SpawnResult{}, conflict("journey %q is being spawned by another request", req.JourneyID)
+		}
+		if err != nil {
+			return SpawnResult{}, err
+		}
+	case err != nil:
+		return SpawnResult{}, err
+	default:
+		if j.WorkerID != entry.Definition.ID && mode != "fresh" {
+			return SpawnResult{}, conflict("journey %q runs worker %s, not %s; use mode fresh to replace it", j.ID, j.WorkerID, entry.Definition.ID)
+		}
+		if j.State.Live() && mode != "fresh" {
+			// The store says live; make sure the runtime agrees before
+			// reporting it, so a killed worker is not reported active.
+			if m.checkLive(ctx, j) {
+				return SpawnResult{JourneyID: j.ID, WorkerID: j.WorkerID, State: "already_active", ContainerID: j.ContainerID, Workspace: j.Workspace}, nil
+			}
+		}
+		if err := m.beginSpawn(j.UID); err != nil {
+			return SpawnResult{}, err
+		}
+		defer m.endSpawn(j.UID)
+		if mode == "fresh" {
+			m.dropChannel(j.UID)
+			if old, _, err := m.runtimeFor(j.IsolationLevel); err == nil {
+				if err := old.Remove(ctx, handle(j), runtime.RemoveOptions{Workspace: true}); err != nil {
+					return SpawnResult{}, fmt.Errorf("removing the old worker: %w", err)
+				}
+			}
+			err = m.cfg.Store.Reset(ctx, j.UID, entry.Definition.ID, entry.Hash, string(lvl))
+		} else {
+			m.dropChannel(j.UID)
+			err = m.cfg.Store.Restart(ctx, j.UID, entry.Hash)
+		}
+		if err != nil {
+			return SpawnResult{}, err
+		}
+	}
+
+	started := time.Now()
+	h, err := rt.Create(ctx, m.spec(j.UID, &entry.Definition))
+	if err != nil {
+		m.metrics.spawns.WithLabelValues(entry.Definition.ID, "error").Observe(time.Since(started).Seconds())
+		_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
+		m.logger.ErrorContext(ctx, "spawning worker failed", slog.String("journey", j.UID.String()), slog.String("worker", entry.Definition.ID), slog.Any("error", err))
+		return SpawnResult{}, unavailable("could not start worker %s: %v", entry.Definition.ID, err)
+	}
+	if err := m.cfg.Store.SetRunning(ctx, j.UID, h.ID, h.Workspace); err != nil {
+		return SpawnResult{}, err
+	}
+	m.metrics.spawns.WithLabelValues(entry.Definition.ID, "ok").Observe(time.Since(started).Seconds())
+	m.logger.InfoContext(ctx, "worker spawned", slog.String("journey", j.UID.String()), slog.String("worker", entry.Definition.ID), slog.String("mode", mode))
+	return SpawnResult{JourneyID: j.ID, WorkerID: entry.Definition.ID, State: string(store.StateActive), ContainerID: h.ID, Workspace: h.Workspace}, nil
+}
+
+// beginSpawn refuses a second concurrent spawn of one journey.
+func (m *Manager) beginSpawn(uid uuid.UUID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.spawning[uid] {
+		return conflict("this journey is already being spawned")
+	}
+	m.spawning[uid] = true
+	return nil
+}
+
+func (m *Manager) endSpawn(uid uuid.UUID) {
+	m.mu.Lock()
+	delete(m.spawning, uid)
+	m.mu.Unlock()
+}
+
+// spec turns a definition into what the runtime creates.
+func (m *Manager) spec(uid uuid.UUID, d *meshtype.Definition) runtime.Spec {
+	iso := d.Isolation
+	s := runtime.Spec{
+		Journey:        uid.String(),
+		Worker:         d.ID,
+		Image:          d.Image,
+		User:           iso.User,
+		Network:        string(iso.Network),
+		ReadonlyRootfs: iso.ReadonlyRootfs,
+		OCIRuntime:     iso.Runtime,
+		CPUs:           iso.Resources.CPUs,
+		MemoryBytes:    int64(iso.Resources.Memory),
+		PIDs:           iso.Resources.PIDs,
+		Labels:         m.cfg.Labels,
+	}
+	switch d.Kind {
+	case meshtype.KindMCP:
+		// The image's own command, its MCP server, is the main process, with
+		// a silent stdin so it idles; channels exec mcp.command beside it, so
+		// a broken channel never takes the worker down.
+		s.KeepStdinOpen = true
+	default:
+		s.Cmd = []string{"idle"}
+	}
+	return s
+}
+
+// serverArgv is the command a channel runs in the worker: meshworker with the
+// definition's limits, or a kind: mcp image's server.
+func serverArgv(d *meshtype.Definition) []string {
+	if d.Kind == meshtype.KindMCP {
+		return d.MCP.Command
+	}
+	argv := []string{MeshworkerPath, "serve", "--root", runtime.WorkspacePath}
+	if d.Constraints.MaxFileSize > 0 {
+		argv = append(argv, "--max-file-size", strconv.FormatInt(int64(d.Constraints.MaxFileSize), 10))
+	}
+	if d.Constraints.Readonly {
+		argv = append(argv, "--readonly")
+	}
+	for _, t := range d.Tools {
+		if t == string(meshtype.ActionExec) {
+			argv = append(argv, "--allow-exec")
+		}
+	}
+	return argv
+}
+
+func handle(j store.Journey) runtime.Handle {
+	return runtime.Handle{ID: j.ContainerID, Workspace: j.Workspace}
+}
+
+// checkLive reports whether a journey the store thinks live has a running
+// worker; if not, the journey is marked orphaned.
+func (m *Manager) checkLive(ctx context.Context, j store.Journey) bool {
+	rt, _, err := m.runtimeFor(j.IsolationLevel)
+	if err != nil || j.ContainerID == "" {
+		return false
+	}
+	st, err := rt.State(ctx, handle(j))
+	if err != nil {
+		m.logger.WarnContext(ctx, "checking worker state failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
+		return true // unknown: do not orphan on a transient error
+	}
+	if st == runtime.StateRunning {
+		return true
+	}
+	m.dropChannel(j.UID)
+	if err := m.cfg.Store.SetState(ctx, j.UID, store.StateOrphaned); err == nil {
+		m.logger.WarnContext(ctx, "worker is gone; journey orphaned", slog.String("journey", j.UID.String()), slog.String("runtime_state", string(st)))
+	}
+	return false
+}
+
+func (m *Manager) dropChannel(uid uuid.UUID) {
+	m.mu.Lock()
+	c := m.channels[uid]
+	delete(m.channels, uid)
+	m.mu.Unlock()
+	if c != nil {
+		c.close()
+	}
+}

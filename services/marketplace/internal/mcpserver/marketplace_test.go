@@ -1,0 +1,357 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+)
+
+func execArgs(journey string, action any) map[string]any {
+	return map[string]any{"journey_id": journey, "action": action}
+}
+
+// Normal use: spawn filesystem_write_v1, write a file, read it back, list, search.
+func TestNormalUse(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+
+	workers := must(t, cs, "list_workers", map[string]any{})
+	if n := len(workers["workers"].([]any)); n != 7 {
+		t.Errorf("list_workers: %d workers, want 7", n)
+	}
+	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "notes"})
+	if sp["state"] != "active" || sp["container_id"] == "" || sp["workspace"] == "" {
+		t.Fatalf("spawn: %v", sp)
+	}
+	w := must(t, cs, "execute_in_worker", execArgs("notes", map[string]any{"type": "write", "target": "docs/today.md", "content": "hello meshwork\nsecond line\n"}))
+	if w["executed"] != true || w["action_type"] != "write" {
+		t.Fatalf("write: %v", w)
+	}
+	r := must(t, cs, "execute_in_worker", execArgs("notes", map[string]any{"type": "read", "target": "docs/today.md"}))
+	if out := r["output"].(map[string]any); out["content"] != "hello meshwork\nsecond line\n" {
+		t.Errorf("read back: %v", r)
+	}
+	l := must(t, cs, "execute_in_worker", execArgs("notes", map[string]any{"type": "list", "target": "docs"}))
+	if !strings.Contains(mustJSON(t, l["output"]), "docs/today.md") {
+		t.Errorf("list: %v", l)
+	}
+	s := must(t, cs, "execute_in_worker", execArgs("notes", map[string]any{"type": "search", "pattern": "second"}))
+	if !strings.Contains(mustJSON(t, s["output"]), `"line":2`) {
+		t.Errorf("search: %v", s)
+	}
+	st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "notes"})
+	if st["state"] != "active" || st["action_count"].(float64) != 4 || st["worker_id"] != "filesystem_write_v1" {
+		t.Errorf("state: %v", st)
+	}
+}
+
+// A refused action never reaches the worker, is audited, and carries the
+// exact violation.
+func TestRefusedActions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "w"})
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_research_v1", "journey_id": "r"})
+
+	big := strings.Repeat("x", 2_000_000)
+	res := call(t, cs, "execute_in_worker", execArgs("w", map[string]any{"type": "write", "target": "big.bin", "content": big}))
+	if !res.isError || res.out["executed"] != false {
+		t.Fatalf("2 MB write: %+v", res.out)
+	}
+	want := []any{map[string]any{"constraint_id": "max_file_size", "violated": true, "message": "File size 2000000 bytes exceeds limit 1000000 bytes"}}
+	if !reflect.DeepEqual(res.out["violations"], want) {
+		t.Errorf("violations %v, want %v", res.out["violations"], want)
+	}
+	if b.rt.execs.Load() != 0 {
+		t.Errorf("the worker was called %d times for refused actions", b.rt.execs.Load())
+	}
+	j, err := b.store.Journey(context.Background(), "alice", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := b.store.Actions(context.Background(), j.UID)
+	if err != nil || len(audit) != 1 {
+		t.Fatalf("audit rows: %v %v", audit, err)
+	}
+	if a := audit[0]; a.Decision != store.DecisionRefused || a.ActionType != "write" || a.Target != "big.bin" ||
+		a.RequestBytes < 2_000_000 || a.DefinitionHash == "" || len(a.Violations) != 1 {
+		t.Errorf("audit row: %+v", a)
+	}
+	// The file does not exist: reading it (an allowed action) says so.
+	if r := call(t, cs, "execute_in_worker", execArgs("w", map[string]any{"type": "read", "target": "big.bin"})); !r.isError {
+		t.Errorf("big.bin exists after a refused write: %+v", r)
+	}
+
+	for name, tc := range map[string]struct {
+		journey string
+		action  map[string]any
+		ids     []string
+	}{
+		"write to research worker": {"r", map[string]any{"type": "write", "target": "a.md", "content": "x"}, []string{"tools", "readonly"}},
+		"traversal":                {"w", map[string]any{"type": "read", "target": "../../etc/passwd"}, []string{"path_safety"}},
+		"absolute":                 {"w", map[string]any{"type": "read", "target": "/etc/passwd"}, []string{"path_safety"}},
+		"NUL":                      {"w", map[string]any{"type": "write", "target": "a\u0000.txt", "content": "x"}, []string{"path_safety"}},
+		"denied .env":              {"w", map[string]any{"type": "read", "target": "app/.env"}, []string{"denied_paths"}},
+		"secret rule":              {"r", map[string]any{"type": "read", "target": "my-secret.txt"}, []string{"no_secrets_in_name"}},
+	} {
+		execs := b.rt.execs.Load()
+		res := call(t, cs, "execute_in_worker", execArgs(tc.journey, tc.action))
+		var ids []string
+		for _, v := range asList(res.out["violations"]) {
+			ids = append(ids, v.(map[string]any)["constraint_id"].(string))
+		}
+		if !res.isError || !reflect.DeepEqual(ids, tc.ids) || !strings.HasPrefix(res.out["message"].(string), "Constraint violation detected: ") {
+			t.Errorf("%s: got %v (%s), want %v", name, ids, res.text, tc.ids)
+		}
+		if b.rt.execs.Load() != execs {
+			t.Errorf("%s: the worker was called", name)
+		}
+	}
+}
+
+// Two callers with different tokens cannot see each other's journeys, and a
+// request without a valid token is refused.
+func TestCallersAreIsolated(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice, bob := b.client(t, aliceToken), b.client(t, bobToken)
+	must(t, alice, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "shared-name"})
+	must(t, alice, "execute_in_worker", execArgs("shared-name", map[string]any{"type": "write", "target": "alice.txt", "content": "alice's"}))
+
+	for _, tool := range []string{"get_worker_state", "worker_logs", "stop_worker"} {
+		if r := call(t, bob, tool, map[string]any{"journey_id": "shared-name"}); !r.isError || !strings.Contains(r.text, `no journey "shared-name"`) {
+			t.Errorf("bob %s: %+v", tool, r)
+		}
+	}
+	if r := call(t, bob, "execute_in_worker", execArgs("shared-name", map[string]any{"type": "read", "target": "alice.txt"})); !r.isError || strings.Contains(r.text, "alice's") {
+		t.Errorf("bob read alice's file: %+v", r)
+	}
+	if l := must(t, bob, "list_journeys", map[string]any{}); len(asList(l["journeys"])) != 0 {
+		t.Errorf("bob lists %v", l)
+	}
+	// Bob's journey of the same name is his own.
+	must(t, bob, "spawn_worker", map[string]any{"worker_id": "filesystem_research_v1", "journey_id": "shared-name"})
+	if l := must(t, alice, "list_journeys", map[string]any{}); len(asList(l["journeys"])) != 1 {
+		t.Errorf("alice lists %v", l)
+	}
+
+	for name, header := range map[string]string{"no token": "", "unknown token": "Bearer not-a-real-token-000000", "malformed": "Basic abc"} {
+		req, _ := http.NewRequest(http.MethodPost, b.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if header != "" {
+			req.Header.Set("Authorization", header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, want 401", name, resp.StatusCode)
+		}
+	}
+}
+
+// Bad input gets a clear error and changes nothing.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "j"})
+
+	for name, tc := range map[string]struct {
+		tool string
+		args any
+		want string
+	}{
+		"unknown worker":       {"spawn_worker", map[string]any{"worker_id": "nope_v1", "journey_id": "x"}, `unknown worker "nope_v1"`},
+		"abstract worker":      {"spawn_worker", map[string]any{"worker_id": "filesystem_base_v1", "journey_id": "x"}, "unknown worker"},
+		"bad journey id":       {"spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "../x"}, "journey_id"},
+		"bad mode":             {"spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "x", "mode": "force"}, `mode "force"`},
+		"process not enabled":  {"spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "x", "isolation_level": "process"}, "not enabled"},
+		"resume unknown":       {"spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "ghost", "mode": "resume"}, `no journey "ghost"`},
+		"other worker":         {"spawn_worker", map[string]any{"worker_id": "git_v1", "journey_id": "j"}, "runs worker filesystem_write_v1"},
+		"malformed action":     {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "read"}}, "/target: missing"},
+		"unknown action type":  {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "format", "target": "a"}}, `unknown type "format"`},
+		"unknown action field": {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "read", "target": "a", "mode": "x"}}, "unknown field"},
+		"case-smuggled field":  {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "read", "target": "a", "Target": "../b"}}, "differ only in case"},
+		"unknown argument":     {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "list"}, "extra": 1}, "no other fields"},
+		"action not an object": {"execute_in_worker", map[string]any{"journey_id": "j", "action": "read README.md"}, "malformed action"},
+		"unknown journey":      {"execute_in_worker", execArgs("nope", map[string]any{"type": "list"}), `no journey "nope"`},
+		"bad stop mode":        {"stop_worker", map[string]any{"journey_id": "j", "workspace": "shred"}, `workspace "shred"`},
+		"bad list state":       {"list_journeys", map[string]any{"state": "zombie"}, `state "zombie"`},
+		"logs tail too large":  {"worker_logs", map[string]any{"journey_id": "j", "tail": 1_000_000}, "above the limit"},
+		"describe unknown":     {"describe_worker", map[string]any{"worker_id": "nope_v1"}, `unknown worker "nope_v1"`},
+	} {
+		r := call(t, cs, tc.tool, tc.args)
+		if !r.isError || !strings.Contains(r.text, tc.want) {
+			t.Errorf("%s: got isError=%v %q, want an error containing %q", name, r.isError, r.text, tc.want)
+		}
+	}
+	// Nothing changed: one journey, still active, no action executed.
+	st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "j"})
+	if st["state"] != "active" || st["action_count"].(float64) != 0 || st["worker_id"] != "filesystem_write_v1" {
+		t.Errorf("state after bad input: %v", st)
+	}
+	if l := must(t, cs, "list_journeys", map[string]any{}); len(asList(l["journeys"])) != 1 {
+		t.Errorf("journeys after bad input: %v", l)
+	}
+	// A second normal spawn reports already_active and changes nothing.
+	again := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "j"})
+	if again["state"] != "already_active" || again["container_id"] != st["container_id"] {
+		t.Errorf("duplicate spawn: %v (was %v)", again, st["container_id"])
+	}
+	// A huge request is refused before it is read whole.
+	huge := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"execute_in_worker","arguments":{"journey_id":"j","action":{"type":"write","target":"h","content":"` +
+		strings.Repeat("x", 41<<20) + `"}}}}`
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/mcp", strings.NewReader(huge))
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("huge request: status %d, want 413", resp.StatusCode)
+	}
+}
+
+// A restarted marketplace keeps journeys usable; a killed container shows as
+// orphaned, and resume brings it back with its files.
+func TestRestartAndOrphans(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "keep"})
+	must(t, cs, "execute_in_worker", execArgs("keep", map[string]any{"type": "write", "target": "kept.txt", "content": "still here"}))
+
+	b.start(t) // a new marketplace over the same database and Docker
+	cs = b.client(t, aliceToken)
+	r := must(t, cs, "execute_in_worker", execArgs("keep", map[string]any{"type": "read", "target": "kept.txt"}))
+	if r["output"].(map[string]any)["content"] != "still here" {
+		t.Fatalf("after restart: %v", r)
+	}
+
+	if out, err := exec.Command("docker", "kill", sp["container_id"].(string)).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v %s", err, out)
+	}
+	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "keep"}); st["state"] != "orphaned" {
+		t.Fatalf("after kill: state %v, want orphaned", st["state"])
+	}
+	if r := call(t, cs, "execute_in_worker", execArgs("keep", map[string]any{"type": "read", "target": "kept.txt"})); !r.isError || !strings.Contains(r.text, "resume") {
+		t.Errorf("action on an orphaned journey: %+v", r)
+	}
+	back := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "keep", "mode": "resume"})
+	if back["state"] != "active" || back["container_id"] == sp["container_id"] || back["workspace"] != sp["workspace"] {
+		t.Errorf("resume: %v (was %v)", back, sp)
+	}
+	r = must(t, cs, "execute_in_worker", execArgs("keep", map[string]any{"type": "read", "target": "kept.txt"}))
+	if r["output"].(map[string]any)["content"] != "still here" {
+		t.Errorf("after resume: %v", r)
+	}
+	// A restart finds the killed-then-resumed journey healthy, and a stale
+	// container whose journey is gone is removed.
+	st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "keep"})
+	if st["action_count"].(float64) != 3 {
+		t.Errorf("action count %v, want 3 (counters survive restarts)", st["action_count"])
+	}
+}
+
+// stop_worker keeps, archives or deletes the workspace; fresh starts over.
+func TestStopModesAndFresh(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	write := func(j, name string) {
+		must(t, cs, "execute_in_worker", execArgs(j, map[string]any{"type": "write", "target": name, "content": "data of " + name}))
+	}
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "k"})
+	write("k", "a.txt")
+	if s := must(t, cs, "stop_worker", map[string]any{"journey_id": "k"}); s["state"] != "stopped" {
+		t.Errorf("stop keep: %v", s)
+	}
+	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "k"}); st["state"] != "stopped" {
+		t.Errorf("after stop: %v", st)
+	}
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "k", "mode": "resume"})
+	if r := must(t, cs, "execute_in_worker", execArgs("k", map[string]any{"type": "read", "target": "a.txt"})); r["output"].(map[string]any)["content"] != "data of a.txt" {
+		t.Errorf("kept workspace: %v", r)
+	}
+
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "k", "mode": "fresh"})
+	if r := call(t, cs, "execute_in_worker", execArgs("k", map[string]any{"type": "read", "target": "a.txt"})); !r.isError {
+		t.Errorf("fresh kept the old workspace: %+v", r)
+	}
+	write("k", "b.txt")
+	arch := must(t, cs, "stop_worker", map[string]any{"journey_id": "k", "workspace": "archive"})
+	if arch["state"] != "deleted" || arch["archive"] == "" || arch["archive_bytes"].(float64) < 512 {
+		t.Fatalf("archive: %v", arch)
+	}
+	tarList, err := exec.Command("tar", "-tf", arch["archive"].(string)).Output()
+	if err != nil || !strings.Contains(string(tarList), "b.txt") {
+		t.Errorf("archive holds %q (%v), want b.txt", tarList, err)
+	}
+	if r := call(t, cs, "get_worker_state", map[string]any{"journey_id": "k"}); !r.isError {
+		t.Errorf("a deleted journey is still visible: %+v", r)
+	}
+	out, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "label=meshwork.test="+b.labels["meshwork.test"]).Output()
+	if strings.TrimSpace(string(out)) != "" {
+		t.Errorf("volumes left after archive and delete: %s", out)
+	}
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A kind: mcp worker is any image with an MCP server on stdio: tool actions
+// reach it, and the gate checks the tool name and the arguments first.
+func TestMCPWorker(t *testing.T) {
+	t.Parallel()
+	requireImage(t, "meshwork/mcp-echo:latest")
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "mcp_echo_v1", "journey_id": "echo"})
+	r := must(t, cs, "execute_in_worker", execArgs("echo", map[string]any{"type": "tool", "tool": "echo", "arguments": map[string]any{"text": "hello"}}))
+	if !strings.Contains(mustJSON(t, r["output"]), "hello") {
+		t.Errorf("echo: %v", r)
+	}
+	execs := b.rt.execs.Load()
+	for name, tc := range map[string]struct {
+		action map[string]any
+		id     string
+	}{
+		"tool not listed":   {map[string]any{"type": "tool", "tool": "shell", "arguments": map[string]any{"text": "x"}}, "tools"},
+		"rule on arguments": {map[string]any{"type": "tool", "tool": "echo", "arguments": map[string]any{"text": strings.Repeat("y", 5000)}}, "echo_text_size"},
+		"not a tool action": {map[string]any{"type": "read", "target": "README.md"}, "tools"},
+	} {
+		res := call(t, cs, "execute_in_worker", execArgs("echo", tc.action))
+		if !res.isError || !strings.Contains(mustJSON(t, res.out["violations"]), `"constraint_id":"`+tc.id+`"`) {
+			t.Errorf("%s: %s", name, res.text)
+		}
+	}
+	if b.rt.execs.Load() != execs {
+		t.Error("refused tool calls reached the worker")
+	}
+}

@@ -1,0 +1,268 @@
+// Package mcpserver exposes the marketplace as MCP tools (list_workers,
+// describe_worker, spawn_worker, execute_in_worker, get_worker_state,
+// list_journeys, stop_worker, worker_logs) on the official MCP Go SDK.
+//
+// Every ordinary failure, bad input included, is a tool result with isError
+// and a message that says what to do; protocol errors are left to the SDK.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/workerdef"
+	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
+)
+
+// MaxExecuteArguments bounds execute_in_worker's arguments (the action plus
+// the journey id), before anything is decoded.
+const MaxExecuteArguments = 34 << 20
+
+// CallerFunc names the caller of a request: the bearer token's identity over
+// HTTP, the process owner over stdio.
+type CallerFunc func(req *mcp.CallToolRequest) (string, error)
+
+// FixedCaller is the CallerFunc of a single-client transport (stdio).
+func FixedCaller(name string) CallerFunc {
+	return func(*mcp.CallToolRequest) (string, error) { return name, nil }
+}
+
+// TokenCaller reads the caller from the bearer token the HTTP middleware
+// verified.
+func TokenCaller(req *mcp.CallToolRequest) (string, error) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
+		return "", errors.New("unauthenticated request")
+	}
+	return req.Extra.TokenInfo.UserID, nil
+}
+
+// New builds the marketplace's MCP server.
+func New(mgr *journeys.Manager, catalog *workerdef.Catalog, caller CallerFunc, logger *slog.Logger) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "meshwork-marketplace", Title: "Meshwork marketplace", Version: buildinfo.Version},
+		&mcp.ServerOptions{Logger: logger, Instructions: instructions})
+	h := &handlers{mgr: mgr, catalog: catalog, caller: caller, logger: logger}
+
+	mcp.AddTool(s, &mcp.Tool{Name: "list_workers", Description: "List the workers of the catalog: id, name, description, kind, tools and a summary of their constraints."}, h.listWorkers)
+	mcp.AddTool(s, &mcp.Tool{Name: "describe_worker", Description: "Show one worker's full definition, after extends and defaults, with its version hash."}, h.describeWorker)
+	mcp.AddTool(s, &mcp.Tool{Name: "spawn_worker", Description: "Start a worker for a journey in its own isolated container with a workspace. Modes: normal (reports already_active if running), resume (restart a stopped or orphaned journey with its workspace), fresh (destroy and respawn)."}, tool(h, "spawn_worker", mgr.Spawn))
+	s.AddTool(&mcp.Tool{
+		Name:        "execute_in_worker",
+		Description: "Run one action in a journey's worker. The worker's constraint gate checks it first; a refused action returns executed:false with every violation and never reaches the worker.",
+		InputSchema: executeSchema(),
+	}, h.execute)
+	mcp.AddTool(s, &mcp.Tool{Name: "get_worker_state", Description: "Show a journey: state, worker, container, times, action counts, cost so far and agent session."}, tool(h, "get_worker_state", h.state))
+	mcp.AddTool(s, &mcp.Tool{Name: "list_journeys", Description: "List your journeys, optionally in one state."}, tool(h, "list_journeys", h.list))
+	mcp.AddTool(s, &mcp.Tool{Name: "stop_worker", Description: "Stop a journey's worker and keep (default), archive (tarball) or delete its workspace."}, tool(h, "stop_worker", mgr.Stop))
+	mcp.AddTool(s, &mcp.Tool{Name: "worker_logs", Description: "Show the last lines of a journey's worker output."}, tool(h, "worker_logs", h.logs))
+	return s
+}
+
+const instructions = `Meshwork runs workers in isolated containers. Call list_workers, then
+spawn_worker {worker_id, journey_id}, then execute_in_worker {journey_id, action}
+with actions such as {"type":"read","target":"README.md"}. Every action is checked
+against the worker's constraints first; refusals list every violated constraint.`
+
+type handlers struct {
+	mgr     *journeys.Manager
+	catalog *workerdef.Catalog
+	caller  CallerFunc
+	logger  *slog.Logger
+}
+
+// failure turns an error into an isError tool result. Errors meant for the
+// client keep their message; anything else is logged and reported plainly.
+func (h *handlers) failure(ctx context.Context, tool string, err error) *mcp.CallToolResult {
+	msg := "internal error; the marketplace logged it"
+	if e, ok := journeys.AsError(err); ok {
+		msg = e.Msg
+	} else {
+		h.logger.ErrorContext(ctx, "tool failed", slog.String("tool", tool), slog.Any("error", err))
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// WorkerSummary is one entry of list_workers.
+type WorkerSummary struct {
+	ID          string             `json:"id"`
+	Name        string             `json:"name"`
+	Description string             `json:"description"`
+	Kind        string             `json:"kind"`
+	Tools       []string           `json:"tools"`
+	Constraints ConstraintsSummary `json:"constraints"`
+}
+
+// ConstraintsSummary is the gist of a worker's constraints.
+type ConstraintsSummary struct {
+	Readonly     bool     `json:"readonly"`
+	MaxFileSize  int64    `json:"max_file_size_bytes,omitempty"`
+	AllowedPaths []string `json:"allowed_paths,omitempty"`
+	DeniedPaths  []string `json:"denied_paths,omitempty"`
+	Commands     []string `json:"commands,omitempty"`
+	MaxActions   int64    `json:"max_actions,omitempty"`
+	MaxCostUSD   float64  `json:"max_cost_usd,omitempty"`
+	Network      string   `json:"network"`
+	Rules        []string `json:"rules,omitempty" jsonschema:"ids of the worker's CEL rules"`
+}
+
+type listWorkersIn struct{}
+
+type listWorkersOut struct {
+	Workers []WorkerSummary `json:"workers"`
+}
+
+func (h *handlers) listWorkers(ctx context.Context, _ *mcp.CallToolRequest, _ listWorkersIn) (*mcp.CallToolResult, listWorkersOut, error) {
+	var out listWorkersOut
+	for _, e := range h.catalog.Entries() {
+		d := e.Definition
+		c := d.Constraints
+		sum := WorkerSummary{
+			ID: d.ID, Name: d.Name, Description: d.Description, Kind: string(d.Kind), Tools: d.Tools,
+			Constraints: ConstraintsSummary{
+				Readonly: c.Readonly, MaxFileSize: int64(c.MaxFileSize), AllowedPaths: c.AllowedPaths,
+				DeniedPaths: c.DeniedPaths, Commands: c.Commands, MaxActions: c.MaxActions, MaxCostUSD: c.MaxCostUSD, Network: string(d.Isolation.Network),
+			},
+		}
+		for _, r := range c.Rules {
+			sum.Constraints.Rules = append(sum.Constraints.Rules, r.ID)
+		}
+		out.Workers = append(out.Workers, sum)
+	}
+	return nil, out, nil
+}
+
+type describeIn struct {
+	WorkerID string `json:"worker_id" jsonschema:"id of a catalog worker"`
+}
+
+type describeOut struct {
+	DefinitionHash string              `json:"definition_hash"`
+	Definition     meshtype.Definition `json:"definition"`
+}
+
+func (h *handlers) describeWorker(ctx context.Context, _ *mcp.CallToolRequest, in describeIn) (*mcp.CallToolResult, describeOut, error) {
+	e, ok := h.catalog.Lookup(in.WorkerID)
+	if !ok || e.Definition.Abstract {
+		return h.failure(ctx, "describe_worker", notFound(in.WorkerID)), describeOut{}, nil
+	}
+	return nil, describeOut{DefinitionHash: e.Hash, Definition: e.Definition}, nil
+}
+
+func notFound(workerID string) error {
+	return &journeys.Error{Code: journeys.CodeNotFound, Msg: fmt.Sprintf("unknown worker %q (list_workers shows the catalog)", workerID)}
+}
+
+// executeIn is execute_in_worker's input, for its schema; the handler decodes
+// the raw arguments itself, strictly.
+type executeIn struct {
+	JourneyID string         `json:"journey_id" jsonschema:"the journey to run the action in"`
+	Action    map[string]any `json:"action" jsonschema:"one action: {type: read|write|list|search|exec|delete|task|tool, target, content, pattern, command, task, tool, arguments}"`
+}
+
+func executeSchema() *jsonschema.Schema {
+	s, err := jsonschema.For[executeIn](nil)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// execute handles execute_in_worker with the raw arguments: the SDK's typed
+// decoding would merge duplicate keys before the strict action decoder could
+// refuse them.
+func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	caller, err := h.caller(req)
+	if err != nil {
+		return h.failure(ctx, "execute_in_worker", &journeys.Error{Code: "unauthenticated", Msg: err.Error()}), nil //nolint:nilerr // a tool result with isError, not a protocol error
+	}
+	raw := []byte(req.Params.Arguments)
+	if len(raw) > MaxExecuteArguments {
+		return h.failure(ctx, "execute_in_worker", &journeys.Error{
+			Code: journeys.CodeInvalidArgument,
+			Msg:  fmt.Sprintf("arguments are %d bytes; the limit is %d", len(raw), MaxExecuteArguments),
+		}), nil
+	}
+	var in struct {
+		JourneyID string         `json:"journey_id"`
+		Action    jsontext.Value `json:"action"`
+	}
+	if err := json.Unmarshal(raw, &in, json.RejectUnknownMembers(true)); err != nil {
+		//nolint:nilerr // bad arguments are a tool result with isError
+		return h.failure(ctx, "execute_in_worker", &journeys.Error{
+			Code: journeys.CodeInvalidArgument,
+			Msg:  "arguments must be {journey_id, action} with no other fields: " + err.Error(),
+		}), nil
+	}
+	if in.JourneyID == "" || len(in.Action) == 0 {
+		return h.failure(ctx, "execute_in_worker", &journeys.Error{Code: journeys.CodeInvalidArgument, Msg: "journey_id and action are required"}), nil
+	}
+	out, err := h.mgr.Execute(ctx, caller, in.JourneyID, in.Action)
+	if err != nil {
+		return h.failure(ctx, "execute_in_worker", err), nil
+	}
+	text, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	// A refusal is an ordinary failure for the client: isError, with the
+	// structured violations beside the message.
+	return &mcp.CallToolResult{IsError: !out.Executed, StructuredContent: out, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
+}
+
+type journeyIn struct {
+	JourneyID string `json:"journey_id"`
+}
+
+type listIn struct {
+	State string `json:"state,omitempty" jsonschema:"only journeys in this state: starting, active, stopped, orphaned or failed"`
+}
+
+type listOut struct {
+	Journeys []journeys.WorkerState `json:"journeys"`
+}
+
+type logsIn struct {
+	JourneyID string `json:"journey_id"`
+	Tail      int    `json:"tail,omitempty" jsonschema:"lines to return (default 100, at most 10000)"`
+}
+
+// tool adapts a manager operation to a typed MCP tool handler: it names the
+// caller and turns failures into isError results.
+func tool[In, Out any](h *handlers, name string, op func(ctx context.Context, caller string, in In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		var zero Out
+		caller, err := h.caller(req)
+		if err != nil {
+			return h.failure(ctx, name, &journeys.Error{Code: "unauthenticated", Msg: err.Error()}), zero, nil //nolint:nilerr // a tool result with isError
+		}
+		out, err := op(ctx, caller, in)
+		if err != nil {
+			return h.failure(ctx, name, err), zero, nil
+		}
+		return nil, out, nil
+	}
+}
+
+func (h *handlers) state(ctx context.Context, caller string, in journeyIn) (journeys.WorkerState, error) {
+	return h.mgr.State(ctx, caller, in.JourneyID)
+}
+
+func (h *handlers) list(ctx context.Context, caller string, in listIn) (listOut, error) {
+	js, err := h.mgr.List(ctx, caller, in.State)
+	if js == nil {
+		js = []journeys.WorkerState{}
+	}
+	return listOut{Journeys: js}, err
+}
+
+func (h *handlers) logs(ctx context.Context, caller string, in logsIn) (journeys.LogsResult, error) {
+	return h.mgr.Logs(ctx, caller, in.JourneyID, in.Tail)
+}

@@ -1,0 +1,192 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
+	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/workers"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// Tokens of the two test callers.
+const (
+	aliceToken = "alice-token-0123456789abcdef"
+	bobToken   = "bob-token-0123456789abcdef00"
+)
+
+// countingRuntime records Exec calls: the seam where "the worker saw no
+// call" is observable. Everything else goes to the real runtime.
+type countingRuntime struct {
+	runtime.Runtime
+	execs atomic.Int64
+}
+
+func (c *countingRuntime) Exec(ctx context.Context, h runtime.Handle, argv []string) (runtime.Session, error) {
+	c.execs.Add(1)
+	return c.Runtime.Exec(ctx, h, argv)
+}
+
+type bundle struct {
+	pool   *pgxpool.Pool
+	store  *store.Store
+	rt     *countingRuntime
+	mgr    *journeys.Manager
+	url    string
+	labels map[string]string
+}
+
+// setup starts a marketplace (real Docker runtime, real Postgres, real MCP
+// over HTTP) and removes every container and volume it made when the test ends.
+func setup(t testing.TB) *bundle {
+	t.Helper()
+	requireImage(t, "meshwork/worker:latest")
+	b := &bundle{pool: pgtest.Pool(t), labels: map[string]string{"meshwork.test": "mcpserver-" + uuid.NewString()[:8]}}
+	b.store = store.New(b.pool)
+	b.rt = &countingRuntime{Runtime: dockerRuntime(t)}
+	t.Cleanup(func() { removeLabelled(t, b.labels["meshwork.test"]) })
+	for token, caller := range map[string]string{aliceToken: "alice", bobToken: "bob"} {
+		if err := b.store.PutToken(context.Background(), caller, store.TokenHash(token), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.start(t)
+	return b
+}
+
+// start (re)creates the manager and the HTTP server over the same database
+// and runtime, as a restarted marketplace would.
+func (b *bundle) start(t testing.TB) {
+	t.Helper()
+	catalog, err := workers.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mgr, err = journeys.New(journeys.Config{
+		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: t.TempDir(),
+		Runtimes: map[meshtype.IsolationLevel]runtime.Runtime{meshtype.IsolationContainer: b.rt},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.mgr.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, mcpserver.TokenCaller, nil), b.store, nil))
+	t.Cleanup(srv.Close)
+	t.Cleanup(b.mgr.Close)
+	b.url = srv.URL
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// client connects an MCP client over streamable HTTP with a bearer token.
+func (b *bundle) client(t testing.TB, token string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint:   b.url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+	}, nil)
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// result is a tool call's outcome, decoded.
+type result struct {
+	isError bool
+	text    string
+	out     map[string]any
+}
+
+func call(t testing.TB, cs *mcp.ClientSession, tool string, args any) result {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error: %v", tool, err)
+	}
+	r := result{isError: res.IsError}
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			r.text += tc.Text
+		}
+	}
+	if res.StructuredContent != nil {
+		raw, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(raw, &r.out)
+	}
+	return r
+}
+
+// must calls a tool that has to succeed.
+func must(t testing.TB, cs *mcp.ClientSession, tool string, args any) map[string]any {
+	t.Helper()
+	r := call(t, cs, tool, args)
+	if r.isError {
+		t.Fatalf("%s %v: %s", tool, args, r.text)
+	}
+	return r.out
+}
+
+func requireImage(t testing.TB, image string) {
+	t.Helper()
+	if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
+		t.Fatalf("image %s is missing: run `make offline-images` (or `make images`)", image)
+	}
+}
+
+// removeLabelled removes the containers and volumes a test made.
+func removeLabelled(t testing.TB, value string) {
+	t.Helper()
+	filter := "label=meshwork.test=" + value
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", filter).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"rm", "-fv"}, ids...)...).Run()
+	}
+	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", filter).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
+	}
+}
+
+func dockerRuntime(t testing.TB) runtime.Runtime {
+	t.Helper()
+	rt, err := docker.NewFromEnv(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("connecting to Docker: %v", err)
+	}
+	return rt
+}
+
+func toolParams(tool string, args any) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: tool, Arguments: args}
+}

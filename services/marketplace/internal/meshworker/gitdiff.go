@@ -1,0 +1,253 @@
+package meshworker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	fdiff "github.com/go-git/go-git/v5/plumbing/format/diff"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/utils/diff"
+	"github.com/sergi/go-diff/diffmatchpatch"
+)
+
+type gitDiffIn struct {
+	Path string `json:"path,omitempty" jsonschema:"only this file or directory, relative to the workspace root (default: everything)"`
+}
+
+type gitDiffOut struct {
+	Diff string `json:"diff" jsonschema:"unified diff (git format) of the working tree against HEAD; untracked files are not included"`
+}
+
+// gitDiff is "git diff HEAD": go-git diffs trees, not the working tree, so
+// the changed paths come from the status, their old side from HEAD's tree
+// and their new side from the files, and go-git's own encoder writes the
+// patch.
+func (w *worker) gitDiff(ctx context.Context, in gitDiffIn) (gitDiffOut, error) {
+	only, err := relPath(in.Path, true)
+	if err != nil {
+		return gitDiffOut{}, err
+	}
+	only = display(only)
+	w.gitMu.Lock()
+	defer w.gitMu.Unlock()
+	repo, wt, err := w.openRepo()
+	if err != nil {
+		return gitDiffOut{}, err
+	}
+	st, err := wt.Status()
+	if err != nil {
+		return gitDiffOut{}, fmt.Errorf("git diff: %w", err)
+	}
+	head, err := headTree(repo)
+	if err != nil {
+		return gitDiffOut{}, fmt.Errorf("git diff: %w", err)
+	}
+
+	var paths []string
+	for p, s := range st {
+		if s.Staging == git.Untracked || (s.Staging == git.Unmodified && s.Worktree == git.Unmodified) {
+			continue
+		}
+		if only == "." || p == only || strings.HasPrefix(p, only+"/") {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+
+	var patch filesPatch
+	for _, p := range paths {
+		if err := ctx.Err(); err != nil {
+			return gitDiffOut{}, err
+		}
+		from, err := w.headSide(head, p)
+		if err != nil {
+			return gitDiffOut{}, fmt.Errorf("git diff %s: %w", p, err)
+		}
+		to, err := w.worktreeSide(p)
+		if err != nil {
+			return gitDiffOut{}, fmt.Errorf("git diff %s: %w", p, err)
+		}
+		if fp, ok := filePatchOf(from, to); ok {
+			patch = append(patch, fp)
+		}
+	}
+	var b strings.Builder
+	if err := fdiff.NewUnifiedEncoder(&b, fdiff.DefaultContextLines).Encode(patch); err != nil {
+		return gitDiffOut{}, fmt.Errorf("git diff: %w", err)
+	}
+	return gitDiffOut{Diff: b.String()}, nil
+}
+
+// headTree is HEAD's tree, or nil before the first commit.
+func headTree(repo *git.Repository) (*object.Tree, error) {
+	ref, err := repo.Head()
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c, err := repo.CommitObject(ref.Hash())
+	if err != nil {
+		return nil, err
+	}
+	return c.Tree()
+}
+
+// side is one side of a file's diff; nil when the file does not exist there.
+type side struct {
+	path    string
+	hash    plumbing.Hash
+	mode    filemode.FileMode
+	content []byte
+	// binary is set for content with a NUL byte, and for content over the
+	// size limit, which is not read.
+	binary bool
+}
+
+func (s *side) Hash() plumbing.Hash     { return s.hash }
+func (s *side) Mode() filemode.FileMode { return s.mode }
+func (s *side) Path() string            { return s.path }
+
+func (w *worker) headSide(head *object.Tree, p string) (*side, error) {
+	if head == nil {
+		return nil, nil
+	}
+	f, err := head.File(p)
+	if errors.Is(err, object.ErrFileNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &side{path: p, hash: f.Hash, mode: f.Mode}
+	if f.Size > w.cfg.MaxFileSize {
+		s.binary = true
+		return s, nil
+	}
+	r, err := f.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if s.content, err = io.ReadAll(r); err != nil {
+		return nil, err
+	}
+	s.binary = isBinary(s.content)
+	return s, nil
+}
+
+// worktreeSide reads the file through the root, like every other tool. A
+// symbolic link's side is its target text, as git stores it.
+func (w *worker) worktreeSide(p string) (*side, error) {
+	fi, err := w.root.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &side{path: p, mode: filemode.Regular}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := w.root.Readlink(p)
+		if err != nil {
+			return nil, err
+		}
+		s.mode, s.content = filemode.Symlink, []byte(target)
+	case fi.IsDir():
+		return nil, nil // a file replaced by a directory: its files are listed apart
+	default:
+		if fi.Mode()&0o111 != 0 {
+			s.mode = filemode.Executable
+		}
+		s.content, err = w.readFile(p)
+		if err != nil && fi.Size() > w.cfg.MaxFileSize {
+			// Too large to diff: the hash is unknown without reading it, so
+			// the zero hash keeps the header honest.
+			s.binary = true
+			return s, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	s.hash = plumbing.ComputeHash(plumbing.BlobObject, s.content)
+	s.binary = isBinary(s.content)
+	return s, nil
+}
+
+func isBinary(b []byte) bool {
+	return bytes.IndexByte(b[:min(len(b), binarySniff)], 0) >= 0
+}
+
+// filePatchOf diffs two sides; ok is false when they are the same.
+func filePatchOf(from, to *side) (fdiff.FilePatch, bool) {
+	switch {
+	case from == nil && to == nil:
+		return nil, false
+	case from != nil && to != nil && from.hash == to.hash && from.mode == to.mode && !from.hash.IsZero():
+		return nil, false
+	}
+	fp := &filePatch{binary: (from != nil && from.binary) || (to != nil && to.binary)}
+	// Interfaces holding a nil *side are not nil: the encoder tests for nil.
+	if from != nil {
+		fp.from = from
+	}
+	if to != nil {
+		fp.to = to
+	}
+	if fp.binary {
+		return fp, true
+	}
+	var src, dst string
+	if from != nil {
+		src = string(from.content)
+	}
+	if to != nil {
+		dst = string(to.content)
+	}
+	for _, d := range diff.Do(src, dst) {
+		op := fdiff.Equal
+		switch d.Type {
+		case diffmatchpatch.DiffInsert:
+			op = fdiff.Add
+		case diffmatchpatch.DiffDelete:
+			op = fdiff.Delete
+		}
+		fp.chunks = append(fp.chunks, chunk{text: d.Text, op: op})
+	}
+	return fp, true
+}
+
+type filesPatch []fdiff.FilePatch
+
+func (p filesPatch) FilePatches() []fdiff.FilePatch { return p }
+func (filesPatch) Message() string                  { return "" }
+
+type filePatch struct {
+	from, to fdiff.File
+	binary   bool
+	chunks   []fdiff.Chunk
+}
+
+func (p *filePatch) IsBinary() bool                  { return p.binary }
+func (p *filePatch) Files() (fdiff.File, fdiff.File) { return p.from, p.to }
+func (p *filePatch) Chunks() []fdiff.Chunk           { return p.chunks }
+
+type chunk struct {
+	text string
+	op   fdiff.Operation
+}
+
+func (c chunk) Content() string       { return c.text }
+func (c chunk) Type() fdiff.Operation { return c.op }

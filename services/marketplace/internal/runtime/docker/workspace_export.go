@@ -1,0 +1,153 @@
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+)
+
+// ExportWorkspace implements runtime.Runtime. It reads the workspace through
+// the worker's container, running or stopped. When the container is gone (a
+// journey stopped with its workspace kept) it mounts the volume, read-only,
+// in a helper container that is created but never started, and removes it.
+func (r *Runtime) ExportWorkspace(ctx context.Context, h runtime.Handle, w io.Writer) error {
+	if h.ID != "" {
+		err := r.copyWorkspace(ctx, h.ID, w)
+		if !errors.Is(err, runtime.ErrNotFound) {
+			return err
+		}
+	}
+	if h.Workspace == "" {
+		return fmt.Errorf("exporting workspace: no container and no volume: %w", runtime.ErrNotFound)
+	}
+	vol, err := r.engine.VolumeInspect(ctx, h.Workspace, client.VolumeInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("exporting workspace: inspecting volume %s: %w", h.Workspace, notFound(err))
+	}
+	if vol.Volume.Labels[runtime.LabelJourney] == "" {
+		return fmt.Errorf("exporting workspace: volume %s is not a workspace (no %s label)", h.Workspace, runtime.LabelJourney)
+	}
+	image := vol.Volume.Labels[LabelImage]
+	if image == "" {
+		return fmt.Errorf("exporting workspace: volume %s has no %s label: %w", h.Workspace, LabelImage, errNoImage)
+	}
+	created, err := r.engine.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image:           image,
+			User:            DefaultUser,
+			Labels:          helperLabels(vol.Volume.Labels, "export"),
+			NetworkDisabled: true,
+		},
+		HostConfig: &container.HostConfig{
+			NetworkMode: "none",
+			CapDrop:     []string{"ALL"},
+			SecurityOpt: []string{"no-new-privileges:true"},
+			Mounts: []mount.Mount{{
+				Type: mount.TypeVolume, Source: h.Workspace, Target: runtime.WorkspacePath, ReadOnly: true,
+				// NoCopy: an empty workspace must stay empty, not receive
+				// the helper image's /workspace.
+				VolumeOptions: &mount.VolumeOptions{NoCopy: true},
+			}},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("exporting workspace: creating a helper container from %s: %w", image, err)
+	}
+	defer func() {
+		ctx := context.WithoutCancel(ctx)
+		if _, err := r.engine.ContainerRemove(ctx, created.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			r.logger.WarnContext(ctx, "removing the export helper container failed", slog.String("container", created.ID), slog.Any("error", err))
+		}
+	}()
+	return r.copyWorkspace(ctx, created.ID, w)
+}
+
+// copyWorkspace writes the tar of a container's /workspace, with names
+// relative to the workspace.
+func (r *Runtime) copyWorkspace(ctx context.Context, id string, w io.Writer) error {
+	res, err := r.engine.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: runtime.WorkspacePath + "/."})
+	if err != nil {
+		return fmt.Errorf("exporting workspace of container %s: %w", id, notFound(err))
+	}
+	defer res.Content.Close()
+	if err := rebaseTar(res.Content, w); err != nil {
+		return fmt.Errorf("exporting workspace of container %s: %w", id, err)
+	}
+	return nil
+}
+
+// rebaseTar copies a tar stream, making names relative to its root directory:
+// the engine prefixes every entry with "./" (for "/workspace/.") or
+// "workspace/" (for "/workspace"), and an archive of a workspace should hold
+// its contents, not a directory. The root entry itself is dropped.
+func rebaseTar(r io.Reader, w io.Writer) error {
+	tr := tar.NewReader(r)
+	tw := tar.NewWriter(w)
+	prefix := ""
+	first := true
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading the engine's archive: %w", err)
+		}
+		if first {
+			first = false
+			// The first entry is the directory copied: it names the prefix.
+			if hdr.Typeflag == tar.TypeDir {
+				prefix = strings.TrimSuffix(hdr.Name, "/") + "/"
+				continue
+			}
+		}
+		name, ok := strings.CutPrefix(hdr.Name, prefix)
+		if !ok || name == "" {
+			return fmt.Errorf("unexpected entry %q outside %q in the engine's archive", hdr.Name, prefix)
+		}
+		hdr.Name = name
+		if hdr.Typeflag == tar.TypeLink {
+			// Hard links name another entry of the archive.
+			hdr.Linkname = strings.TrimPrefix(hdr.Linkname, prefix)
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("finishing the archive: %w", err)
+	}
+	return nil
+}
+
+// helperLabels are the labels of a short-lived container working on vol:
+// the volume's own (so test labels carry over) minus the ones that would
+// make it look like a worker.
+func helperLabels(volLabels map[string]string, purpose string) map[string]string {
+	l := maps.Clone(volLabels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	delete(l, runtime.LabelJourney)
+	delete(l, runtime.LabelWorker)
+	delete(l, LabelImage)
+	l[labelHelper] = purpose
+	return l
+}
+
+var errNoImage = errors.New("no image to mount the workspace with")

@@ -1,0 +1,640 @@
+// Package runtimetest is the conformance suite of runtime.Runtime: every
+// implementation's tests call [Exercise], which drives the implementation
+// with real workers (containers, processes) and checks the behaviour the
+// marketplace relies on: lifecycle and states, exec sessions as clean byte
+// pipes (stdout only, exit codes), workspaces that survive stop, start and
+// resume and are separate per journey, listing by label, idempotent removal
+// and refusal of unsafe specs.
+//
+// Workers are observed from the inside with a small static helper program,
+// the probe (testdata/probe; see [BuildProbe]), which each implementation
+// makes runnable in its workers through [Options.Probe].
+package runtimetest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+)
+
+// LabelTest marks everything a test creates, so leftovers can be found and
+// removed; LabelCase narrows it to one case of the suite.
+const (
+	LabelTest = "meshwork.test"
+	LabelCase = "meshwork.test.case"
+)
+
+// Options adapt the suite to an implementation.
+type Options struct {
+	// Image is Spec.Image. Defaults to meshwork/worker:latest.
+	Image string
+	// Cmd is Spec.Cmd. Defaults to ["idle"] (the worker image's entrypoint
+	// is meshworker).
+	Cmd []string
+	// App is the path of meshworker inside a worker. Defaults to
+	// /usr/local/bin/app.
+	App string
+	// Probe makes the probe binary (built by BuildProbe) runnable in the
+	// running worker h and returns the argv[0] that runs it. It may be
+	// called more than once per worker. Required.
+	Probe func(t *testing.T, rt runtime.Runtime, h runtime.Handle) string
+	// EnforcesUser says exec'd processes run as Spec.User; the suite then
+	// checks their uid. False for runtimes that cannot change user.
+	EnforcesUser bool
+	// Labels are put on every worker the suite creates and must contain
+	// LabelTest. Defaults to LabelTest=runtimetest-<random>.
+	Labels map[string]string
+}
+
+// The spec the suite creates workers with.
+const (
+	testUser   = "65532:65532"
+	testWorker = "runtimetest_v1"
+)
+
+// runTimeout bounds one exec in the suite, so a broken session fails the
+// test instead of hanging it.
+const runTimeout = 2 * time.Minute
+
+// BuildProbe builds the probe, static, for the machine's architecture, and
+// returns its path. It needs the go command (the test's toolchain).
+func BuildProbe(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("building the probe needs the go command on PATH: %v", err)
+	}
+	_, self, _, ok := goruntime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the runtimetest package source")
+	}
+	out := filepath.Join(t.TempDir(), "probe")
+	cmd := exec.CommandContext(t.Context(), goBin, "build", "-trimpath", "-o", out, "./testdata/probe")
+	cmd.Dir = filepath.Dir(self)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goruntime.GOARCH)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the probe: %v\n%s", err, b)
+	}
+	return out
+}
+
+// Exercise runs the conformance suite. newRuntime is called once per case
+// (the cases run in parallel) and must return a ready runtime; it should
+// release it with t.Cleanup.
+func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts Options) {
+	t.Helper()
+	if opts.Probe == nil {
+		t.Fatal("runtimetest: Options.Probe is required")
+	}
+	if opts.Image == "" {
+		opts.Image = "meshwork/worker:latest"
+	}
+	if opts.Cmd == nil {
+		opts.Cmd = []string{"idle"}
+	}
+	if opts.App == "" {
+		opts.App = "/usr/local/bin/app"
+	}
+	if opts.Labels[LabelTest] == "" {
+		opts.Labels = maps.Clone(opts.Labels)
+		if opts.Labels == nil {
+			opts.Labels = map[string]string{}
+		}
+		opts.Labels[LabelTest] = "runtimetest-" + uuid.NewString()[:8]
+	}
+	setup := func(t *testing.T) *bundle {
+		t.Helper()
+		t.Parallel()
+		b := &bundle{rt: newRuntime(t), opts: opts, labels: maps.Clone(opts.Labels)}
+		b.labels[LabelCase] = uuid.NewString()
+		// Registered first, so it runs last: whatever a failed case left.
+		t.Cleanup(func() { b.sweep(t) })
+		return b
+	}
+
+	t.Run("CreateStartsARunningWorker", func(t *testing.T) {
+		b := setup(t)
+		journey, h := b.create(t)
+		if h.ID == "" || h.Workspace == "" {
+			t.Fatalf("Create returned an incomplete handle %+v", h)
+		}
+		b.wantState(t, h, runtime.StateRunning)
+		if got := b.rt.Name(); got == "" {
+			t.Error("Name() is empty")
+		}
+		l := b.listed(t, journey)
+		if len(l) != 1 {
+			t.Fatalf("List found %d workers for journey %s, want 1: %+v", len(l), journey, l)
+		}
+		if l[0].ID != h.ID || l[0].Workspace != h.Workspace || l[0].Worker != testWorker || l[0].State != runtime.StateRunning {
+			t.Errorf("List returned %+v, want handle %+v, worker %s, state running", l[0], h, testWorker)
+		}
+	})
+
+	t.Run("ExecRunsMeshworker", func(t *testing.T) {
+		b := setup(t)
+		_, h := b.create(t)
+		out, code := b.run(t, h, nil, opts.App, "version")
+		if code != 0 {
+			t.Fatalf("%s version exited %d, output %q", opts.App, code, out)
+		}
+		if !strings.HasPrefix(string(out), "meshworker ") || strings.Count(string(out), "\n") != 1 {
+			t.Errorf("%s version printed %q, want one line starting with %q", opts.App, out, "meshworker ")
+		}
+	})
+
+	t.Run("ExecRoundTripsStdin", func(t *testing.T) {
+		b := setup(t)
+		_, h := b.create(t)
+		in := make([]byte, 1<<20) // larger than any pipe or frame buffer
+		_, _ = rand.Read(in)
+		out, code := b.run(t, h, in, b.probe(t, h), "echo")
+		if code != 0 {
+			t.Fatalf("probe echo exited %d", code)
+		}
+		if !bytes.Equal(out, in) {
+			t.Errorf("echo returned %d bytes, want the %d written (equal prefix %d bytes)", len(out), len(in), commonPrefix(out, in))
+		}
+	})
+
+	t.Run("ExecStdoutCarriesNoStderr", func(t *testing.T) {
+		b := setup(t)
+		_, h := b.create(t)
+		in := bytes.Repeat([]byte("protocol line\n"), 20000)
+		out, code := b.run(t, h, in, b.probe(t, h), "noisy-echo")
+		if code != 0 {
+			t.Fatalf("probe noisy-echo exited %d", code)
+		}
+		if bytes.Contains(out, []byte("noise")) {
+			t.Fatal("stderr leaked into the session's stdout")
+		}
+		if !bytes.Equal(out, in) {
+			t.Errorf("stdout has %d bytes, want exactly the %d echoed", len(out), len(in))
+		}
+	})
+
+	t.Run("ExecReportsExitCodes", func(t *testing.T) {
+		b := setup(t)
+		_, h := b.create(t)
+		if _, code := b.run(t, h, nil, b.probe(t, h), "exit", "3"); code != 3 {
+			t.Errorf("probe exit 3: Wait returned %d", code)
+		}
+		if _, code := b.run(t, h, nil, b.probe(t, h), "stderr", "to", "stderr"); code != 0 {
+			t.Errorf("probe stderr: Wait returned %d", code)
+		}
+	})
+
+	t.Run("ExecOfAMissingBinaryFails", func(t *testing.T) {
+		b := setup(t)
+		_, h := b.create(t)
+		s, err := b.rt.Exec(t.Context(), h, []string{"/usr/local/bin/does-not-exist"})
+		if err != nil {
+			return // refused up front: fine
+		}
+		defer s.Close()
+		_ = s.CloseWrite()
+		_, _ = io.Copy(io.Discard, s)
+		if code, err := s.Wait(); err == nil && code == 0 {
+			t.Error("exec of a missing binary succeeded with exit code 0")
+		}
+	})
+
+	t.Run("ExecRunsInTheWorkspaceAsTheWorkerUser", func(t *testing.T) {
+		b := setup(t)
+		_, h := b.create(t)
+		out, code := b.run(t, h, nil, b.probe(t, h), "whoami")
+		if code != 0 {
+			t.Fatalf("probe whoami exited %d", code)
+		}
+		ids, cwd, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+		if cwd != runtime.WorkspacePath && cwd != h.Workspace {
+			t.Errorf("exec ran in %q, want %s (or the workspace directory %s)", cwd, runtime.WorkspacePath, h.Workspace)
+		}
+		if opts.EnforcesUser && ids != testUser {
+			t.Errorf("exec ran as %s, want %s", ids, testUser)
+		}
+	})
+
+	t.Run("StopAndStartKeepTheWorkspace", func(t *testing.T) {
+		b := setup(t)
+		journey, h := b.create(t)
+		b.writeFile(t, h, "notes/kept.txt", "survives stop and start\n")
+		if err := b.rt.Stop(t.Context(), h, 10*time.Second); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		b.wantState(t, h, runtime.StateStopped)
+		if l := b.listed(t, journey); len(l) != 1 || l[0].State != runtime.StateStopped {
+			t.Errorf("List after Stop returned %+v, want one stopped worker", l)
+		}
+		if s, err := b.rt.Exec(t.Context(), h, []string{opts.App, "version"}); err == nil {
+			_ = s.Close()
+			t.Error("Exec in a stopped worker succeeded")
+		}
+		// Logs and the workspace stay readable while stopped.
+		if _, err := b.rt.Logs(t.Context(), h, 10); err != nil {
+			t.Errorf("Logs of a stopped worker: %v", err)
+		}
+		if got := b.export(t, h)["notes/kept.txt"]; got != "survives stop and start\n" {
+			t.Errorf("stopped worker's workspace has notes/kept.txt = %q", got)
+		}
+		if err := b.rt.Stop(t.Context(), h, time.Second); err != nil {
+			t.Errorf("Stop of a stopped worker: %v", err)
+		}
+		if err := b.rt.Start(t.Context(), h); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		b.wantState(t, h, runtime.StateRunning)
+		if got := b.export(t, h)["notes/kept.txt"]; got != "survives stop and start\n" {
+			t.Errorf("after Start, notes/kept.txt = %q", got)
+		}
+		if _, code := b.run(t, h, nil, opts.App, "version"); code != 0 {
+			t.Errorf("exec after Start exited %d", code)
+		}
+	})
+
+	t.Run("StopEndsLiveSessions", func(t *testing.T) {
+		b := setup(t)
+		_, h := b.create(t)
+		s, err := b.rt.Exec(t.Context(), h, []string{b.probe(t, h), "sleep"})
+		if err != nil {
+			t.Fatalf("Exec: %v", err)
+		}
+		defer s.Close()
+		line := make([]byte, len("sleeping\n"))
+		if _, err := io.ReadFull(s, line); err != nil {
+			t.Fatalf("reading the probe's first line: %v", err)
+		}
+		if err := b.rt.Stop(t.Context(), h, 2*time.Second); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = io.Copy(io.Discard, s)
+			_, _ = s.Wait()
+		}()
+		select {
+		case <-done:
+		case <-time.After(runTimeout):
+			t.Fatal("a session outlived Stop")
+		}
+	})
+
+	t.Run("ResumeKeepsTheWorkspace", func(t *testing.T) {
+		b := setup(t)
+		journey, h := b.create(t)
+		b.writeFile(t, h, "resume.txt", "still here\n")
+		if err := b.rt.Remove(t.Context(), h, runtime.RemoveOptions{}); err != nil {
+			t.Fatalf("Remove without workspace: %v", err)
+		}
+		b.wantState(t, h, runtime.StateMissing)
+		if l := b.listed(t, journey); len(l) != 0 {
+			t.Errorf("List after Remove returned %+v, want nothing", l)
+		}
+		// What stop_worker's archive mode does for a stopped journey.
+		if got := b.export(t, h)["resume.txt"]; got != "still here\n" {
+			t.Errorf("workspace without a worker has resume.txt = %q", got)
+		}
+		h2 := b.createJourney(t, journey)
+		if h2.Workspace != h.Workspace {
+			t.Errorf("resumed worker has workspace %q, want the old %q", h2.Workspace, h.Workspace)
+		}
+		b.wantState(t, h2, runtime.StateRunning)
+		if got := b.export(t, h2)["resume.txt"]; got != "still here\n" {
+			t.Errorf("resumed workspace has resume.txt = %q", got)
+		}
+		if _, code := b.run(t, h2, nil, opts.App, "version"); code != 0 {
+			t.Errorf("exec in the resumed worker exited %d", code)
+		}
+	})
+
+	t.Run("CreateReplacesAStaleWorker", func(t *testing.T) {
+		b := setup(t)
+		journey, h := b.create(t)
+		b.writeFile(t, h, "kept.txt", "kept\n")
+		h2 := b.createJourney(t, journey)
+		b.wantState(t, h2, runtime.StateRunning)
+		l := b.listed(t, journey)
+		if len(l) != 1 || l[0].ID != h2.ID {
+			t.Errorf("List after a second Create returned %+v, want only %s", l, h2.ID)
+		}
+		if got := b.export(t, h2)["kept.txt"]; got != "kept\n" {
+			t.Errorf("the replaced worker's workspace lost kept.txt (%q)", got)
+		}
+	})
+
+	t.Run("RemoveWithWorkspaceDeletesEverything", func(t *testing.T) {
+		b := setup(t)
+		journey, h := b.create(t)
+		b.writeFile(t, h, "gone.txt", "soon gone\n")
+		if err := b.rt.Remove(t.Context(), h, runtime.RemoveOptions{Workspace: true}); err != nil {
+			t.Fatalf("Remove: %v", err)
+		}
+		b.wantState(t, h, runtime.StateMissing)
+		if l := b.listed(t, journey); len(l) != 0 {
+			t.Errorf("List after Remove returned %+v", l)
+		}
+		if err := b.rt.Remove(t.Context(), h, runtime.RemoveOptions{Workspace: true}); err != nil {
+			t.Errorf("second Remove: %v", err)
+		}
+		if err := b.rt.Remove(t.Context(), runtime.Handle{Workspace: h.Workspace}, runtime.RemoveOptions{Workspace: true}); err != nil {
+			t.Errorf("Remove of a workspace-only handle: %v", err)
+		}
+		if _, err := b.rt.Logs(t.Context(), h, 10); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("Logs of a removed worker: %v, want ErrNotFound", err)
+		}
+		if err := b.rt.ExportWorkspace(t.Context(), h, io.Discard); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("ExportWorkspace of a removed workspace: %v, want ErrNotFound", err)
+		}
+		if s, err := b.rt.Exec(t.Context(), h, []string{opts.App, "version"}); !errors.Is(err, runtime.ErrNotFound) {
+			if s != nil {
+				_ = s.Close()
+			}
+			t.Errorf("Exec in a removed worker: %v, want ErrNotFound", err)
+		}
+		if err := b.rt.Start(t.Context(), h); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("Start of a removed worker: %v, want ErrNotFound", err)
+		}
+		if err := b.rt.Stop(t.Context(), h, time.Second); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("Stop of a removed worker: %v, want ErrNotFound", err)
+		}
+		// The journey can start over, with an empty workspace.
+		h2 := b.createJourney(t, journey)
+		if _, ok := b.export(t, h2)["gone.txt"]; ok {
+			t.Error("a new worker after Remove with workspace still has gone.txt")
+		}
+	})
+
+	t.Run("WorkspacesAreSeparate", func(t *testing.T) {
+		b := setup(t)
+		_, ha := b.create(t)
+		_, hb := b.create(t)
+		if ha.Workspace == hb.Workspace {
+			t.Fatalf("two journeys share workspace %q", ha.Workspace)
+		}
+		b.writeFile(t, ha, "a-only.txt", "a\n")
+		if _, ok := b.export(t, hb)["a-only.txt"]; ok {
+			t.Error("a file written in journey A appears in journey B's workspace")
+		}
+		if got := b.export(t, ha)["a-only.txt"]; got != "a\n" {
+			t.Errorf("journey A's workspace has a-only.txt = %q", got)
+		}
+	})
+
+	t.Run("Logs", func(t *testing.T) {
+		b := setup(t)
+		_, h := b.create(t)
+		if _, code := b.run(t, h, nil, b.probe(t, h), "stderr", "a log line"); code != 0 {
+			t.Fatalf("probe stderr exited %d", code)
+		}
+		for _, tail := range []int{0, 1, 100} {
+			if _, err := b.rt.Logs(t.Context(), h, tail); err != nil {
+				t.Errorf("Logs(tail %d): %v", tail, err)
+			}
+		}
+		if _, err := b.rt.Logs(t.Context(), runtime.Handle{ID: "no-such-worker-" + uuid.NewString()}, 10); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("Logs of an unknown worker: %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("RefusesUnsafeSpecs", func(t *testing.T) {
+		b := setup(t)
+		for name, mutate := range map[string]func(*runtime.Spec){
+			"uid 0":             func(s *runtime.Spec) { s.User = "0" },
+			"uid 0 with gid":    func(s *runtime.Spec) { s.User = "0:65532" },
+			"root":              func(s *runtime.Spec) { s.User = "root" },
+			"root:root":         func(s *runtime.Spec) { s.User = "root:root" },
+			"host network":      func(s *runtime.Spec) { s.Network = "host" },
+			"container net":     func(s *runtime.Spec) { s.Network = "container:x" },
+			"path in journey":   func(s *runtime.Spec) { s.Journey = "../" + s.Journey },
+			"empty journey":     func(s *runtime.Spec) { s.Journey = "" },
+			"journey label":     func(s *runtime.Spec) { s.Labels = map[string]string{runtime.LabelJourney: "spoofed"} },
+			"negative memory":   func(s *runtime.Spec) { s.MemoryBytes = -1 },
+			"spaces in journey": func(s *runtime.Spec) { s.Journey = "a b" },
+		} {
+			journey := uuid.NewString()
+			spec := b.spec(journey)
+			mutate(&spec)
+			h, err := b.rt.Create(t.Context(), spec)
+			if err == nil {
+				b.cleanupHandle(t, h)
+				t.Errorf("%s: Create accepted %+v", name, spec)
+			}
+			if l := b.listed(t, journey); len(l) != 0 {
+				t.Errorf("%s: a refused Create left %+v", name, l)
+			}
+		}
+	})
+}
+
+// bundle is one case's runtime and labels.
+type bundle struct {
+	rt     runtime.Runtime
+	opts   Options
+	labels map[string]string
+}
+
+func (b *bundle) spec(journey string) runtime.Spec {
+	return runtime.Spec{
+		Journey:        journey,
+		Worker:         testWorker,
+		Image:          b.opts.Image,
+		Cmd:            b.opts.Cmd,
+		User:           testUser,
+		Network:        "none",
+		ReadonlyRootfs: true,
+		CPUs:           0.5,
+		MemoryBytes:    256 << 20,
+		PIDs:           128,
+		Labels:         maps.Clone(b.labels),
+	}
+}
+
+// create creates a worker for a new journey.
+func (b *bundle) create(t *testing.T) (string, runtime.Handle) {
+	t.Helper()
+	journey := uuid.NewString()
+	return journey, b.createJourney(t, journey)
+}
+
+func (b *bundle) createJourney(t *testing.T, journey string) runtime.Handle {
+	t.Helper()
+	h, err := b.rt.Create(t.Context(), b.spec(journey))
+	if err != nil {
+		t.Fatalf("Create(%s): %v", journey, err)
+	}
+	b.cleanupHandle(t, h)
+	return h
+}
+
+func (b *bundle) cleanupHandle(t *testing.T, h runtime.Handle) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(t.Context())
+		if err := b.rt.Remove(ctx, h, runtime.RemoveOptions{Workspace: true}); err != nil {
+			t.Errorf("cleanup: removing %+v: %v", h, err)
+		}
+	})
+}
+
+// sweep removes every worker with the case's labels.
+func (b *bundle) sweep(t *testing.T) {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	l, err := b.rt.List(ctx, b.labels)
+	if err != nil {
+		t.Errorf("cleanup: listing leftovers: %v", err)
+		return
+	}
+	for _, w := range l {
+		t.Logf("cleanup: removing leftover worker %+v", w)
+		if err := b.rt.Remove(ctx, w.Handle, runtime.RemoveOptions{Workspace: true}); err != nil {
+			t.Errorf("cleanup: removing %+v: %v", w.Handle, err)
+		}
+	}
+}
+
+func (b *bundle) listed(t *testing.T, journey string) []runtime.Listed {
+	t.Helper()
+	filter := maps.Clone(b.labels)
+	filter[runtime.LabelJourney] = journey
+	l, err := b.rt.List(t.Context(), filter)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	for _, w := range l {
+		if w.Journey != journey {
+			t.Errorf("List(%v) returned journey %s", filter, w.Journey)
+		}
+	}
+	return l
+}
+
+func (b *bundle) wantState(t *testing.T, h runtime.Handle, want runtime.State) {
+	t.Helper()
+	got, err := b.rt.State(t.Context(), h)
+	if err != nil {
+		t.Fatalf("State: %v", err)
+	}
+	if got != want {
+		t.Fatalf("State = %s, want %s", got, want)
+	}
+}
+
+func (b *bundle) probe(t *testing.T, h runtime.Handle) string {
+	t.Helper()
+	return b.opts.Probe(t, b.rt, h)
+}
+
+// run execs argv with stdin and returns its stdout and exit code.
+func (b *bundle) run(t *testing.T, h runtime.Handle, stdin []byte, argv ...string) ([]byte, int) {
+	t.Helper()
+	s, err := b.rt.Exec(t.Context(), h, argv)
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", argv, err)
+	}
+	defer s.Close()
+	type result struct {
+		out  []byte
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	writeErr := make(chan error, 1)
+	go func() {
+		_, err := s.Write(stdin)
+		if cerr := s.CloseWrite(); err == nil {
+			err = cerr
+		}
+		writeErr <- err
+	}()
+	go func() {
+		out, err := io.ReadAll(s)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		code, err := s.Wait()
+		done <- result{out: out, code: code, err: err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Exec(%q): %v", argv, r.err)
+		}
+		if err := <-writeErr; err != nil && len(stdin) > 0 {
+			t.Fatalf("Exec(%q): writing stdin: %v", argv, err)
+		}
+		return r.out, r.code
+	case <-time.After(runTimeout):
+		t.Fatalf("Exec(%q): no result after %s", argv, runTimeout)
+		return nil, 0
+	}
+}
+
+// writeFile writes a file into the workspace through the probe, as the
+// worker's user.
+func (b *bundle) writeFile(t *testing.T, h runtime.Handle, name, data string) {
+	t.Helper()
+	if _, code := b.run(t, h, []byte(data), b.probe(t, h), "write", runtime.WorkspacePath+"/"+name); code != 0 {
+		t.Fatalf("writing %s: probe exited %d", name, code)
+	}
+}
+
+// export returns the workspace's regular files by name (and directories,
+// with a trailing slash, mapped to "").
+func (b *bundle) export(t *testing.T, h runtime.Handle) map[string]string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := b.rt.ExportWorkspace(t.Context(), h, &buf); err != nil {
+		t.Fatalf("ExportWorkspace: %v", err)
+	}
+	files := map[string]string{}
+	tr := tar.NewReader(&buf)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("ExportWorkspace wrote a bad tar: %v", err)
+		}
+		if strings.HasPrefix(hdr.Name, "/") || strings.HasPrefix(hdr.Name, "./") || strings.HasPrefix(hdr.Name, "workspace/") || slices.Contains(strings.Split(hdr.Name, "/"), "..") {
+			t.Errorf("ExportWorkspace entry %q is not relative to the workspace", hdr.Name)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatalf("reading %s from the export: %v", hdr.Name, err)
+			}
+			files[hdr.Name] = string(data)
+		} else {
+			files[hdr.Name] = ""
+		}
+	}
+	return files
+}
+
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,117 @@
+// Command probe is what the runtimetest suite runs inside workers to observe
+// them from the inside. It uses the standard library only and is built
+// static (CGO_ENABLED=0), so it runs in a FROM scratch image.
+//
+//	probe echo            copy stdin to stdout
+//	probe noisy-echo      copy stdin to stdout, writing to stderr around every chunk
+//	probe write PATH      write stdin to PATH (creating its directories)
+//	probe stderr TEXT     write TEXT and a newline to stderr
+//	probe exit N          exit with status N
+//	probe whoami          print "uid:gid cwd"
+//	probe sleep           sleep until killed, ignoring stdin
+//	probe net ADDR        print the network interfaces, then try a TCP dial to ADDR
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fail("usage: probe echo|noisy-echo|write|stderr|exit|whoami|sleep|net ...")
+	}
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "echo":
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			fail(err.Error())
+		}
+	case "noisy-echo":
+		buf := make([]byte, 4096)
+		for {
+			fmt.Fprintln(os.Stderr, "noise: stderr must never reach stdout")
+			n, err := os.Stdin.Read(buf)
+			if n > 0 {
+				if _, werr := os.Stdout.Write(buf[:n]); werr != nil {
+					fail(werr.Error())
+				}
+			}
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				fail(err.Error())
+			}
+		}
+	case "write":
+		need(args, 1)
+		data, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			fail(err.Error())
+		}
+		if err := os.MkdirAll(filepath.Dir(args[0]), 0o755); err != nil {
+			fail(err.Error())
+		}
+		if err := os.WriteFile(args[0], data, 0o644); err != nil {
+			fail(err.Error())
+		}
+	case "stderr":
+		need(args, 1)
+		fmt.Fprintln(os.Stderr, strings.Join(args, " "))
+	case "exit":
+		need(args, 1)
+		n, err := strconv.Atoi(args[0])
+		if err != nil {
+			fail(err.Error())
+		}
+		os.Exit(n)
+	case "whoami":
+		wd, err := os.Getwd()
+		if err != nil {
+			fail(err.Error())
+		}
+		fmt.Printf("%d:%d %s\n", os.Getuid(), os.Getgid(), wd)
+	case "sleep":
+		fmt.Println("sleeping")
+		for {
+			time.Sleep(time.Hour)
+		}
+	case "net":
+		need(args, 1)
+		ifaces, err := net.Interfaces()
+		if err != nil {
+			fail(err.Error())
+		}
+		var names []string
+		for _, i := range ifaces {
+			names = append(names, i.Name)
+		}
+		fmt.Println("interfaces:", strings.Join(names, ","))
+		c, err := net.DialTimeout("tcp", args[0], 3*time.Second)
+		if err != nil {
+			fmt.Println("dial: error:", err)
+			return
+		}
+		_ = c.Close()
+		fmt.Println("dial: connected")
+	default:
+		fail("unknown command " + cmd)
+	}
+}
+
+func need(args []string, n int) {
+	if len(args) < n {
+		fail(fmt.Sprintf("%s needs %d argument(s)", os.Args[1], n))
+	}
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "probe:", msg)
+	os.Exit(1)
+}
