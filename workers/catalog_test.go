@@ -84,6 +84,7 @@ func TestCatalogPolicies(t *testing.T) {
 		{"git_v1", meshtype.Action{Type: "tool", Tool: "git_commit", Arguments: map[string]any{"message": "fix"}}, meshtype.JourneyState{}, nil},
 		{"git_v1", meshtype.Action{Type: "tool", Tool: "git_commit", Arguments: map[string]any{}}, meshtype.JourneyState{}, []string{"commit_message_required"}},
 		{"git_v1", meshtype.Action{Type: "tool", Tool: "git_push"}, meshtype.JourneyState{}, []string{"tools"}},
+		{"git_v1", meshtype.Action{Type: "tool", Tool: "git_init"}, meshtype.JourneyState{}, nil},
 		{"claude_code_assistant_v1", meshtype.Action{Type: "task", Task: "Summarise README.md"}, meshtype.JourneyState{CostUSD: 1.5}, nil},
 		{"claude_code_assistant_v1", meshtype.Action{Type: "task", Task: "more"}, meshtype.JourneyState{CostUSD: 2.01}, []string{"max_cost_usd"}},
 		{"mcp_echo_v1", meshtype.Action{Type: "tool", Tool: "echo", Arguments: map[string]any{"text": "hi"}}, meshtype.JourneyState{}, nil},

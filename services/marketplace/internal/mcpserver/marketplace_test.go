@@ -8,6 +8,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
@@ -353,5 +358,73 @@ func TestMCPWorker(t *testing.T) {
 	}
 	if b.rt.execs.Load() != execs {
 		t.Error("refused tool calls reached the worker")
+	}
+}
+
+// Reconciliation on start removes labelled workers without a live journey and
+// orphans live journeys whose worker vanished; idle workers are stopped with
+// their workspace kept.
+func TestReconcileAndIdleStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	ctx := context.Background()
+
+	stray, err := b.rt.Create(ctx, runtime.Spec{Journey: uuid.NewString(), Worker: "filesystem_write_v1", Image: "meshwork/worker:latest",
+		Cmd: []string{"idle"}, User: "65532:65532", Network: "none", CPUs: 0.5, MemoryBytes: 64 << 20, PIDs: 32, Labels: b.labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "vanished"})
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "idle"})
+	must(t, cs, "execute_in_worker", execArgs("idle", map[string]any{"type": "write", "target": "kept.txt", "content": "kept"}))
+	if out, err := exec.Command("docker", "rm", "-f", gone["container_id"].(string)).CombinedOutput(); err != nil {
+		t.Fatalf("docker rm: %v %s", err, out)
+	}
+
+	b.start(t) // reconciles
+	cs = b.client(t, aliceToken)
+	if st, err := b.rt.State(ctx, stray); err != nil || st != runtime.StateMissing {
+		t.Errorf("stray worker: state %v, %v; want missing", st, err)
+	}
+	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "vanished"}); st["state"] != "orphaned" {
+		t.Errorf("journey whose container vanished: %v", st["state"])
+	}
+	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "idle"}); st["state"] != "active" {
+		t.Errorf("healthy journey after reconcile: %v", st["state"])
+	}
+
+	stopped, err := b.mgr.StopIdle(ctx, time.Now().Add(31*time.Minute)) // past the 30m default
+	if err != nil || stopped != 1 {
+		t.Fatalf("StopIdle: %d, %v; want 1", stopped, err)
+	}
+	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "idle"}); st["state"] != "stopped" {
+		t.Errorf("idle journey: %v, want stopped", st["state"])
+	}
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "idle", "mode": "resume"})
+	if r := must(t, cs, "execute_in_worker", execArgs("idle", map[string]any{"type": "read", "target": "kept.txt"})); r["output"].(map[string]any)["content"] != "kept" {
+		t.Errorf("workspace after an idle stop: %v", r)
+	}
+}
+
+// git_v1 works on an empty workspace: init, write, add, commit, log; there
+// is no shell anywhere.
+func TestGitWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "git_v1", "journey_id": "repo"})
+	tool := func(name string, args map[string]any) map[string]any {
+		return must(t, cs, "execute_in_worker", execArgs("repo", map[string]any{"type": "tool", "tool": name, "arguments": args}))
+	}
+	tool("git_init", map[string]any{})
+	must(t, cs, "execute_in_worker", execArgs("repo", map[string]any{"type": "write", "target": "main.go", "content": "package main\n"}))
+	tool("git_add", map[string]any{"paths": []any{"main.go"}})
+	tool("git_commit", map[string]any{"message": "first commit"})
+	if log := tool("git_log", map[string]any{}); !strings.Contains(mustJSON(t, log), "first commit") {
+		t.Errorf("git_log: %v", log)
+	}
+	if r := call(t, cs, "execute_in_worker", execArgs("repo", map[string]any{"type": "tool", "tool": "git_commit", "arguments": map[string]any{}})); !r.isError || !strings.Contains(r.text, "commit_message_required") {
+		t.Errorf("commit without a message: %s", r.text)
 	}
 }

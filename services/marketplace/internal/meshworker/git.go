@@ -244,3 +244,44 @@ func (w *worker) gitCommit(_ context.Context, in gitCommitIn) (gitCommitOut, err
 	}
 	return gitCommitOut{Hash: h.String()}, nil
 }
+
+type gitInitIn struct {
+	Branch string `json:"branch,omitempty" jsonschema:"name of the initial branch (default main)"`
+}
+
+type gitInitOut struct {
+	Branch  string `json:"branch" jsonschema:"the initial branch"`
+	Created bool   `json:"created" jsonschema:"false when the workspace already was a repository"`
+}
+
+// gitInit makes the workspace a repository (a fresh workspace is empty, and
+// git_v1 has no shell to run "git init" with). It is idempotent.
+func (w *worker) gitInit(_ context.Context, in gitInitIn) (gitInitOut, error) {
+	if w.cfg.Readonly {
+		return gitInitOut{}, errReadonly
+	}
+	branch := in.Branch
+	if branch == "" {
+		branch = "main"
+	}
+	ref := plumbing.NewBranchReferenceName(branch)
+	if err := ref.Validate(); err != nil || strings.ContainsAny(branch, " \t\n") {
+		return gitInitOut{}, fmt.Errorf("invalid branch name %q", branch)
+	}
+	if repo, _, err := w.openRepo(); err == nil {
+		head, err := repo.Reference(plumbing.HEAD, false)
+		if err == nil {
+			branch = head.Target().Short()
+		}
+		return gitInitOut{Branch: branch, Created: false}, nil
+	}
+	wtfs := osfs.New(w.absRoot, osfs.WithBoundOS())
+	dot, err := wtfs.Chroot(git.GitDirName)
+	if err != nil {
+		return gitInitOut{}, fmt.Errorf("creating .git: %w", err)
+	}
+	if _, err := git.InitWithOptions(filesystem.NewStorage(dot, cache.NewObjectLRUDefault()), wtfs, git.InitOptions{DefaultBranch: ref}); err != nil {
+		return gitInitOut{}, fmt.Errorf("initialising the repository: %w", err)
+	}
+	return gitInitOut{Branch: branch, Created: true}, nil
+}

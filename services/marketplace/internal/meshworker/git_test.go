@@ -187,3 +187,43 @@ func TestGitNotARepository(t *testing.T) {
 		b.fails(t, tool, args, "not a git repository")
 	}
 }
+
+// git_init makes an empty workspace a repository the other git tools can use,
+// is idempotent, and is refused when read-only or with a bad branch name.
+func TestGitInit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, meshworker.Config{})
+	var first, again struct {
+		Branch  string `json:"branch"`
+		Created bool   `json:"created"`
+	}
+	b.ok(t, "git_init", map[string]any{}, &first)
+	if !first.Created || first.Branch != "main" {
+		t.Errorf("git_init: %+v", first)
+	}
+	b.ok(t, "git_init", map[string]any{"branch": "other"}, &again)
+	if again.Created || again.Branch != "main" {
+		t.Errorf("second git_init: %+v, want the existing main branch", again)
+	}
+	var wrote struct{}
+	b.ok(t, "write", map[string]any{"path": "a.txt", "content": "x"}, &wrote)
+	b.ok(t, "git_add", map[string]any{"paths": []string{"a.txt"}}, &wrote)
+	var commit struct {
+		Hash string `json:"hash"`
+	}
+	b.ok(t, "git_commit", map[string]any{"message": "first"}, &commit)
+	if len(commit.Hash) != 40 {
+		t.Errorf("commit hash %q", commit.Hash)
+	}
+	var status struct {
+		Branch string `json:"branch"`
+		Clean  bool   `json:"clean"`
+	}
+	b.ok(t, "git_status", map[string]any{}, &status)
+	if status.Branch != "main" || !status.Clean {
+		t.Errorf("status after commit: %+v", status)
+	}
+	b.fails(t, "git_init", map[string]any{"branch": "bad..name"}, "invalid branch name")
+	ro := setup(t, meshworker.Config{Readonly: true})
+	ro.fails(t, "git_init", map[string]any{}, "read-only")
+}

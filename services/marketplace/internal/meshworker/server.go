@@ -31,7 +31,7 @@ type Config struct {
 	// MaxFileSize is the largest file read, written, searched or diffed, in
 	// bytes. Defaults to 10,000,000.
 	MaxFileSize int64
-	// Readonly refuses write, delete, git_add and git_commit. Defaults to false.
+	// Readonly refuses write, delete, git_init, git_add and git_commit. Defaults to false.
 	Readonly bool
 	// AllowExec enables the exec tool; without it exec is refused. Defaults
 	// to false.
@@ -114,6 +114,7 @@ func NewServer(cfg Config, logger *slog.Logger) (*mcp.Server, error) {
 	addTool(s, w, "git_log", "List the latest commits reachable from HEAD.", w.gitLog)
 	addTool(s, w, "git_add", "Stage paths (files or directories, deletions included).", w.gitAdd)
 	addTool(s, w, "git_commit", "Commit the staged changes.", w.gitCommit)
+	addTool(s, w, "git_init", "Make the workspace a git repository (idempotent).", w.gitInit)
 	return s, nil
 }
 
