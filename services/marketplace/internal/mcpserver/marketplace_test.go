@@ -370,8 +370,10 @@ func TestReconcileAndIdleStop(t *testing.T) {
 	cs := b.client(t, aliceToken)
 	ctx := context.Background()
 
-	stray, err := b.rt.Create(ctx, runtime.Spec{Journey: uuid.NewString(), Worker: "filesystem_write_v1", Image: "meshwork/worker:latest",
-		Cmd: []string{"idle"}, User: "65532:65532", Network: "none", CPUs: 0.5, MemoryBytes: 64 << 20, PIDs: 32, Labels: b.labels})
+	stray, err := b.rt.Create(ctx, runtime.Spec{
+		Journey: uuid.NewString(), Worker: "filesystem_write_v1", Image: "meshwork/worker:latest",
+		Cmd: []string{"idle"}, User: "65532:65532", Network: "none", CPUs: 0.5, MemoryBytes: 64 << 20, PIDs: 32, Labels: b.labels,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
