@@ -1,0 +1,106 @@
+// Package backend is the seam between mesh-exec and the coding-agent CLIs it
+// runs: one [Backend] interface, one subpackage per CLI (claude, codex,
+// opencode, gemini, command), and a conformance suite, backendtest, that every
+// backend passes against a scripted stand-in for its CLI.
+//
+// A backend only translates: it builds the argv for a run and parses the
+// CLI's output stream into normalized [Event]s and a final [Result]. Running
+// the process (working directory, environment, timeouts, killing the process
+// group) is the runner's job, the same for every backend.
+package backend
+
+import (
+	"errors"
+)
+
+// Kind is a normalized event kind.
+type Kind string
+
+// The normalized event kinds.
+const (
+	KindInit       Kind = "init"        // the session started or resumed; SessionID is set
+	KindText       Kind = "text"        // assistant text
+	KindToolUse    Kind = "tool_use"    // the agent called a tool
+	KindToolResult Kind = "tool_result" // a tool call returned
+	KindResult     Kind = "result"      // the run finished (the CLI's own final event)
+	KindError      Kind = "error"       // the CLI reported an error
+)
+
+// Event is one normalized event of an agent run, for progress reporting.
+type Event struct {
+	Kind      Kind
+	SessionID string // when the event carries one
+	Text      string // text, tool result text, or error message
+	Tool      string // tool_use and tool_result: the tool's name, when known
+	IsError   bool   // tool_result or error
+}
+
+// Request is one run of an agent CLI.
+type Request struct {
+	// Repository is the absolute directory the agent works in (its cwd).
+	Repository string
+	// Task is the prompt.
+	Task string
+	// SessionID resumes that session when set; empty starts a new one.
+	SessionID string
+	// Model, AllowedTools, MaxTurns and AppendSystemPrompt are passed on when
+	// the CLI supports them; zero values are left out.
+	Model              string
+	AllowedTools       []string
+	MaxTurns           int
+	AppendSystemPrompt string
+	// MCPConfig is the path of an MCP client config file to give the agent
+	// (recursive composition); empty gives none.
+	MCPConfig string
+}
+
+// Result is the outcome of a run, normalized.
+type Result struct {
+	SessionID     string
+	Output        string // the agent's final answer, or the error message
+	IsError       bool
+	CostUSD       float64
+	DurationMS    int64
+	NumTurns      int
+	InputTokens   int64
+	OutputTokens  int64
+	ToolsUsed     []string // distinct tool names, in first-use order
+	FilesModified []string // paths the agent wrote or edited, as the CLI reported them, distinct, in order
+	// Err classifies a failed run for callers that branch on it (nil on
+	// success or an unclassified failure): ErrNotLoggedIn, ErrSessionNotFound.
+	Err error
+}
+
+// Errors a Result can be classified with.
+var (
+	// ErrNotLoggedIn: the CLI has no credentials.
+	ErrNotLoggedIn = errors.New("the agent CLI is not logged in")
+	// ErrSessionNotFound: --resume named a session the CLI does not have.
+	ErrSessionNotFound = errors.New("the agent CLI has no such session")
+)
+
+// Backend is one agent CLI.
+type Backend interface {
+	// Name is the backend's name in worker definitions: "claude", "codex", ...
+	Name() string
+	// Command returns the argv of a run; argv[0] is the CLI's executable name
+	// or path. It refuses requests the CLI cannot honour (say, a resume on a
+	// CLI without sessions) with a clear error.
+	Command(req Request) ([]string, error)
+	// NewParser returns a parser for one run's stdout.
+	NewParser(req Request) Parser
+}
+
+// Parser reads one run's output stream.
+type Parser interface {
+	// Line parses one line of stdout into zero or more events. Lines it does
+	// not understand (unknown event types, blank lines, non-JSON noise) yield
+	// nothing and no error: CLIs add event types over time. It must never
+	// panic, whatever the line.
+	Line(line []byte) []Event
+	// Finish returns the run's result once the process exited. exitCode is
+	// the process's; stderr is the tail of what it wrote there. When the CLI
+	// printed no final result, Finish builds one from the exit code and
+	// stderr (IsError true).
+	Finish(exitCode int, stderr string) Result
+}
