@@ -66,6 +66,19 @@ images: build ## Build the service images onto public bases (BASE overrides the 
 offline-images: ## Build every image tests and the stack need, with no registry (debootstrap + docker import)
 	IMAGE=$(OFFLINE_POSTGRES_IMAGE) deploy/offline/postgres/build.sh
 	$(MAKE) --no-print-directory images BASE=scratch
+	$(MAKE) --no-print-directory test-images
+
+.PHONY: test-images
+test-images: build ## Build the test-only images: the agent worker with the FAKE claude (meshwork/claude-worker-fake:test)
+	@mkdir -p bin/test
+	CGO_ENABLED=0 go build -trimpath -o bin/test/fakeclaude ./services/mesh-exec/testdata/fakeclaude
+	@log=$$(mktemp); docker build -q -f deploy/docker/claude-worker-fake.Dockerfile -t meshwork/claude-worker-fake:test . >"$$log" 2>&1 \
+	  || { cat "$$log" >&2; rm -f "$$log"; exit 1; }; rm -f "$$log"; echo "built meshwork/claude-worker-fake:test"
+
+.PHONY: image-claude-worker
+image-claude-worker: build ## Build the Claude Code worker image for users (needs a registry and npm; CLAUDE_CODE_VERSION)
+	docker build -f deploy/docker/claude-worker.Dockerfile $${CLAUDE_CODE_VERSION:+--build-arg CLAUDE_CODE_VERSION=$$CLAUDE_CODE_VERSION} \
+	  -t $(IMAGE_PREFIX)/claude-worker:$(IMAGE_TAG) .
 
 ##@ Run
 

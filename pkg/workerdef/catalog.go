@@ -38,6 +38,8 @@ type Entry struct {
 	Hash string
 	// Gate is the definition's compiled constraint gate.
 	Gate *gate.Gate
+	// SystemPrompt is the text of the agent's system_prompt file, if any.
+	SystemPrompt string
 }
 
 // Catalog is a set of resolved worker definitions.
@@ -339,7 +341,17 @@ func (l *loader) resolveEntry(id string) *Entry {
 		l.errs = append(l.errs, v.errs...)
 		return nil
 	}
-	return &Entry{Definition: def, File: src.file, Hash: hashDefinition(&def), Gate: g}
+	e := &Entry{Definition: def, File: src.file, Hash: hashDefinition(&def), Gate: g}
+	if def.Agent != nil && def.Agent.SystemPrompt != "" {
+		b, err := fs.ReadFile(l.fsys, def.Agent.SystemPrompt)
+		if err != nil {
+			v.fail("agent.system_prompt", "agent.system_prompt: %v", err)
+			l.errs = append(l.errs, v.errs...)
+			return nil
+		}
+		e.SystemPrompt = string(b)
+	}
+	return e
 }
 
 func hashDefinition(def *meshtype.Definition) string {

@@ -85,7 +85,8 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 		return ExecuteResult{}, conflict("journey %q is %s; spawn_worker with mode resume restarts it with its workspace", j.ID, state)
 	}
 
-	out, runErr := m.run(ctx, j, entry, &a)
+	out, cost, runErr := m.run(ctx, j, entry, &a)
+	rec.CostUSD = cost // an agent's spend counts even when its run failed
 	if runErr != nil {
 		rec.Decision, rec.Error = store.DecisionFailed, runErr.Error()
 		m.record(ctx, rec, start)
@@ -98,7 +99,11 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 	encoded, _ := json.Marshal(out)
 	rec.Decision, rec.ResponseBytes = store.DecisionAllowed, int64(len(encoded))
 	m.record(ctx, rec, start)
-	return ExecuteResult{Executed: true, Output: out, SessionID: j.AgentSessionID, ActionType: string(a.Type), Workspace: j.Workspace}, nil
+	session := j.AgentSessionID
+	if r, ok := out.(agentResult); ok {
+		session = r.SessionID
+	}
+	return ExecuteResult{Executed: true, Output: out, SessionID: session, ActionType: string(a.Type), Workspace: j.Workspace}, nil
 }
 
 // record writes the audit row; losing it must not be silent.
@@ -145,15 +150,18 @@ func toolCall(a *meshtype.Action) (string, any) {
 	return "", nil
 }
 
-// run sends an allowed action to the journey's worker.
-func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action) (any, error) {
-	if a.Type == meshtype.ActionTask {
-		return nil, invalid("task actions need an agent worker")
-	}
-	tool, args := toolCall(a)
+// run sends an allowed action to the journey's worker. It returns the
+// output and what the action cost (agent workers).
+func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action) (any, float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.ActionTimeout)
 	defer cancel()
-
+	if entry.Definition.Kind == meshtype.KindAgent {
+		return m.runAgent(ctx, j, entry, a)
+	}
+	if a.Type == meshtype.ActionTask {
+		return nil, 0, invalid("task actions need an agent worker")
+	}
+	tool, args := toolCall(a)
 	res, err := m.callWorker(ctx, j, entry, tool, args)
 	if errors.Is(err, errChannelBroken) && idempotent(a.Type) {
 		// A fresh channel for a read-only action is safe to retry; anything
@@ -161,16 +169,16 @@ func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Ent
 		res, err = m.callWorker(ctx, j, entry, tool, args)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if res.IsError {
-		return nil, &Error{Code: "worker_error", Msg: toolText(res)}
+		return nil, 0, &Error{Code: "worker_error", Msg: toolText(res)}
 	}
 	out := res.StructuredContent
 	if out == nil {
 		out = map[string]any{"text": toolText(res)}
 	}
-	return filterDenied(entry.Gate, a.Type, out), nil
+	return filterDenied(entry.Gate, a.Type, out), 0, nil
 }
 
 func idempotent(t meshtype.ActionType) bool {
@@ -206,7 +214,7 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 	if err != nil {
 		return nil, err
 	}
-	c, err = openChannel(ctx, rt, handle(j), serverArgv(&entry.Definition))
+	c, err = openChannel(ctx, rt, handle(j), serverArgv(entry))
 	if err != nil {
 		return nil, err
 	}

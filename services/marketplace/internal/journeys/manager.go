@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +50,15 @@ type Config struct {
 	// Metrics is where the Prometheus metrics are registered. Defaults to
 	// none (they are still counted).
 	Metrics prometheus.Registerer
+	// AgentEnv is passed to agent worker containers: the agent CLI's
+	// credentials ("ANTHROPIC_API_KEY=...", "CLAUDE_CODE_OAUTH_TOKEN=...").
+	// Defaults to none.
+	AgentEnv []string
+	// NestedMCPURL is the marketplace's MCP URL as agent containers reach it.
+	// When set, every agent journey gets an MCP config pointing there with a
+	// token of its own, which sees only the journeys that agent spawns
+	// (recursive composition). Defaults to none.
+	NestedMCPURL string
 }
 
 // Manager runs journeys. It is safe for concurrent use; actions on one
@@ -222,7 +232,15 @@ func (m *Manager) Spawn(ctx context.Context, caller string, req SpawnRequest) (S
 	}
 
 	started := time.Now()
-	h, err := rt.Create(ctx, m.spec(j.UID, &entry.Definition))
+	spec := m.spec(j.UID, &entry.Definition)
+	if entry.Definition.Kind == meshtype.KindAgent && m.cfg.NestedMCPURL != "" {
+		env, err := m.nestedAccess(ctx, caller, j)
+		if err != nil {
+			return SpawnResult{}, err
+		}
+		spec.Env = append(spec.Env, env)
+	}
+	h, err := rt.Create(ctx, spec)
 	if err != nil {
 		m.metrics.spawns.WithLabelValues(entry.Definition.ID, "error").Observe(time.Since(started).Seconds())
 		_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
@@ -276,17 +294,44 @@ func (m *Manager) spec(uid uuid.UUID, d *meshtype.Definition) runtime.Spec {
 		// a silent stdin so it idles; channels exec mcp.command beside it, so
 		// a broken channel never takes the worker down.
 		s.KeepStdinOpen = true
+	case meshtype.KindAgent:
+		s.Cmd = []string{"idle"}
+		// The agent CLI keeps its sessions under $HOME: on the workspace
+		// volume, so they survive the container.
+		s.Env = append([]string{"HOME=" + agentHome}, m.cfg.AgentEnv...)
 	default:
 		s.Cmd = []string{"idle"}
 	}
 	return s
 }
 
+// agentHome is the agent's home directory, on the workspace volume.
+const agentHome = runtime.WorkspacePath + "/.meshwork/home"
+
 // serverArgv is the command a channel runs in the worker: meshworker with the
-// definition's limits, or a kind: mcp image's server.
-func serverArgv(d *meshtype.Definition) []string {
-	if d.Kind == meshtype.KindMCP {
+// definition's limits, mesh-exec with its agent settings, or a kind: mcp
+// image's server.
+func serverArgv(e *workerdef.Entry) []string {
+	d := &e.Definition
+	switch d.Kind {
+	case meshtype.KindMCP:
 		return d.MCP.Command
+	case meshtype.KindAgent:
+		a := d.Agent
+		argv := []string{MeshworkerPath, "serve", "--transport", "stdio", "--workspace-root", runtime.WorkspacePath, "--backend", a.Backend}
+		if a.Model != "" {
+			argv = append(argv, "--model", a.Model)
+		}
+		if len(a.AllowedTools) > 0 {
+			argv = append(argv, "--allowed-tools", strings.Join(a.AllowedTools, ","))
+		}
+		if a.MaxTurns > 0 {
+			argv = append(argv, "--max-turns", strconv.Itoa(a.MaxTurns))
+		}
+		if e.SystemPrompt != "" {
+			argv = append(argv, "--append-system-prompt", e.SystemPrompt)
+		}
+		return argv
 	}
 	argv := []string{MeshworkerPath, "serve", "--root", runtime.WorkspacePath}
 	if d.Constraints.MaxFileSize > 0 {

@@ -51,14 +51,25 @@ type bundle struct {
 	mgr    *journeys.Manager
 	url    string
 	labels map[string]string
+	// images replaces catalog images (the agent worker runs the test image
+	// with the fake claude); agentEnv and nestedURL configure agent workers.
+	images    map[string]string
+	agentEnv  []string
+	nestedURL bool
 }
 
 // setup starts a marketplace (real Docker runtime, real Postgres, real MCP
 // over HTTP) and removes every container and volume it made when the test ends.
 func setup(t testing.TB) *bundle {
 	t.Helper()
+	return setupWith(t, &bundle{})
+}
+
+// setupWith is setup with some of the bundle's settings given.
+func setupWith(t testing.TB, b *bundle) *bundle {
+	t.Helper()
 	requireImage(t, "meshwork/worker:latest")
-	b := &bundle{pool: pgtest.Pool(t), labels: map[string]string{"meshwork.test": "mcpserver-" + uuid.NewString()[:8]}}
+	b.pool, b.labels = pgtest.Pool(t), map[string]string{"meshwork.test": "mcpserver-" + uuid.NewString()[:8]}
 	b.store = store.New(b.pool)
 	b.rt = &countingRuntime{Runtime: dockerRuntime(t)}
 	t.Cleanup(func() { removeLabelled(t, b.labels["meshwork.test"]) })
@@ -79,9 +90,19 @@ func (b *bundle) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for id, image := range b.images {
+		e, _ := catalog.Lookup(id)
+		e.Definition.Image = image
+	}
+	srv := httptest.NewUnstartedServer(nil)
+	nested := ""
+	if b.nestedURL {
+		nested = "http://" + srv.Listener.Addr().String() + "/mcp"
+	}
 	b.mgr, err = journeys.New(journeys.Config{
 		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: t.TempDir(),
 		Runtimes: map[meshtype.IsolationLevel]runtime.Runtime{meshtype.IsolationContainer: b.rt},
+		AgentEnv: b.agentEnv, NestedMCPURL: nested,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +110,8 @@ func (b *bundle) start(t testing.TB) {
 	if err := b.mgr.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, mcpserver.TokenCaller, nil), b.store, nil))
+	srv.Config.Handler = mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, mcpserver.TokenCaller, nil), b.store, nil)
+	srv.Start()
 	t.Cleanup(srv.Close)
 	t.Cleanup(b.mgr.Close)
 	b.url = srv.URL

@@ -10,25 +10,12 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/spf13/cobra"
-
-	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/cli"
 )
 
 func main() {
-	root := &cobra.Command{
-		Use:   "mesh-exec",
-		Short: "MCP server that runs coding-agent CLIs with session resume (tool mesh_execute)",
-		Long: `mesh-exec serves one MCP tool, mesh_execute, which runs a coding-agent CLI
-on a repository inside the workspace root and resumes the agent's session
-across calls.`,
-		Version:       buildinfo.Version,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(buildinfo.Command("mesh-exec"))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := root.ExecuteContext(ctx)
+	err := cli.NewRoot().ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mesh-exec:", err)

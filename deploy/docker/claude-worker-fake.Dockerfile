@@ -1,0 +1,14 @@
+# TEST IMAGE: mesh-exec with the FAKE `claude` (a test double from
+# services/mesh-exec/testdata/fakeclaude) in place of the real CLI. It exists
+# so the agent worker can be tested with no registry and no credentials; it is
+# never a default: it is tagged meshwork/claude-worker-fake:test and only
+# tests use it. Built by `make test-images`.
+ARG BASE=scratch
+FROM ${BASE}
+COPY bin/linux_amd64/mesh-exec /usr/local/bin/app
+COPY bin/test/fakeclaude /usr/local/bin/claude
+COPY --chown=1000:1000 deploy/docker/workspace/ /workspace/
+ENV PATH=/usr/local/bin HOME=/workspace/.meshwork/home
+WORKDIR /workspace
+USER 1000:1000
+ENTRYPOINT ["/usr/local/bin/app"]

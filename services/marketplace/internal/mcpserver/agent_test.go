@@ -1,0 +1,185 @@
+package mcpserver_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+)
+
+const fakeAgentImage = "meshwork/claude-worker-fake:test"
+
+// setupAgent is setup with claude_code_assistant_v1 running the test image,
+// whose `claude` is the fake, logging each invocation into the workspace.
+func setupAgent(t *testing.T, nested bool) *bundle {
+	t.Helper()
+	requireImage(t, fakeAgentImage)
+	b := &bundle{
+		images:    map[string]string{"claude_code_assistant_v1": fakeAgentImage},
+		agentEnv:  []string{"ANTHROPIC_API_KEY=test-key-not-real", "FAKE_CLAUDE_LOG=/workspace/.meshwork/fakeclaude.log"},
+		nestedURL: nested,
+	}
+	return setupWith(t, b)
+}
+
+// fakeInvocations reads the fake claude's log out of a journey's workspace.
+func fakeInvocations(t *testing.T, b *bundle, containerID, volume string) []map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := b.rt.ExportWorkspace(context.Background(), runtime.Handle{ID: containerID, Workspace: volume}, &buf); err != nil {
+		t.Fatalf("exporting the workspace: %v", err)
+	}
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			t.Fatal("no fake claude log in the workspace")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(h.Name, ".meshwork/fakeclaude.log") {
+			continue
+		}
+		data, _ := io.ReadAll(tr)
+		var out []map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+}
+
+// The Claude Code worker: two actions share one agent session, which
+// survives a marketplace restart; the budget is enforced by the gate.
+func TestAgentWorker(t *testing.T) {
+	t.Parallel()
+	b := setupAgent(t, false)
+	cs := b.client(t, aliceToken)
+	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "claude_code_assistant_v1", "journey_id": "agent"})
+
+	first := must(t, cs, "execute_in_worker", execArgs("agent", map[string]any{"type": "task", "task": "Summarise the repository"}))
+	session, _ := first["session_id"].(string)
+	if first["executed"] != true || len(session) != 36 {
+		t.Fatalf("first action: %v", first)
+	}
+	second := must(t, cs, "execute_in_worker", execArgs("agent", map[string]any{"type": "read", "target": "README.md"}))
+	if second["session_id"] != session {
+		t.Errorf("second action's session %v, want %s", second["session_id"], session)
+	}
+	st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "agent"})
+	if st["session_id"] != session || st["cost_usd"].(float64) <= 0 {
+		t.Errorf("state: session %v cost %v", st["session_id"], st["cost_usd"])
+	}
+
+	b.start(t) // the session and the cost live in Postgres
+	cs = b.client(t, aliceToken)
+	third := must(t, cs, "execute_in_worker", execArgs("agent", map[string]any{"type": "task", "task": "And now?"}))
+	if third["session_id"] != session {
+		t.Errorf("after a restart: session %v, want %s", third["session_id"], session)
+	}
+	calls := fakeInvocations(t, b, sp["container_id"].(string), sp["workspace"].(string))
+	if len(calls) != 3 {
+		t.Fatalf("the fake claude ran %d times, want 3: %v", len(calls), calls)
+	}
+	for i, c := range calls {
+		argv := strings.Join(toStrings(c["argv"]), " ")
+		if !strings.Contains(argv, "-p") || !strings.Contains(argv, "--output-format stream-json") || !strings.Contains(argv, "--verbose") {
+			t.Errorf("call %d argv %q", i, argv)
+		}
+		if resumed := strings.Contains(argv, "--resume "+session); resumed != (i > 0) {
+			t.Errorf("call %d: resumed=%v (argv %q)", i, resumed, argv)
+		}
+		if c["cwd"] != "/workspace" || c["env_has_CLAUDECODE"] == true || c["uid"] == 0.0 {
+			t.Errorf("call %d ran in %v, CLAUDECODE %v, uid %v", i, c["cwd"], c["env_has_CLAUDECODE"], c["uid"])
+		}
+	}
+	if !strings.Contains(strings.Join(toStrings(calls[1]["argv"]), " "), "Read README.md") {
+		t.Errorf("the read action was not turned into a task: %v", calls[1]["argv"])
+	}
+
+	// Over budget: the gate refuses before the agent is called.
+	if _, err := b.pool.Exec(context.Background(), "UPDATE journeys SET cost_usd = 2.5 WHERE id = 'agent'"); err != nil {
+		t.Fatal(err)
+	}
+	execs := b.rt.execs.Load()
+	res := call(t, cs, "execute_in_worker", execArgs("agent", map[string]any{"type": "task", "task": "spend more"}))
+	if !res.isError || !strings.Contains(mustJSON(t, res.out["violations"]), `"constraint_id":"max_cost_usd"`) {
+		t.Errorf("over budget: %s", res.text)
+	}
+	if b.rt.execs.Load() != execs || len(fakeInvocations(t, b, sp["container_id"].(string), sp["workspace"].(string))) != 3 {
+		t.Error("the agent was called over budget")
+	}
+}
+
+// Recursive composition: an agent journey gets a token of its own for the
+// marketplace; with it, the nested caller spawns journeys in its own name,
+// each with its own container and gate, and sees nothing of its parent's.
+func TestNestedJourneysAreConfined(t *testing.T) {
+	t.Parallel()
+	b := setupAgent(t, true)
+	alice := b.client(t, aliceToken)
+	must(t, alice, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "private"})
+	sp := must(t, alice, "spawn_worker", map[string]any{"worker_id": "claude_code_assistant_v1", "journey_id": "agent"})
+
+	out, err := exec.Command("docker", "inspect", "--format", "{{json .Config.Env}}", sp["container_id"].(string)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	_ = json.Unmarshal(out, &env)
+	var cfg struct {
+		MCPServers map[string]struct {
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		} `json:"mcpServers"`
+	}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "MESH_EXEC_MCP_CONFIG_JSON="); ok {
+			_ = json.Unmarshal([]byte(v), &cfg)
+		}
+	}
+	server, ok := cfg.MCPServers["meshwork"]
+	token, _ := strings.CutPrefix(server.Headers["Authorization"], "Bearer ")
+	if !ok || !strings.HasSuffix(server.URL, "/mcp") || len(token) < 32 {
+		t.Fatalf("the agent got no MCP config: %v", env)
+	}
+
+	agent := b.client(t, token)
+	if l := must(t, agent, "list_journeys", map[string]any{}); len(asList(l["journeys"])) != 0 {
+		t.Errorf("the agent sees its parent's journeys: %v", l)
+	}
+	if r := call(t, agent, "get_worker_state", map[string]any{"journey_id": "private"}); !r.isError {
+		t.Errorf("the agent reached its parent's journey: %+v", r)
+	}
+	nested := must(t, agent, "spawn_worker", map[string]any{"worker_id": "filesystem_research_v1", "journey_id": "sub"})
+	if nested["container_id"] == sp["container_id"] || nested["workspace"] == sp["workspace"] {
+		t.Errorf("the nested journey shares its parent's worker: %v", nested)
+	}
+	if r := call(t, agent, "execute_in_worker", execArgs("sub", map[string]any{"type": "write", "target": "x.md", "content": "x"})); !r.isError ||
+		!strings.Contains(mustJSON(t, r.out["violations"]), `"constraint_id":"readonly"`) {
+		t.Errorf("the nested journey's own gate did not apply: %s", r.text)
+	}
+	if l := must(t, alice, "list_journeys", map[string]any{}); len(asList(l["journeys"])) != 2 {
+		t.Errorf("alice lists %v, want only her own two journeys", l)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range asList(v) {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+package claude
+
+import (
+	"bytes"
+	"unicode/utf8"
+
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+)
+
+// fileTools are the tools that write files, with the input field that names
+// the file. Their paths make Result.FilesModified.
+var fileTools = map[string]string{
+	"Edit":         "file_path",
+	"MultiEdit":    "file_path",
+	"Write":        "file_path",
+	"NotebookEdit": "notebook_path",
+}
+
+// maxEventText bounds the text of a tool_result event. Events feed progress
+// notifications; a tool's full output (a whole file read) does not belong in
+// one.
+const maxEventText = 4 << 10
+
+// parser turns one run's stream-json into events and a result.
+type parser struct {
+	initSessionID string
+	result        *event // the last result event
+	apiError      string // the error of the last synthetic API-error message
+
+	tools     []string
+	toolSeen  map[string]bool
+	toolNames map[string]string // tool_use id -> tool name
+	files     []fileUse
+	failedUse map[string]bool // tool_use ids whose tool_result was an error
+}
+
+// fileUse is one call of a file-writing tool.
+type fileUse struct {
+	path      string
+	toolUseID string
+}
+
+func newParser() *parser {
+	return &parser{
+		toolSeen:  map[string]bool{},
+		toolNames: map[string]string{},
+		failedUse: map[string]bool{},
+	}
+}
+
+// Line parses one line of stream-json.
+func (p *parser) Line(line []byte) []backend.Event {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || line[0] != '{' {
+		return nil
+	}
+	var ev event
+	if !decode(line, &ev) {
+		return nil
+	}
+	switch ev.Type {
+	case "system":
+		if ev.Subtype == "init" {
+			if p.initSessionID == "" {
+				p.initSessionID = ev.SessionID
+			}
+			return []backend.Event{{Kind: backend.KindInit, SessionID: ev.SessionID}}
+		}
+	case "assistant":
+		return p.assistant(ev)
+	case "user":
+		return p.user(ev)
+	case "result":
+		p.result = &ev
+		return []backend.Event{{Kind: backend.KindResult, SessionID: ev.SessionID, Text: resultText(ev), IsError: ev.IsError}}
+	}
+	return nil
+}
+
+func (p *parser) assistant(ev event) []backend.Event {
+	var msg message
+	if !decode(ev.Message, &msg) {
+		return nil
+	}
+	var out []backend.Event
+	apiError := stringOrNothing(ev.Error)
+	if apiError != "" {
+		p.apiError = apiError
+	}
+	for _, b := range msg.blocks() {
+		switch b.Type {
+		case "text":
+			if ev.IsAPIErrorMessage || apiError != "" {
+				// The CLI's own message about a failed API call ("Not
+				// logged in · Please run /login"), not the model's words.
+				out = append(out, backend.Event{Kind: backend.KindError, SessionID: ev.SessionID, Text: b.Text, IsError: true})
+				continue
+			}
+			out = append(out, backend.Event{Kind: backend.KindText, SessionID: ev.SessionID, Text: b.Text})
+		case "tool_use":
+			out = append(out, p.toolUse(ev.SessionID, b))
+		}
+	}
+	return out
+}
+
+func (p *parser) toolUse(sessionID string, b block) backend.Event {
+	if b.Name != "" && !p.toolSeen[b.Name] {
+		p.toolSeen[b.Name] = true
+		p.tools = append(p.tools, b.Name)
+	}
+	if b.ID != "" {
+		p.toolNames[b.ID] = b.Name
+	}
+	var detail string
+	if field, ok := fileTools[b.Name]; ok {
+		if path := b.inputString(field); path != "" {
+			p.files = append(p.files, fileUse{path: path, toolUseID: b.ID})
+			detail = path
+		}
+	} else if cmd := b.inputString("command"); cmd != "" {
+		detail = cmd
+	}
+	return backend.Event{Kind: backend.KindToolUse, SessionID: sessionID, Tool: b.Name, Text: detail}
+}
+
+func (p *parser) user(ev event) []backend.Event {
+	var msg message
+	if !decode(ev.Message, &msg) {
+		return nil
+	}
+	var out []backend.Event
+	for _, b := range msg.blocks() {
+		if b.Type != "tool_result" {
+			continue
+		}
+		if b.IsError && b.ToolUseID != "" {
+			p.failedUse[b.ToolUseID] = true
+		}
+		out = append(out, backend.Event{
+			Kind:      backend.KindToolResult,
+			SessionID: ev.SessionID,
+			Tool:      p.toolNames[b.ToolUseID],
+			Text:      truncate(b.text(), maxEventText),
+			IsError:   b.IsError,
+		})
+	}
+	return out
+}
+
+// Finish returns the run's result; see outcome.go for how failures are told
+// apart.
+func (p *parser) Finish(exitCode int, stderr string) backend.Result {
+	res := backend.Result{
+		SessionID:     p.initSessionID,
+		ToolsUsed:     append([]string(nil), p.tools...),
+		FilesModified: p.modified(),
+	}
+	if r := p.result; r != nil {
+		if r.SessionID != "" {
+			res.SessionID = r.SessionID
+		}
+		res.CostUSD = r.TotalCostUSD
+		res.DurationMS = r.DurationMS
+		res.NumTurns = r.NumTurns
+		res.InputTokens = r.Usage.InputTokens
+		res.OutputTokens = r.Usage.OutputTokens
+	}
+	res.Output, res.IsError, res.Err = p.outcome(exitCode, stderr)
+	return res
+}
+
+// modified returns the paths of file-writing tool calls that did not fail,
+// distinct, in order. A call with no tool_result yet (the run was stopped
+// mid-call) counts: the file may well have changed.
+func (p *parser) modified() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range p.files {
+		if p.failedUse[f.toolUseID] || seen[f.path] {
+			continue
+		}
+		seen[f.path] = true
+		out = append(out, f.path)
+	}
+	return out
+}
+
+// truncate cuts s to at most max bytes on a rune boundary, marking the cut.
+func truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…[truncated]"
+}

@@ -1,0 +1,59 @@
+// Package cli is mesh-exec's command line: the cobra command tree main runs.
+package cli
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/meshwork/meshwork/pkg/buildinfo"
+)
+
+// NewRoot builds the mesh-exec command tree.
+func NewRoot() *cobra.Command {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	root := &cobra.Command{
+		Use:   "mesh-exec",
+		Short: "MCP server that runs coding-agent CLIs with session resume (tool mesh_execute)",
+		Long: `mesh-exec serves one MCP tool, mesh_execute, which runs a coding-agent CLI
+(claude, codex, opencode, gemini, or a configured command) on a repository under
+the workspace root and resumes the agent's session across calls.
+
+Every flag can also be set in the environment as MESH_EXEC_<FLAG>, with dashes
+as underscores (--workspace-root: MESH_EXEC_WORKSPACE_ROOT). Precedence:
+flag > environment > default.`,
+		Version:       buildinfo.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(buildinfo.Command("mesh-exec"), newServeCommand(logger), &cobra.Command{
+		Use:   "idle",
+		Short: "Wait until stopped: the agent worker container's main process",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			<-cmd.Context().Done()
+			return nil
+		},
+	})
+	return root
+}
+
+// applyEnv sets every flag the user did not give from MESH_EXEC_<NAME>.
+func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
+	var firstErr error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || firstErr != nil {
+			return
+		}
+		name := "MESH_EXEC_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				firstErr = err
+			}
+		}
+	})
+	return firstErr
+}

@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/server"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/session"
+)
+
+type serveFlags struct {
+	transport, addr, workspaceRoot, sessionDir, backend, binary    string
+	model, allowedTools, appendPrompt, appendPromptFile, mcpConfig string
+	mcpConfigJSON                                                  string
+	busy, runAs, tokenFile                                         string
+	command                                                        commandFlags
+	maxTurns, maxTaskBytes                                         int
+	defaultTimeout, grace                                          time.Duration
+}
+
+func newServeCommand(logger *slog.Logger) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve mesh_execute over MCP (stdio or streamable HTTP)",
+		Long: `serve runs mesh-exec's MCP server.
+
+  --transport stdio   one client on stdin/stdout; at end of input mesh-exec stops
+                      its agents (whole process groups) before it exits
+  --transport http    streamable HTTP at /mcp, bearer token required
+                      (MESH_EXEC_TOKEN or --token-file), /healthz beside it
+
+Sessions are remembered in --session-dir (keep it on a volume): a resume runs
+in the session's repository with the session's backend. A second call on a
+session that is running waits for it (--busy wait, the default) or fails at
+once (--busy refuse).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags(), os.Getenv); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), f, logger)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.transport, "transport", "stdio", "stdio or http")
+	fl.StringVar(&f.addr, "addr", ":8081", "HTTP listen address")
+	fl.StringVar(&f.workspaceRoot, "workspace-root", "/workspace", "repositories must resolve inside this directory")
+	fl.StringVar(&f.sessionDir, "session-dir", "", "where sessions are remembered (default <workspace-root>/.meshwork/sessions)")
+	fl.StringVar(&f.backend, "backend", "claude", "agent CLI for new sessions: "+strings.Join(backendNames(), ", "))
+	fl.StringVar(&f.binary, "binary", "", "path of the backend's CLI (default: its usual name on PATH)")
+	fl.StringVar(&f.model, "model", "", "model passed to the agent")
+	fl.StringVar(&f.allowedTools, "allowed-tools", "", "comma-separated agent tools allowed without asking")
+	fl.IntVar(&f.maxTurns, "max-turns", 0, "turn limit per task (0: the CLI's default)")
+	fl.StringVar(&f.appendPrompt, "append-system-prompt", "", "text appended to the agent's system prompt")
+	fl.StringVar(&f.appendPromptFile, "append-system-prompt-file", "", "file whose text is appended to the agent's system prompt")
+	fl.StringVar(&f.mcpConfig, "mcp-config", "", "MCP client config file given to the agent")
+	fl.StringVar(&f.mcpConfigJSON, "mcp-config-json", "", "MCP client config given to the agent, as JSON (written to a private file beside the sessions)")
+	fl.StringVar(&f.busy, "busy", server.BusyWait, "a call on a busy session: wait or refuse")
+	fl.IntVar(&f.maxTaskBytes, "max-task-bytes", 1<<20, "largest task accepted")
+	fl.DurationVar(&f.defaultTimeout, "default-timeout", 10*time.Minute, "timeout of calls that give none")
+	fl.DurationVar(&f.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when stopping an agent")
+	fl.StringVar(&f.runAs, "run-as", "", "uid:gid agents run as when mesh-exec runs as root")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the HTTP bearer token")
+	fl.StringVar(&f.command.argv, "command-argv", "", `command backend: argv template as JSON, with {task}, {session_id}, {repository}, {model}`)
+	fl.StringVar(&f.command.resumeArgv, "command-resume-argv", "", "command backend: argv template of a resume, as JSON (default: no resume)")
+	fl.StringVar(&f.command.output, "command-output", "text", "command backend: how to read its stdout, text or jsonl")
+	return cmd
+}
+
+func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
+	if f.transport != "stdio" && f.transport != "http" {
+		return fmt.Errorf("transport %q is not one of stdio, http", f.transport)
+	}
+	if f.sessionDir == "" {
+		f.sessionDir = filepath.Join(f.workspaceRoot, ".meshwork", "sessions")
+	}
+	sessions, err := session.Open(f.sessionDir)
+	if err != nil {
+		return err
+	}
+	backends, err := newBackends(f.backend, f.binary, f.command)
+	if err != nil {
+		return err
+	}
+	cred, err := credential(f.runAs, logger)
+	if err != nil {
+		return err
+	}
+	prompt := f.appendPrompt
+	if f.appendPromptFile != "" {
+		b, err := os.ReadFile(f.appendPromptFile)
+		if err != nil {
+			return fmt.Errorf("reading the system prompt: %w", err)
+		}
+		prompt = strings.TrimSpace(prompt + "\n" + string(b))
+	}
+	if f.mcpConfigJSON != "" {
+		if !json.Valid([]byte(f.mcpConfigJSON)) {
+			return errors.New("--mcp-config-json is not valid JSON")
+		}
+		f.mcpConfig = filepath.Join(filepath.Dir(f.sessionDir), "mcp-config.json")
+		if err := os.WriteFile(f.mcpConfig, []byte(f.mcpConfigJSON), 0o600); err != nil {
+			return fmt.Errorf("writing the MCP config: %w", err)
+		}
+	}
+	var allowed []string
+	for _, t := range strings.Split(f.allowedTools, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			allowed = append(allowed, t)
+		}
+	}
+	srv, err := server.New(server.Config{
+		WorkspaceRoot: f.workspaceRoot, Backends: backends, DefaultBackend: f.backend, Sessions: sessions,
+		Runner: runner.New(runner.Config{Grace: f.grace, Credential: cred}),
+		Model:  f.model, AllowedTools: allowed, MaxTurns: f.maxTurns, AppendSystemPrompt: prompt, MCPConfig: f.mcpConfig,
+		Busy: f.busy, MaxTaskBytes: f.maxTaskBytes, DefaultTimeout: f.defaultTimeout, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+
+	if f.transport == "stdio" {
+		// At the end of the client's input, stop the agents at once: the MCP
+		// server waits for in-flight calls before Run returns, and an agent
+		// may run for a long time.
+		in := &eofReader{r: os.Stdin, onEOF: srv.StopRuns}
+		err := srv.MCP().Run(ctx, &mcp.IOTransport{Reader: in, Writer: os.Stdout})
+		if errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {
+			return nil
+		}
+		return err
+	}
+	token, err := loadToken(f.tokenFile)
+	if err != nil {
+		return err
+	}
+	mcpSrv := srv.MCP()
+	verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: "client", Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("/mcp", auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, nil)))
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	logger.InfoContext(ctx, "serving mesh_execute over HTTP", slog.String("addr", ln.Addr().String()))
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(shutdown)
+	}()
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func loadToken(file string) (string, error) {
+	token := os.Getenv("MESH_EXEC_TOKEN")
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("reading the token: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if len(token) < 16 {
+		return "", errors.New("HTTP needs a bearer token of at least 16 characters: set MESH_EXEC_TOKEN or --token-file")
+	}
+	return token, nil
+}
+
+// credential is the user agents run as. Agents never run as root: as root,
+// mesh-exec needs --run-as.
+func credential(runAs string, logger *slog.Logger) (*syscall.Credential, error) {
+	if runAs == "" {
+		if os.Geteuid() == 0 {
+			logger.Warn("mesh-exec runs as root and --run-as is not set: agents will run as root; run mesh-exec as a non-root user or set --run-as")
+		}
+		return nil, nil
+	}
+	u, g, ok := strings.Cut(runAs, ":")
+	uid, err1 := strconv.ParseUint(u, 10, 32)
+	gid, err2 := strconv.ParseUint(g, 10, 32)
+	if !ok || err1 != nil || err2 != nil || uid == 0 {
+		return nil, fmt.Errorf("--run-as %q: want a non-root uid:gid", runAs)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// eofReader calls onEOF once when its reader reaches the end (or fails).
+type eofReader struct {
+	r     io.ReadCloser
+	onEOF func()
+	once  sync.Once
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.once.Do(e.onEOF)
+	}
+	return n, err
+}
+
+func (e *eofReader) Close() error { return e.r.Close() }

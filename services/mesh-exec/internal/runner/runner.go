@@ -1,0 +1,213 @@
+// Package runner runs one agent CLI process for mesh-exec, the same way for
+// every backend: in the repository, with stdin from /dev/null, a scrubbed
+// environment, its own process group, and a clean end. Cancellation and
+// timeouts stop the whole group (SIGTERM, a grace period, SIGKILL) and return
+// the partial output as an error result; a finished run's stray children are
+// killed too, so no process outlives its run.
+package runner
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+)
+
+// Config configures a Runner.
+type Config struct {
+	// Env is the environment agents start from. Defaults to mesh-exec's own.
+	// CLAUDECODE and CLAUDE_CODE_ENTRYPOINT are always removed: an agent must
+	// not think it runs inside another Claude Code.
+	Env []string
+	// Grace is how long a stopped agent gets between SIGTERM and SIGKILL.
+	// Defaults to 5s.
+	Grace time.Duration
+	// Credential, when set, runs agents as this user (mesh-exec started as root).
+	Credential *syscall.Credential
+	// MaxLine bounds one line of agent output. Defaults to 16 MiB.
+	MaxLine int
+}
+
+// Runner runs agent processes.
+type Runner struct {
+	cfg Config
+}
+
+// New returns a Runner.
+func New(cfg Config) *Runner {
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 5 * time.Second
+	}
+	if cfg.MaxLine <= 0 {
+		cfg.MaxLine = 16 << 20
+	}
+	return &Runner{cfg: cfg}
+}
+
+// Outcome is what a run ended with, beside the backend's result.
+type Outcome struct {
+	ExitCode int
+	Duration time.Duration
+	// Stopped says why the run was stopped early: "timeout", "canceled", or "".
+	Stopped string
+}
+
+// scrubbed drops the variables an agent must not inherit.
+var scrubbed = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
+
+func scrubEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		drop := false
+		for _, s := range scrubbed {
+			drop = drop || name == s
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// ErrBinaryNotFound is returned when the backend's CLI is not installed.
+var ErrBinaryNotFound = errors.New("agent CLI not found")
+
+// Run runs one request to the end, or until ctx ends (a deadline is reported
+// as "timeout", a cancellation as "canceled"). onEvent sees every event as it
+// is parsed, from the run's goroutine; it must not block for long.
+func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request, onEvent func(backend.Event)) (backend.Result, Outcome, error) {
+	argv, err := b.Command(req)
+	if err != nil {
+		return backend.Result{}, Outcome{}, err
+	}
+	bin, err := exec.LookPath(argv[0])
+	if err != nil {
+		return backend.Result{}, Outcome{}, fmt.Errorf("%w: %q (backend %s): install it or point mesh-exec at it", ErrBinaryNotFound, argv[0], b.Name())
+	}
+	// Not CommandContext: its cancellation kills the leader alone; the whole
+	// group is stopped below, SIGTERM first, when ctx ends.
+	cmd := exec.Command(bin, argv[1:]...) //nolint:noctx // see above
+	cmd.Dir = req.Repository
+	cmd.Env = scrubEnv(r.cfg.Env)
+	cmd.Stdin = nil // /dev/null
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: r.cfg.Credential}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return backend.Result{}, Outcome{}, err
+	}
+	stderr := &tail{max: 64 << 10}
+	cmd.Stderr = stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return backend.Result{}, Outcome{}, fmt.Errorf("starting %s: %w", b.Name(), err)
+	}
+	pgid := cmd.Process.Pid
+
+	// Stop the group when ctx ends: SIGTERM, then SIGKILL after the grace.
+	var stopped string
+	var stopMu sync.Mutex
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-exited:
+			return
+		case <-ctx.Done():
+		}
+		stopMu.Lock()
+		stopped = "canceled"
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			stopped = "timeout"
+		}
+		stopMu.Unlock()
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(r.cfg.Grace):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}()
+
+	parser := b.NewParser(req)
+	var partial strings.Builder
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), r.cfg.MaxLine)
+	for sc.Scan() {
+		for _, ev := range parser.Line(sc.Bytes()) {
+			if ev.Kind == backend.KindText && partial.Len() < 1<<20 {
+				partial.WriteString(ev.Text)
+			}
+			if onEvent != nil {
+				onEvent(ev)
+			}
+		}
+	}
+	// Drain what the scanner refused (an over-long line) so the agent is not
+	// blocked writing to a full pipe.
+	_, _ = io.Copy(io.Discard, stdout)
+	waitErr := cmd.Wait()
+	close(exited)
+	// A finished agent's leftover children (a background shell, a hung tool)
+	// go with it.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+
+	out := Outcome{ExitCode: cmd.ProcessState.ExitCode(), Duration: time.Since(start)}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		out.ExitCode = 128 + int(ws.Signal())
+	}
+	stopMu.Lock()
+	out.Stopped = stopped
+	stopMu.Unlock()
+	var exitErr *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+		return backend.Result{}, out, fmt.Errorf("running %s: %w", b.Name(), waitErr)
+	}
+	res := parser.Finish(out.ExitCode, stderr.String())
+	if out.Stopped != "" {
+		res.IsError = true
+		msg := fmt.Sprintf("the agent was stopped (%s) after %s", out.Stopped, out.Duration.Round(time.Millisecond))
+		if p := partial.String(); p != "" {
+			msg += "; partial output:\n" + p
+		}
+		res.Output = msg
+	}
+	if res.DurationMS == 0 {
+		res.DurationMS = out.Duration.Milliseconds()
+	}
+	return res, out, nil
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

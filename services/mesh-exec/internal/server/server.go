@@ -1,0 +1,356 @@
+// Package server is mesh-exec's MCP server: the mesh_execute tool, which runs
+// a task with a coding-agent CLI in a repository under the workspace root and
+// resumes the agent's session across calls.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/session"
+)
+
+// Busy policies: what a call on a session that is already running does.
+const (
+	BusyWait   = "wait"   // wait for the running call to finish (default)
+	BusyRefuse = "refuse" // fail at once with a clear error
+)
+
+// Config configures a Server.
+type Config struct {
+	// WorkspaceRoot bounds repositories: one that resolves outside it,
+	// symbolic links followed, is refused. Required.
+	WorkspaceRoot string
+	// Backends by name; DefaultBackend starts new sessions. Required.
+	Backends       map[string]backend.Backend
+	DefaultBackend string
+	// Sessions remembers sessions. Required.
+	Sessions *session.Store
+	// Runner runs the agent processes. Required.
+	Runner *runner.Runner
+	// Agent settings passed to every run. Defaults to none.
+	Model              string
+	AllowedTools       []string
+	MaxTurns           int
+	AppendSystemPrompt string
+	MCPConfig          string
+	// Busy is BusyWait or BusyRefuse. Defaults to BusyWait.
+	Busy string
+	// MaxTaskBytes bounds a task. Defaults to 1 MiB.
+	MaxTaskBytes int
+	// DefaultTimeout applies when a call gives none. Defaults to 10m.
+	DefaultTimeout time.Duration
+	// MaxTimeout caps any call's timeout. Defaults to 1h.
+	MaxTimeout time.Duration
+	// Heartbeat is the longest gap between progress notifications. Defaults to 10s.
+	Heartbeat time.Duration
+	// Logger receives operational logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Server serves mesh_execute.
+type Server struct {
+	cfg    Config
+	logger *slog.Logger
+	root   string // WorkspaceRoot, symbolic links resolved
+
+	mu    sync.Mutex
+	busy  map[string]chan struct{} // session id -> held while a run uses it
+	runs  sync.WaitGroup
+	base  context.Context //nolint:containedctx // the server's lifetime: Shutdown ends every run through it
+	close context.CancelFunc
+}
+
+// New checks cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.WorkspaceRoot == "" || cfg.Sessions == nil || cfg.Runner == nil || len(cfg.Backends) == 0 {
+		return nil, errors.New("server: WorkspaceRoot, Backends, Sessions and Runner are required")
+	}
+	if cfg.Backends[cfg.DefaultBackend] == nil {
+		return nil, fmt.Errorf("server: default backend %q is not configured", cfg.DefaultBackend)
+	}
+	root, err := filepath.EvalSymlinks(cfg.WorkspaceRoot)
+	if err != nil {
+		return nil, fmt.Errorf("workspace root: %w", err)
+	}
+	if cfg.Busy == "" {
+		cfg.Busy = BusyWait
+	}
+	if cfg.Busy != BusyWait && cfg.Busy != BusyRefuse {
+		return nil, fmt.Errorf("busy policy %q is not one of wait, refuse", cfg.Busy)
+	}
+	if cfg.MaxTaskBytes <= 0 {
+		cfg.MaxTaskBytes = 1 << 20
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = 10 * time.Minute
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = time.Hour
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 10 * time.Second
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	base, cancel := context.WithCancel(context.Background())
+	return &Server{cfg: cfg, logger: logger, root: root, busy: map[string]chan struct{}{}, base: base, close: cancel}, nil
+}
+
+// Shutdown stops every running agent (their whole process groups) and waits
+// for them: mesh-exec never exits with agents still running.
+func (s *Server) Shutdown() {
+	s.close()
+	s.runs.Wait()
+}
+
+// StopRuns stops every running agent without waiting; their calls then
+// return error results. It is for the end of a stdio client's input, where
+// the MCP server waits for in-flight calls before it returns.
+func (s *Server) StopRuns() { s.close() }
+
+// MCP returns the MCP server with the mesh_execute tool.
+func (s *Server) MCP() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mesh-exec", Version: buildinfo.Version}, &mcp.ServerOptions{Logger: s.logger})
+	mcp.AddTool(srv, &mcp.Tool{
+		Name: "mesh_execute",
+		Description: "Run a task with a coding agent in a repository under the workspace root. " +
+			"Pass the returned session_id to continue the same agent session; a resume always runs in the session's repository.",
+	}, s.execute)
+	return srv
+}
+
+// ExecuteIn is mesh_execute's input.
+type ExecuteIn struct {
+	Repository string `json:"repository,omitempty" jsonschema:"the repository directory, absolute or relative to the workspace root; created if missing (a resume may omit it)"`
+	Task       string `json:"task" jsonschema:"what the agent should do"`
+	SessionID  string `json:"session_id,omitempty" jsonschema:"continue this session (from an earlier result)"`
+	Timeout    int64  `json:"timeout,omitempty" jsonschema:"milliseconds before the agent is stopped (default 600000)"`
+}
+
+// ExecuteOut is mesh_execute's output.
+type ExecuteOut struct {
+	SessionID string   `json:"session_id"`
+	Output    string   `json:"output"`
+	Metadata  Metadata `json:"metadata"`
+}
+
+// Metadata describes a run.
+type Metadata struct {
+	Backend       string   `json:"backend"`
+	IsError       bool     `json:"is_error"`
+	CostUSD       float64  `json:"cost_usd"`
+	DurationMS    int64    `json:"duration_ms"`
+	NumTurns      int      `json:"num_turns"`
+	InputTokens   int64    `json:"input_tokens,omitempty"`
+	OutputTokens  int64    `json:"output_tokens,omitempty"`
+	ToolsUsed     []string `json:"tools_used"`
+	FilesModified []string `json:"files_modified"`
+	ExitCode      int      `json:"exit_code"`
+}
+
+// fail is an ordinary failure: a tool result with isError.
+func fail(format string, args ...any) (*mcp.CallToolResult, ExecuteOut, error) {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}, ExecuteOut{}, nil
+}
+
+func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteIn) (*mcp.CallToolResult, ExecuteOut, error) {
+	if strings.TrimSpace(in.Task) == "" {
+		return fail("task is required")
+	}
+	if len(in.Task) > s.cfg.MaxTaskBytes {
+		return fail("task is %d bytes; the limit is %d: put large inputs in a file in the repository and refer to it", len(in.Task), s.cfg.MaxTaskBytes)
+	}
+	if in.Timeout < 0 {
+		return fail("timeout must not be negative (milliseconds)")
+	}
+	timeout := s.cfg.DefaultTimeout
+	if in.Timeout > 0 {
+		timeout = min(time.Duration(in.Timeout)*time.Millisecond, s.cfg.MaxTimeout)
+	}
+
+	name := s.cfg.DefaultBackend
+	var repo string
+	if in.SessionID != "" {
+		sess, err := s.cfg.Sessions.Get(in.SessionID)
+		if errors.Is(err, session.ErrNotFound) {
+			return fail("unknown session_id %q: mesh-exec has no such session; call without session_id to start one", in.SessionID)
+		}
+		if err != nil {
+			return nil, ExecuteOut{}, err
+		}
+		if in.Repository != "" {
+			if r, err := s.resolve(in.Repository); err != nil || r != sess.Repository {
+				return fail("session %s belongs to repository %s; a resume always runs there (omit repository or pass that one)", sess.ID, sess.Repository)
+			}
+		}
+		name, repo = sess.Backend, sess.Repository
+		if s.cfg.Backends[name] == nil {
+			return fail("session %s was started with backend %s, which this mesh-exec does not have", sess.ID, name)
+		}
+	} else {
+		var err error
+		if repo, err = s.resolve(in.Repository); err != nil {
+			return fail("%v", err)
+		}
+	}
+	b := s.cfg.Backends[name]
+
+	if in.SessionID != "" {
+		release, err := s.acquire(ctx, in.SessionID)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer release()
+	}
+
+	// The run ends with the request (client cancellation), its timeout, or
+	// the server's shutdown, whichever comes first.
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stopOnShutdown := context.AfterFunc(s.base, cancel)
+	defer stopOnShutdown()
+	s.runs.Add(1)
+	defer s.runs.Done()
+
+	prog := newProgress(ctx, req, s.cfg.Heartbeat)
+	defer prog.stop()
+	breq := backend.Request{
+		Repository: repo, Task: in.Task, SessionID: in.SessionID,
+		Model: s.cfg.Model, AllowedTools: s.cfg.AllowedTools, MaxTurns: s.cfg.MaxTurns,
+		AppendSystemPrompt: s.cfg.AppendSystemPrompt, MCPConfig: s.cfg.MCPConfig,
+	}
+	recorded := ""
+	onEvent := func(ev backend.Event) {
+		// Save the session the moment the agent names it, so a crash
+		// mid-run can still resume it.
+		if ev.SessionID != "" && ev.SessionID != recorded {
+			if _, err := s.cfg.Sessions.Record(ev.SessionID, name, repo, time.Now()); err != nil {
+				s.logger.WarnContext(ctx, "recording session failed", slog.Any("error", err))
+			} else {
+				recorded = ev.SessionID
+			}
+		}
+		prog.event(ev)
+	}
+	res, out, err := s.cfg.Runner.Run(runCtx, b, breq, onEvent)
+	if errors.Is(err, runner.ErrBinaryNotFound) {
+		return fail("%v", err)
+	}
+	if err != nil {
+		s.logger.ErrorContext(ctx, "agent run failed", slog.String("backend", name), slog.Any("error", err))
+		return fail("running the agent failed: %v", err)
+	}
+	if res.SessionID != "" && res.SessionID != recorded {
+		if _, err := s.cfg.Sessions.Record(res.SessionID, name, repo, time.Now()); err != nil {
+			s.logger.WarnContext(ctx, "recording session failed", slog.Any("error", err))
+		}
+	}
+	result := ExecuteOut{SessionID: res.SessionID, Output: res.Output, Metadata: Metadata{
+		Backend: name, IsError: res.IsError, CostUSD: res.CostUSD, DurationMS: res.DurationMS, NumTurns: res.NumTurns,
+		InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
+		ToolsUsed: nonNil(res.ToolsUsed), FilesModified: nonNil(res.FilesModified), ExitCode: out.ExitCode,
+	}}
+	s.logger.InfoContext(ctx, "agent run finished", slog.String("backend", name), slog.String("session", res.SessionID),
+		slog.Bool("is_error", res.IsError), slog.Int64("duration_ms", res.DurationMS), slog.String("stopped", out.Stopped))
+	if res.IsError {
+		// The structured result still carries the session and the partial
+		// output, so a client can resume or report.
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: res.Output}}}, result, nil
+	}
+	return nil, result, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// acquire takes a session for one run, waiting or refusing per the policy.
+func (s *Server) acquire(ctx context.Context, id string) (func(), error) {
+	for {
+		s.mu.Lock()
+		held, busy := s.busy[id]
+		if !busy {
+			done := make(chan struct{})
+			s.busy[id] = done
+			s.mu.Unlock()
+			return func() {
+				s.mu.Lock()
+				delete(s.busy, id)
+				s.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		s.mu.Unlock()
+		if s.cfg.Busy == BusyRefuse {
+			return nil, fmt.Errorf("session %s is busy with another run; mesh-exec runs one task per session at a time (retry when it finishes)", id)
+		}
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for session %s: %w", id, ctx.Err())
+		}
+	}
+}
+
+// resolve turns a requested repository into an existing directory inside the
+// workspace root, creating it when it is missing but would be inside.
+func (s *Server) resolve(p string) (string, error) {
+	if strings.TrimSpace(p) == "" {
+		return "", errors.New("repository is required")
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", errors.New("repository contains a NUL byte")
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.root, p)
+	}
+	p = filepath.Clean(p)
+	outside := fmt.Errorf("repository %s is outside the workspace root %s", p, s.cfg.WorkspaceRoot)
+	// Resolve the deepest existing ancestor, so a symbolic link anywhere on
+	// the way is followed before the containment check.
+	existing, rest := p, ""
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			return "", outside
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = parent
+	}
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return "", fmt.Errorf("repository %s: %w", p, err)
+	}
+	real = filepath.Join(real, rest)
+	if rel, err := filepath.Rel(s.root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", outside
+	}
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		return "", fmt.Errorf("creating repository %s: %w", p, err)
+	}
+	if st, err := os.Stat(real); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("repository %s is not a directory", p)
+	}
+	return real, nil
+}

@@ -1,0 +1,386 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// script writes a fake claude script and returns the env entry naming it.
+func script(t testing.TB, s map[string]any) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "script.json")
+	b, _ := json.Marshal(s)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "FAKE_CLAUDE_SCRIPT=" + p
+}
+
+// waitFor polls until cond holds or the deadline passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pids reads the hang step's pid file: the fake and its child.
+func pids(t testing.TB, file string) []int {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(data)) {
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// alive reports whether a process exists and is not a zombie.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// The first call creates a session; the second resumes it in the same
+// repository, over stdio and over HTTP, and a restarted mesh-exec still
+// knows it.
+func TestSessionCreateAndResume(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			connect := func() *mcp.ClientSession {
+				if transport == "http" {
+					cs, _ := e.http(t)
+					return cs
+				}
+				cs, _ := e.stdio(t, nil, nil)
+				return cs
+			}
+			cs := connect()
+			first := execute(t, cs, map[string]any{"repository": "research", "task": "say hi", "timeout": 60000})
+			if first.isError || len(first.out.SessionID) != 36 || first.out.Output != "ok: say hi" {
+				t.Fatalf("first call: %+v", first)
+			}
+			md := first.out.Metadata
+			if md["backend"] != "claude" || md["is_error"] != false || md["cost_usd"].(float64) <= 0 || md["exit_code"].(float64) != 0 {
+				t.Errorf("metadata: %v", md)
+			}
+			second := execute(t, cs, map[string]any{"task": "again", "session_id": first.out.SessionID})
+			if second.isError || second.out.SessionID != first.out.SessionID {
+				t.Fatalf("resume: %+v", second)
+			}
+			_ = cs.Close()
+			third := execute(t, connect(), map[string]any{"task": "after a restart", "session_id": first.out.SessionID})
+			if third.isError || third.out.SessionID != first.out.SessionID {
+				t.Fatalf("resume after a restart: %+v", third)
+			}
+
+			calls := e.invocations(t)
+			if len(calls) != 3 {
+				t.Fatalf("fake ran %d times, want 3", len(calls))
+			}
+			repo, _ := filepath.EvalSymlinks(filepath.Join(e.root, "research"))
+			for i, c := range calls {
+				argv := strings.Join(toStrings(c["argv"]), " ")
+				if resumed := strings.Contains(argv, "--resume "+first.out.SessionID); resumed != (i > 0) {
+					t.Errorf("call %d: resumed=%v: %s", i, resumed, argv)
+				}
+				if c["cwd"] != repo {
+					t.Errorf("call %d ran in %v, want %s", i, c["cwd"], repo)
+				}
+				if c["env_has_CLAUDECODE"] != false || c["env_has_CLAUDE_CODE_ENTRYPOINT"] != false || c["stdin_is_devnull"] != true {
+					t.Errorf("call %d: CLAUDECODE %v, ENTRYPOINT %v, stdin /dev/null %v", i, c["env_has_CLAUDECODE"], c["env_has_CLAUDE_CODE_ENTRYPOINT"], c["stdin_is_devnull"])
+				}
+			}
+		})
+	}
+}
+
+// A resume always runs in the session's repository.
+func TestResumeStaysInRepository(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cs, _ := e.stdio(t, nil, nil)
+	first := execute(t, cs, map[string]any{"repository": "a", "task": "x"})
+	if r := execute(t, cs, map[string]any{"repository": "b", "task": "y", "session_id": first.out.SessionID}); !r.isError || !strings.Contains(r.text, "belongs to repository") {
+		t.Errorf("resume in another repository: %+v", r)
+	}
+	if r := execute(t, cs, map[string]any{"repository": "a", "task": "y", "session_id": first.out.SessionID}); r.isError {
+		t.Errorf("resume naming its own repository: %+v", r)
+	}
+}
+
+// Two calls on one session at once: the second waits (default) or is refused.
+func TestOneRunPerSession(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"wait", "refuse"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			pidFile := filepath.Join(t.TempDir(), "pids")
+			sc := script(t, map[string]any{"turns": []any{
+				map[string]any{"reply": "started"},
+				map[string]any{"steps": []any{map[string]any{"hang": map[string]any{"pid_file": pidFile}}}},
+				map[string]any{"reply": "second"},
+			}})
+			cs, _ := e.stdio(t, nil, []string{"--busy", mode}, sc)
+			id := execute(t, cs, map[string]any{"repository": "r", "task": "start"}).out.SessionID
+
+			var wg sync.WaitGroup
+			var first result
+			var firstDone time.Time
+			wg.Go(func() {
+				first = execute(t, cs, map[string]any{"task": "hang", "session_id": id, "timeout": 1500})
+				firstDone = time.Now()
+			})
+			waitFor(t, "the first run to start", func() bool { return len(pids(t, pidFile)) > 0 })
+			second := execute(t, cs, map[string]any{"task": "next", "session_id": id})
+			secondDone := time.Now()
+			wg.Wait()
+			if !first.isError || !strings.Contains(first.out.Output, "timeout") {
+				t.Errorf("first run: %+v", first)
+			}
+			switch mode {
+			case "wait":
+				if second.isError || second.out.Output != "second" || secondDone.Before(firstDone) {
+					t.Errorf("second run did not wait for the first: %+v", second)
+				}
+			case "refuse":
+				if !second.isError || !strings.Contains(second.text, "busy") || secondDone.After(firstDone) {
+					t.Errorf("second run was not refused at once: %+v", second)
+				}
+			}
+		})
+	}
+}
+
+// A timeout stops the agent's whole process group (SIGTERM, then SIGKILL for
+// what ignores it) and returns the partial output as an error.
+func TestTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	for name, hang := range map[string]map[string]any{
+		"obeys SIGTERM":  {},
+		"ignores it too": {"ignore_sigterm": true, "child_ignores_sigterm": true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			pidFile := filepath.Join(t.TempDir(), "pids")
+			hang["pid_file"] = pidFile
+			sc := script(t, map[string]any{"steps": []any{map[string]any{"text": "partial work"}, map[string]any{"hang": hang}}})
+			cs, _ := e.stdio(t, nil, nil, sc)
+			start := time.Now()
+			r := execute(t, cs, map[string]any{"repository": "r", "task": "hang", "timeout": 1000})
+			if !r.isError || r.out.Metadata["is_error"] != true || !strings.Contains(r.out.Output, "timeout") || !strings.Contains(r.out.Output, "partial work") {
+				t.Errorf("timed-out run: %+v", r)
+			}
+			if time.Since(start) > 15*time.Second {
+				t.Errorf("the timeout took %s", time.Since(start))
+			}
+			ps := pids(t, pidFile)
+			if len(ps) != 2 {
+				t.Fatalf("pid file: %v", ps)
+			}
+			waitFor(t, "the agent's processes to be gone", func() bool { return !alive(ps[0]) && !alive(ps[1]) })
+		})
+	}
+}
+
+// A client's cancellation stops the agent.
+func TestClientCancellation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	cs, _ := e.stdio(t, nil, nil, script(t, map[string]any{"steps": []any{map[string]any{"hang": map[string]any{"pid_file": pidFile}}}}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mesh_execute", Arguments: map[string]any{"repository": "r", "task": "hang", "timeout": 600000}})
+		done <- err
+	}()
+	waitFor(t, "the run to start", func() bool { return len(pids(t, pidFile)) == 2 })
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("a cancelled call returned no error")
+	}
+	ps := pids(t, pidFile)
+	waitFor(t, "the agent's processes to be gone", func() bool { return !alive(ps[0]) && !alive(ps[1]) })
+}
+
+// At the end of its input mesh-exec stops its agents before it exits, even
+// with a call in flight. (The SDK's client waits for in-flight calls before
+// it closes the server's stdin, so the test holds the pipe itself.)
+func TestStdinEOFStopsChildren(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	cmd := exec.Command(bins.meshExec, "serve", "--transport", "stdio")
+	cmd.Env = e.environ(script(t, map[string]any{"steps": []any{map[string]any{"hang": map[string]any{"pid_file": pidFile}}}}))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(context.Background(),
+		&mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mesh_execute", Arguments: map[string]any{"repository": "r", "task": "hang"}})
+	}()
+	waitFor(t, "the run to start", func() bool { return len(pids(t, pidFile)) == 2 })
+	ps := pids(t, pidFile)
+	if err := stdin.Close(); err != nil { // end of input, a call still running
+		t.Fatal(err)
+	}
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+		exited <- nil // for the cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("mesh-exec did not exit at the end of its input")
+	}
+	waitFor(t, "the agent's processes to be gone", func() bool { return !alive(ps[0]) && !alive(ps[1]) })
+}
+
+// Every stream event becomes a progress notification when the client asks.
+func TestProgressNotifications(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	var got []*mcp.ProgressNotificationParams
+	opts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		got = append(got, req.Params)
+		mu.Unlock()
+	}}
+	sc := script(t, map[string]any{"steps": []any{
+		map[string]any{"text": "reading"},
+		map[string]any{"write": map[string]any{"file_path": "out.md", "content": "# report\n"}},
+		map[string]any{"text": "done"},
+	}})
+	cs, _ := e.stdio(t, opts, nil, sc)
+	params := &mcp.CallToolParams{Name: "mesh_execute", Arguments: map[string]any{"repository": "r", "task": "write a report"}}
+	params.SetProgressToken("tok-1")
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(raw), `"files_modified":["`) || !strings.Contains(string(raw), "out.md") || !strings.Contains(string(raw), `"tools_used":["Write"]`) {
+		t.Errorf("metadata: %s", raw)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "r", "out.md")); err != nil {
+		t.Errorf("the agent's file: %v", err)
+	}
+	waitFor(t, "progress notifications", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 4 })
+	mu.Lock()
+	defer mu.Unlock()
+	for i, p := range got {
+		if p.ProgressToken != "tok-1" || (i > 0 && p.Progress <= got[i-1].Progress) || p.Message == "" {
+			t.Errorf("notification %d: %+v", i, p)
+		}
+	}
+}
+
+// Bad input gets a clear error and runs nothing.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(e.root, "link-out")); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := e.stdio(t, nil, nil)
+	for name, tc := range map[string]struct {
+		args map[string]any
+		want string
+	}{
+		"repository outside": {map[string]any{"repository": "../escape", "task": "x"}, "outside the workspace root"},
+		"absolute outside":   {map[string]any{"repository": "/etc", "task": "x"}, "outside the workspace root"},
+		"symlink outside":    {map[string]any{"repository": "link-out/sub", "task": "x"}, "outside the workspace root"},
+		"no repository":      {map[string]any{"task": "x"}, "repository is required"},
+		"unknown session":    {map[string]any{"task": "x", "session_id": "00000000-0000-4000-8000-000000000000"}, "unknown session_id"},
+		"session id as flag": {map[string]any{"task": "x", "session_id": "--dangerously-skip-permissions"}, "unknown session_id"},
+		"task of several MB": {map[string]any{"repository": "r", "task": strings.Repeat("x", 3<<20)}, "the limit is"},
+		"empty task":         {map[string]any{"repository": "r", "task": "  "}, "task is required"},
+		"negative timeout":   {map[string]any{"repository": "r", "task": "x", "timeout": -5}, "timeout must not be negative"},
+	} {
+		r := execute(t, cs, tc.args)
+		if !r.isError || !strings.Contains(r.text, tc.want) {
+			t.Errorf("%s: got %+v, want an error containing %q", name, r.text, tc.want)
+		}
+	}
+	if n := len(e.invocations(t)); n != 0 {
+		t.Errorf("bad input ran the agent %d times", n)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "sub")); err == nil {
+		t.Error("a directory was created outside the workspace root")
+	}
+}
+
+// A missing CLI and a CLI without credentials are reported with what to do.
+func TestAgentUnavailable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	missing, _ := e.stdio(t, nil, []string{"--binary", filepath.Join(t.TempDir(), "no-such-claude")})
+	if r := execute(t, missing, map[string]any{"repository": "r", "task": "x"}); !r.isError || !strings.Contains(r.text, "agent CLI not found") {
+		t.Errorf("missing binary: %+v", r)
+	}
+	loggedOut, _ := e.stdio(t, nil, nil, "ANTHROPIC_API_KEY=")
+	r := execute(t, loggedOut, map[string]any{"repository": "r", "task": "x"})
+	if !r.isError || !strings.Contains(r.text, "ANTHROPIC_API_KEY") || r.out.Metadata["is_error"] != true {
+		t.Errorf("not logged in: %+v", r)
+	}
+}
+
+func toStrings(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// script is what the fake agent does in a run; the format is in the
+// package doc.
+type script struct {
+	Steps        []step   `json:"steps"`
+	Reply        string   `json:"reply"`
+	CostUSD      *float64 `json:"cost_usd"`
+	InputTokens  *int64   `json:"input_tokens"`
+	OutputTokens *int64   `json:"output_tokens"`
+	Turns        []script `json:"turns"`
+}
+
+type step struct {
+	Text         string          `json:"text"`
+	Write        *writeStep      `json:"write"`
+	Edit         *editStep       `json:"edit"`
+	MCPCall      *mcpCallStep    `json:"mcp_call"`
+	UnknownEvent bool            `json:"unknown_event"`
+	Event        json.RawMessage `json:"event"`
+	Stderr       string          `json:"stderr"`
+	Fail         *string         `json:"fail"`
+	Crash        *crashStep      `json:"crash"`
+	Hang         *hangStep       `json:"hang"`
+}
+
+type writeStep struct {
+	FilePath string `json:"file_path"`
+	Content  string `json:"content"`
+}
+
+type editStep struct {
+	FilePath   string `json:"file_path"`
+	OldString  string `json:"old_string"`
+	NewString  string `json:"new_string"`
+	ReplaceAll bool   `json:"replace_all"`
+}
+
+type mcpCallStep struct {
+	Server    string          `json:"server"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+type crashStep struct {
+	ExitCode int    `json:"exit_code"`
+	Stderr   string `json:"stderr"`
+}
+
+type hangStep struct {
+	PIDFile             string `json:"pid_file"`
+	IgnoreSIGTERM       bool   `json:"ignore_sigterm"`
+	ChildIgnoresSIGTERM bool   `json:"child_ignores_sigterm"`
+}
+
+// defaultScript is the run without FAKE_CLAUDE_SCRIPT: reply "ok: <task>".
+func defaultScript() *script { return &script{} }
+
+// loadScript reads and checks the script at path; "" is the default script.
+// Unknown fields are refused, so a typo in a test's script fails loudly
+// instead of silently doing nothing.
+func loadScript(path string) (*script, error) {
+	if path == "" {
+		return defaultScript(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s script
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &s, nil
+}
+
+func (s *script) check() error {
+	if len(s.Turns) > 0 && (len(s.Steps) > 0 || s.Reply != "" || s.CostUSD != nil || s.InputTokens != nil || s.OutputTokens != nil) {
+		return errors.New(`"turns" excludes every other field`)
+	}
+	for i := range s.Turns {
+		if err := s.Turns[i].check(); err != nil {
+			return fmt.Errorf("turns[%d]: %w", i, err)
+		}
+	}
+	for i, st := range s.Steps {
+		if n := st.actions(); n != 1 {
+			return fmt.Errorf("steps[%d] has %d actions, want exactly one", i, n)
+		}
+		switch {
+		case st.Write != nil && st.Write.FilePath == "",
+			st.Edit != nil && st.Edit.FilePath == "":
+			return fmt.Errorf("steps[%d]: file_path is empty", i)
+		case st.MCPCall != nil && (st.MCPCall.Server == "" || st.MCPCall.Tool == ""):
+			return fmt.Errorf("steps[%d]: mcp_call needs server and tool", i)
+		case st.Event != nil && !json.Valid(st.Event):
+			return fmt.Errorf("steps[%d]: event is not JSON", i)
+		}
+	}
+	return nil
+}
+
+func (st step) actions() int {
+	n := 0
+	for _, set := range []bool{
+		st.Text != "", st.Write != nil, st.Edit != nil, st.MCPCall != nil, st.UnknownEvent,
+		st.Event != nil, st.Stderr != "", st.Fail != nil, st.Crash != nil, st.Hang != nil,
+	} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// forTurn returns the script of the session's turn n (0 for a new session).
+func (s *script) forTurn(n int) *script {
+	if len(s.Turns) == 0 {
+		return s
+	}
+	return &s.Turns[min(n, len(s.Turns)-1)]
+}
