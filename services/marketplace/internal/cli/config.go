@@ -38,6 +38,9 @@ type serveConfig struct {
 	IdleCheck time.Duration `yaml:"idle_check"`
 	// Labels are extra labels on every worker container, "k=v,k=v". Defaults to none.
 	Labels string `yaml:"labels"`
+	// NestedMCPURL is this marketplace's MCP URL as agent containers reach
+	// it; set, agents can spawn nested workers. Defaults to none.
+	NestedMCPURL string `yaml:"nested_mcp_url"`
 }
 
 func defaultServeConfig() serveConfig {
@@ -65,6 +68,7 @@ func (c *serveConfig) fields() []configField {
 		{flag: "meshworker", env: "MESHWORK_MESHWORKER", usage: "meshworker binary for process isolation", str: &c.Meshworker},
 		{flag: "idle-check", env: "MESHWORK_IDLE_CHECK", usage: "how often to stop idle workers", dur: &c.IdleCheck},
 		{flag: "labels", env: "MESHWORK_LABELS", usage: `extra labels on worker containers, "k=v,k=v"`, str: &c.Labels},
+		{flag: "nested-mcp-url", env: "MESHWORK_NESTED_MCP_URL", usage: "this marketplace's /mcp URL as agent containers reach it (enables nested workers)", str: &c.NestedMCPURL},
 	}
 }
 

@@ -89,6 +89,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	mgr, err := journeys.New(journeys.Config{
 		Catalog: catalog, Store: st, Runtimes: runtimes, Labels: labels,
 		ArchiveDir: cfg.ArchiveDir, Logger: logger, Metrics: reg,
+		AgentEnv: agentCredentials(os.Getenv), NestedMCPURL: cfg.NestedMCPURL,
 	})
 	if err != nil {
 		return err
@@ -141,4 +142,16 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// agentCredentials are the agent CLIs' credentials in the marketplace's
+// environment, passed on to agent containers (and nowhere else).
+func agentCredentials(getenv func(string) string) []string {
+	var env []string
+	for _, name := range []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY"} {
+		if v := getenv(name); v != "" {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
 }
