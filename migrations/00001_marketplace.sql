@@ -33,9 +33,13 @@ CREATE TABLE journeys (
     cost_usd          numeric(14, 6) NOT NULL DEFAULT 0 CHECK (cost_usd >= 0),
     created_at        timestamptz NOT NULL DEFAULT now(),
     last_used_at      timestamptz NOT NULL DEFAULT now(),
-    stopped_at        timestamptz,
-    UNIQUE (caller, id)
+    stopped_at        timestamptz
 );
+
+-- A caller's journey ids are unique among its journeys that are not deleted:
+-- a deleted journey keeps its row (and its audit trail), and its id can be
+-- used again.
+CREATE UNIQUE INDEX journeys_caller_id_idx ON journeys (caller, id) WHERE state <> 'deleted';
 
 CREATE INDEX journeys_live_idx ON journeys (state, last_used_at) WHERE state IN ('starting', 'active');
 

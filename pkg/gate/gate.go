@@ -42,6 +42,7 @@ func (e *CompileError) Error() string { return e.Path + ": " + e.Msg }
 
 // Gate is the compiled form of one definition's constraints.
 type Gate struct {
+	kind        meshtype.Kind
 	tools       []string
 	readonly    bool
 	maxFileSize int64
@@ -59,6 +60,7 @@ type Gate struct {
 func Compile(def *meshtype.Definition) (*Gate, error) {
 	c := &def.Constraints
 	g := &Gate{
+		kind:        def.Kind,
 		tools:       slices.Clone(def.Tools),
 		readonly:    c.Readonly,
 		maxFileSize: int64(c.MaxFileSize),
@@ -107,7 +109,12 @@ func (g *Gate) Evaluate(a *meshtype.Action, state meshtype.JourneyState) []mesht
 	var c collector
 	add := c.add
 
-	if !g.toolAllowed(a) {
+	if a.Type == meshtype.ActionTool && g.kind == meshtype.KindBuiltin && meshtype.ActionType(a.Tool).Valid() {
+		// meshworker serves the typed actions as tools of the same names; a
+		// tool action naming one would reach it without the checks its typed
+		// action gets (paths, sizes, commands).
+		add(ConstraintTools, fmt.Sprintf("tool %q must be called as a {\"type\": %q} action", a.Tool, a.Tool))
+	} else if !g.toolAllowed(a) {
 		if a.Type == meshtype.ActionTool {
 			add(ConstraintTools, fmt.Sprintf("tool %q is not among this worker's tools %v", a.Tool, g.tools))
 		} else {
@@ -119,6 +126,9 @@ func (g *Gate) Evaluate(a *meshtype.Action, state meshtype.JourneyState) []mesht
 	}
 	if takesTarget(a.Type) {
 		g.checkPath(a, &c)
+	}
+	if a.Type == meshtype.ActionTool && g.kind == meshtype.KindBuiltin {
+		g.checkToolPaths(a, &c)
 	}
 	if a.Type == meshtype.ActionWrite && g.maxFileSize > 0 && int64(len(a.Content)) > g.maxFileSize {
 		add(ConstraintMaxFileSize, fmt.Sprintf("File size %d bytes exceeds limit %d bytes", len(a.Content), g.maxFileSize))
@@ -200,4 +210,39 @@ func (g *Gate) checkCommand(argv []string) string {
 		allowed[i] = strconv.Quote(strings.Join(p, " "))
 	}
 	return fmt.Sprintf("command %q does not start with an allowed command (%s)", argv[0], strings.Join(allowed, ", "))
+}
+
+// builtinToolPaths names the arguments of meshworker's own tools that are
+// workspace paths; the gate checks them as it checks targets.
+var builtinToolPaths = map[string][]string{
+	"git_add":  {"paths"},
+	"git_diff": {"path"},
+}
+
+// checkToolPaths applies path safety and the globs to the path arguments of
+// a builtin tool call.
+func (g *Gate) checkToolPaths(a *meshtype.Action, c *collector) {
+	for _, arg := range builtinToolPaths[a.Tool] {
+		var paths []string
+		switch v := a.Arguments[arg].(type) {
+		case nil:
+		case string:
+			paths = []string{v}
+		case []any:
+			for _, x := range v {
+				s, ok := x.(string)
+				if !ok {
+					c.add(ConstraintPathSafety, fmt.Sprintf("argument %s of %s must hold paths (strings)", arg, a.Tool))
+					return
+				}
+				paths = append(paths, s)
+			}
+		default:
+			c.add(ConstraintPathSafety, fmt.Sprintf("argument %s of %s must be a path or a list of paths", arg, a.Tool))
+			return
+		}
+		for _, p := range paths {
+			g.checkPath(&meshtype.Action{Type: meshtype.ActionList, Target: p}, c)
+		}
+	}
 }

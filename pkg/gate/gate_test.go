@@ -217,3 +217,38 @@ func TestCompileErrors(t *testing.T) {
 		})
 	}
 }
+
+// On builtin workers a tool action cannot reach meshworker's file tools
+// around the checks of the typed actions, and the git tools' path arguments
+// are checked like targets.
+func TestBuiltinToolActionsAreChecked(t *testing.T) {
+	t.Parallel()
+	def := writerDef()
+	def.Kind = meshtype.KindBuiltin
+	def.Tools = append(def.Tools, "git_add", "git_diff", "git_status")
+	g := mustCompile(t, def)
+	for _, tc := range []struct {
+		a    meshtype.Action
+		want []string
+	}{
+		{meshtype.Action{Type: "tool", Tool: "read", Arguments: map[string]any{"path": ".env"}}, []string{"tools"}},
+		{meshtype.Action{Type: "tool", Tool: "exec", Arguments: map[string]any{"command": []any{"sh", "-c", "cat .env"}}}, []string{"tools"}},
+		{meshtype.Action{Type: "tool", Tool: "write", Arguments: map[string]any{"path": ".git/hooks/pre-commit"}}, []string{"tools"}},
+		{meshtype.Action{Type: "tool", Tool: "git_add", Arguments: map[string]any{"paths": []any{"ok.go", "app/.env"}}}, []string{"denied_paths"}},
+		{meshtype.Action{Type: "tool", Tool: "git_add", Arguments: map[string]any{"paths": []any{"../x"}}}, []string{"path_safety"}},
+		{meshtype.Action{Type: "tool", Tool: "git_add", Arguments: map[string]any{"paths": "app/.env"}}, []string{"denied_paths"}},
+		{meshtype.Action{Type: "tool", Tool: "git_add", Arguments: map[string]any{"paths": 42.0}}, []string{"path_safety"}},
+		{meshtype.Action{Type: "tool", Tool: "git_diff", Arguments: map[string]any{"path": ".git/config"}}, []string{"denied_paths"}},
+		{meshtype.Action{Type: "tool", Tool: "git_add", Arguments: map[string]any{"paths": []any{"main.go"}}}, nil},
+		{meshtype.Action{Type: "tool", Tool: "git_status"}, nil},
+	} {
+		if got := ids(g.Evaluate(&tc.a, meshtype.JourneyState{})); !reflect.DeepEqual(got, nonNil(tc.want)) {
+			t.Errorf("%s %v: got %v, want %v", tc.a.Tool, tc.a.Arguments, got, tc.want)
+		}
+	}
+	// An MCP server may have a tool named like an action type: its own.
+	mcpGate := mustCompile(t, &meshtype.Definition{ID: "m_v1", Kind: meshtype.KindMCP, Tools: []string{"read"}})
+	if vs := mcpGate.Evaluate(&meshtype.Action{Type: "tool", Tool: "read"}, meshtype.JourneyState{}); vs != nil {
+		t.Errorf("mcp worker's own read tool: %+v", vs)
+	}
+}

@@ -158,6 +158,7 @@ func TestLoadErrorsHavePositions(t *testing.T) {
 		{"missing name", map[string]string{"a.yaml": "id: a_v1\nkind: builtin\nimage: x\ntools: [read]\n"}, "a.yaml:1:1: missing name"},
 		{"bad kind", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: robot\nimage: x\ntools: [read]\n"}, "a.yaml:3:7: kind \"robot\" is not one of builtin, agent, mcp"},
 		{"root user", map[string]string{"a.yaml": ok + "isolation: {user: \"0:0\"}\n"}, "a.yaml:6:19: isolation.user must not be root (uid 0)"},
+		{"root spelled 00", map[string]string{"a.yaml": ok + "isolation: {user: \"00:5\"}\n"}, "a.yaml:6:19: isolation.user must not be root (uid 0)"},
 		{"network", map[string]string{"a.yaml": ok + "isolation: {network: host}\n"}, "a.yaml:6:22: isolation.network \"host\" is not one of none, bridge"},
 		{"agent without backend", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task]\nagent: {model: sonnet}\n"}, "a.yaml:1:1: agent.backend \"\" is not one of [claude codex opencode gemini command]"},
 		{"agent prompt missing", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task]\nagent: {backend: claude, system_prompt: prompts/none.md}\n"}, "a.yaml:6:41: agent.system_prompt \"prompts/none.md\": no such file in the catalog"},

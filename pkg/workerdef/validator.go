@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"go.yaml.in/yaml/v4"
@@ -147,7 +148,7 @@ func (v *validator) validateIsolation(iso *meshtype.Isolation) {
 	}
 	if !userPattern.MatchString(iso.User) {
 		v.fail("isolation.user", "isolation.user %q must be a numeric uid or uid:gid", iso.User)
-	} else if iso.User == "0" || iso.User == "0:0" || (len(iso.User) > 2 && iso.User[:2] == "0:") {
+	} else if uid, _, _ := strings.Cut(iso.User, ":"); strings.Trim(uid, "0") == "" {
 		v.fail("isolation.user", "isolation.user must not be root (uid 0)")
 	}
 	r := iso.Resources

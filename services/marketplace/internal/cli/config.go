@@ -140,6 +140,9 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 	if c.Transport != "stdio" && c.Transport != "http" {
 		return fmt.Errorf("transport %q is not one of stdio, http", c.Transport)
 	}
+	if c.IdleCheck <= 0 {
+		return fmt.Errorf("idle-check %s must be positive", c.IdleCheck)
+	}
 	return nil
 }
 

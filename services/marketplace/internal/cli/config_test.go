@@ -41,6 +41,7 @@ func TestServeConfigRefusesBadInput(t *testing.T) {
 		"unknown key in file": {file: "listen_on: x\n", want: "listen_on"},
 		"bad transport":       {env: map[string]string{"MESHWORK_TRANSPORT": "carrier-pigeon"}, want: `transport "carrier-pigeon"`},
 		"bad duration":        {env: map[string]string{"MESHWORK_IDLE_CHECK": "soon"}, want: "MESHWORK_IDLE_CHECK"},
+		"zero idle check":     {env: map[string]string{"MESHWORK_IDLE_CHECK": "0s"}, want: "must be positive"},
 	} {
 		path := ""
 		if tc.file != "" {

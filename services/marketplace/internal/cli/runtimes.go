@@ -15,10 +15,14 @@ import (
 func newRuntimes(ctx context.Context, cfg serveConfig, logger *slog.Logger) (map[meshtype.IsolationLevel]runtime.Runtime, error) {
 	rts := map[meshtype.IsolationLevel]runtime.Runtime{}
 	d, err := docker.NewFromEnv(ctx, logger)
-	if err != nil {
+	switch {
+	case err == nil:
+		rts[meshtype.IsolationContainer] = d
+	case cfg.AllowProcessIsolation:
+		logger.WarnContext(ctx, "no Docker engine: only process isolation is available", slog.Any("error", err))
+	default:
 		return nil, fmt.Errorf("connecting to the Docker engine (container isolation): %w", err)
 	}
-	rts[meshtype.IsolationContainer] = d
 	if cfg.AllowProcessIsolation {
 		p, err := newProcessRuntime(cfg, logger)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/meshwork/meshwork/pkg/action"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
@@ -103,7 +104,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	if cfg.Transport == "stdio" {
 		logger.InfoContext(ctx, "serving MCP on stdio", slog.String("caller", cfg.Caller))
 		srv := mcpserver.New(mgr, catalog, mcpserver.FixedCaller(cfg.Caller), logger)
-		err := srv.Run(ctx, &mcp.StdioTransport{})
+		// Room for the largest action, JSON-escaped inside the request.
+		err := srv.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: os.Stdout, MaxLineLength: 8 * action.MaxSize})
 		if errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {
 			return nil
 		}
@@ -117,10 +119,16 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	if len(tokens) == 0 {
 		return errors.New("HTTP needs at least one bearer token: set MESHWORK_TOKENS=caller=token or --tokens-file")
 	}
+	keep := make([][]byte, 0, len(tokens))
 	for token, caller := range tokens {
-		if err := st.PutToken(ctx, caller, store.TokenHash(token), nil); err != nil {
+		h := store.TokenHash(token)
+		if err := st.PutToken(ctx, caller, h, nil); err != nil {
 			return err
 		}
+		keep = append(keep, h)
+	}
+	if err := st.RevokeConfiguredExcept(ctx, keep); err != nil {
+		return err
 	}
 	clear(tokens) // only the hashes are kept, in the database
 

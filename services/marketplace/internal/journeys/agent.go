@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/workerdef"
@@ -55,10 +56,13 @@ func agentTask(a *meshtype.Action) string {
 // agent container, resuming the journey's agent session, and records the
 // session the agent reports.
 func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action) (any, float64, error) {
+	// mesh-exec stops the agent before the marketplace gives up on the call,
+	// so a run that times out still returns its cost and session.
+	agentTimeout := max(m.cfg.ActionTimeout-30*time.Second, m.cfg.ActionTimeout/2)
 	args := map[string]any{
 		"repository": runtime.WorkspacePath,
 		"task":       agentTask(a),
-		"timeout":    m.cfg.ActionTimeout.Milliseconds(),
+		"timeout":    agentTimeout.Milliseconds(),
 	}
 	if j.AgentSessionID != "" {
 		args["session_id"] = j.AgentSessionID
@@ -98,6 +102,11 @@ func (m *Manager) nestedAccess(ctx context.Context, caller string, j store.Journ
 	}
 	token := hex.EncodeToString(b)
 	uid := j.UID
+	// One live token per agent journey: a respawn's new container gets a new
+	// one and the old one stops working.
+	if err := m.cfg.Store.RevokeNested(ctx, uid); err != nil {
+		return "", err
+	}
 	if err := m.cfg.Store.PutToken(ctx, caller+"/"+j.ID, store.TokenHash(token), &uid); err != nil {
 		return "", err
 	}

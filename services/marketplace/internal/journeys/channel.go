@@ -15,8 +15,7 @@ import (
 
 // channel is the one open MCP connection to a journey's worker: an exec
 // session running the worker's MCP server, with an MCP client on it. Calls
-// on one channel are serialised by mu, which also makes a journey's actions
-// (and the counters the gate reads) strictly sequential.
+// on one channel are serialised by mu.
 type channel struct {
 	mu      sync.Mutex
 	session runtime.Session
@@ -32,14 +31,14 @@ func (w stdin) Write(p []byte) (int, error) { return w.s.Write(p) }
 func (w stdin) Close() error                { return w.s.CloseWrite() }
 
 // openChannel starts argv in the worker and connects an MCP client to it.
-func openChannel(ctx context.Context, rt runtime.Runtime, h runtime.Handle, argv []string) (*channel, error) {
+func openChannel(ctx context.Context, rt runtime.Runtime, h runtime.Handle, argv []string, maxLine int) (*channel, error) {
 	// The session outlives the request that opened it.
 	sess, err := rt.Exec(context.WithoutCancel(ctx), h, argv)
 	if err != nil {
 		return nil, fmt.Errorf("starting the worker's MCP server: %w", err)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "meshwork-marketplace", Version: buildinfo.Version}, nil)
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: sess, Writer: stdin{sess}}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: sess, Writer: stdin{sess}, MaxLineLength: maxLine}, nil)
 	if err != nil {
 		_ = sess.Close()
 		return nil, fmt.Errorf("connecting to the worker's MCP server: %w", err)

@@ -42,6 +42,14 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 	if err != nil {
 		return ExecuteResult{}, err
 	}
+	// One action at a time per journey, counters read under the lock: two
+	// concurrent actions cannot both pass a limit only one fits under.
+	lock := m.actionLock(j.UID)
+	lock.Lock()
+	defer lock.Unlock()
+	if j, err = m.cfg.Store.JourneyByUID(ctx, j.UID); err != nil {
+		return ExecuteResult{}, err
+	}
 	entry, ok := m.cfg.Catalog.Lookup(j.WorkerID)
 	if !ok {
 		return ExecuteResult{}, unavailable("worker %s of journey %q is no longer in the catalog", j.WorkerID, j.ID)
@@ -85,6 +93,9 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 		return ExecuteResult{}, conflict("journey %q is %s; spawn_worker with mode resume restarts it with its workspace", j.ID, state)
 	}
 
+	if err := m.cfg.Store.Touch(ctx, j.UID); err != nil {
+		return ExecuteResult{}, err
+	}
 	out, cost, runErr := m.run(ctx, j, entry, &a)
 	rec.CostUSD = cost // an agent's spend counts even when its run failed
 	if runErr != nil {
@@ -178,7 +189,7 @@ func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Ent
 	if out == nil {
 		out = map[string]any{"text": toolText(res)}
 	}
-	return filterDenied(entry.Gate, a.Type, out), 0, nil
+	return filterDenied(entry.Gate, out), 0, nil
 }
 
 func idempotent(t meshtype.ActionType) bool {
@@ -214,7 +225,7 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 	if err != nil {
 		return nil, err
 	}
-	c, err = openChannel(ctx, rt, handle(j), serverArgv(entry))
+	c, err = openChannel(ctx, rt, handle(j), serverArgv(entry), frameLimit(&entry.Definition))
 	if err != nil {
 		return nil, err
 	}
@@ -250,18 +261,15 @@ func toolText(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// filterDenied drops the entries of list and search results whose paths the
-// gate would refuse: the action's own target was checked, the paths it
-// reveals were not.
-func filterDenied(g *gate.Gate, t meshtype.ActionType, out any) any {
-	if t != meshtype.ActionList && t != meshtype.ActionSearch {
-		return out
-	}
+// filterDenied drops, from a builtin worker's result, the listed files whose
+// paths the gate would refuse (list entries, search matches, git status
+// files): the action's own target was checked, the paths it reveals were not.
+func filterDenied(g *gate.Gate, out any) any {
 	obj, ok := out.(map[string]any)
 	if !ok {
 		return out
 	}
-	for _, key := range []string{"entries", "matches"} {
+	for _, key := range []string{"entries", "matches", "files"} {
 		items, ok := obj[key].([]any)
 		if !ok {
 			continue
@@ -278,4 +286,11 @@ func filterDenied(g *gate.Gate, t meshtype.ActionType, out any) any {
 		obj[key] = kept
 	}
 	return obj
+}
+
+// frameLimit bounds one message from a worker. A read result carries the
+// file twice (structured and as text), JSON-escaped (up to six bytes a
+// byte), so it must fit the worker's largest file that way.
+func frameLimit(d *meshtype.Definition) int {
+	return max(16<<20, 12*int(d.Constraints.MaxFileSize)+1<<20)
 }

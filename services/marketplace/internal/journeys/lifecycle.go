@@ -136,6 +136,10 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 			return StopResult{}, unavailable("stopping the worker: %v", err)
 		}
 	}
+	// A stopped agent's nested token stops working with it.
+	if err := m.cfg.Store.RevokeNested(ctx, j.UID); err != nil {
+		return StopResult{}, err
+	}
 	state := store.StateStopped
 	if mode != "keep" {
 		state = store.StateDeleted
@@ -295,7 +299,13 @@ func (m *Manager) StopIdle(ctx context.Context, now time.Time) (int, error) {
 		if timeout == 0 || now.Sub(j.LastUsedAt) < timeout {
 			continue
 		}
-		if _, err := m.Stop(ctx, j.Caller, StopRequest{JourneyID: j.ID, Workspace: "keep"}); err != nil {
+		lock := m.actionLock(j.UID)
+		if !lock.TryLock() {
+			continue // an action is running: not idle
+		}
+		_, err := m.Stop(ctx, j.Caller, StopRequest{JourneyID: j.ID, Workspace: "keep"})
+		lock.Unlock()
+		if err != nil {
 			m.logger.WarnContext(ctx, "stopping an idle worker failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
 			continue
 		}

@@ -71,6 +71,15 @@ type Manager struct {
 	mu       sync.Mutex
 	channels map[uuid.UUID]*channel
 	spawning map[uuid.UUID]bool
+	// actions holds a journey's lock from reading its counters to recording
+	// its action, so the gate's per-journey limits see every earlier action
+	// and the idle stopper never stops a journey mid-action.
+	actions sync.Map // uuid.UUID -> *sync.Mutex
+}
+
+func (m *Manager) actionLock(uid uuid.UUID) *sync.Mutex {
+	l, _ := m.actions.LoadOrStore(uid, &sync.Mutex{})
+	return l.(*sync.Mutex)
 }
 
 // New returns a Manager.
@@ -169,10 +178,6 @@ func (m *Manager) Spawn(ctx context.Context, caller string, req SpawnRequest) (S
 	if level == "" {
 		level = string(entry.Definition.Isolation.Level)
 	}
-	rt, lvl, err := m.runtimeFor(level)
-	if err != nil {
-		return SpawnResult{}, err
-	}
 	mode := req.Mode
 	if mode == "" {
 		mode = "normal"
@@ -182,6 +187,17 @@ func (m *Manager) Spawn(ctx context.Context, caller string, req SpawnRequest) (S
 	}
 
 	j, err := m.cfg.Store.Journey(ctx, caller, req.JourneyID)
+	if err == nil && mode != "fresh" {
+		// A journey keeps its isolation: its workspace lives in that runtime.
+		if req.IsolationLevel != "" && req.IsolationLevel != j.IsolationLevel {
+			return SpawnResult{}, conflict("journey %q runs with isolation_level %s; use mode fresh to change it", j.ID, j.IsolationLevel)
+		}
+		level = j.IsolationLevel
+	}
+	rt, lvl, err2 := m.runtimeFor(level)
+	if err2 != nil {
+		return SpawnResult{}, err2
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if mode == "resume" {

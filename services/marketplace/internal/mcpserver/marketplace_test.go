@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"reflect"
@@ -313,6 +314,44 @@ func TestStopModesAndFresh(t *testing.T) {
 	out, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "label=meshwork.test="+b.labels["meshwork.test"]).Output()
 	if strings.TrimSpace(string(out)) != "" {
 		t.Errorf("volumes left after archive and delete: %s", out)
+	}
+	// A deleted journey's id can be used again, for a new journey.
+	again := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "k"})
+	if again["state"] != "active" {
+		t.Errorf("re-spawning a deleted journey's id: %v", again)
+	}
+}
+
+// Actions racing for a journey's last allowed action: exactly one runs.
+func TestLimitsHoldUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "busy"})
+	if _, err := b.pool.Exec(context.Background(), "UPDATE journeys SET action_count = 999 WHERE id = 'busy'"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			results <- call(t, cs, "execute_in_worker", execArgs("busy", map[string]any{"type": "write", "target": fmt.Sprintf("f%d.txt", i), "content": "x"}))
+		}()
+	}
+	executed, refused := 0, 0
+	for range n {
+		r := <-results
+		switch {
+		case r.out["executed"] == true:
+			executed++
+		case strings.Contains(mustJSON(t, r.out["violations"]), `"constraint_id":"max_actions"`):
+			refused++
+		default:
+			t.Errorf("unexpected result: %s", r.text)
+		}
+	}
+	if executed != 1 || refused != n-1 {
+		t.Errorf("executed %d and refused %d of %d actions with one left under max_actions", executed, refused, n)
 	}
 }
 

@@ -178,7 +178,8 @@ func executeSchema() *jsonschema.Schema {
 // execute handles execute_in_worker with the raw arguments: the SDK's typed
 // decoding would merge duplicate keys before the strict action decoder could
 // refuse them.
-func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+	defer h.recoverTo(ctx, "execute_in_worker", &res)
 	caller, err := h.caller(req)
 	if err != nil {
 		return h.failure(ctx, "execute_in_worker", &journeys.Error{Code: "unauthenticated", Msg: err.Error()}), nil //nolint:nilerr // a tool result with isError, not a protocol error
@@ -237,17 +238,26 @@ type logsIn struct {
 // tool adapts a manager operation to a typed MCP tool handler: it names the
 // caller and turns failures into isError results.
 func tool[In, Out any](h *handlers, name string, op func(ctx context.Context, caller string, in In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
-	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, out Out, err error) {
 		var zero Out
+		defer h.recoverTo(ctx, name, &res)
 		caller, err := h.caller(req)
 		if err != nil {
 			return h.failure(ctx, name, &journeys.Error{Code: "unauthenticated", Msg: err.Error()}), zero, nil //nolint:nilerr // a tool result with isError
 		}
-		out, err := op(ctx, caller, in)
+		out, err = op(ctx, caller, in)
 		if err != nil {
 			return h.failure(ctx, name, err), zero, nil
 		}
 		return nil, out, nil
+	}
+}
+
+// recoverTo turns a panic in a tool into an isError result, logged: one bad
+// request must not take the marketplace down.
+func (h *handlers) recoverTo(ctx context.Context, tool string, res **mcp.CallToolResult) {
+	if p := recover(); p != nil {
+		*res = h.failure(ctx, tool, fmt.Errorf("panic: %v", p))
 	}
 }
 

@@ -201,6 +201,12 @@ func (s *Store) Restart(ctx context.Context, uid uuid.UUID, definitionHash strin
 	return s.exec(ctx, `UPDATE journeys SET state = 'starting', definition_hash = $2, stopped_at = NULL WHERE uid = $1`, uid, definitionHash)
 }
 
+// Touch marks a journey used now, as an action starts, so the idle stopper
+// counts a long action as use.
+func (s *Store) Touch(ctx context.Context, uid uuid.UUID) error {
+	return s.exec(ctx, `UPDATE journeys SET last_used_at = now() WHERE uid = $1`, uid)
+}
+
 // SetAgentSession records the agent session id an agent worker reported.
 func (s *Store) SetAgentSession(ctx context.Context, uid uuid.UUID, sessionID string) error {
 	return s.exec(ctx, `UPDATE journeys SET agent_session_id = $2 WHERE uid = $1`, uid, sessionID)
@@ -369,4 +375,23 @@ func (s *Store) Caller(ctx context.Context, hash []byte) (string, error) {
 		return "", fmt.Errorf("looking up token: %w", err)
 	}
 	return caller, nil
+}
+
+// RevokeNested revokes the tokens minted for an agent journey's nested calls.
+func (s *Store) RevokeNested(ctx context.Context, journey uuid.UUID) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = now() WHERE parent_journey = $1 AND revoked_at IS NULL`, journey); err != nil {
+		return fmt.Errorf("revoking nested tokens: %w", err)
+	}
+	return nil
+}
+
+// RevokeConfiguredExcept revokes the operator-configured tokens (those not
+// minted for a journey) whose hashes are not in keep: a token removed from
+// the configuration stops working at the next start.
+func (s *Store) RevokeConfiguredExcept(ctx context.Context, keep [][]byte) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = now()
+		WHERE parent_journey IS NULL AND revoked_at IS NULL AND NOT (token_sha256 = ANY($1))`, keep); err != nil {
+		return fmt.Errorf("revoking old tokens: %w", err)
+	}
+	return nil
 }

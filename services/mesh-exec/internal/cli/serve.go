@@ -118,10 +118,21 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 		if !json.Valid([]byte(f.mcpConfigJSON)) {
 			return errors.New("--mcp-config-json is not valid JSON")
 		}
-		f.mcpConfig = filepath.Join(filepath.Dir(f.sessionDir), "mcp-config.json")
-		if err := os.WriteFile(f.mcpConfig, []byte(f.mcpConfigJSON), 0o600); err != nil {
+		// Off the workspace (a tmpfs in the container): it holds a token,
+		// which must not end up in workspace archives or the agent's files.
+		cf, err := os.CreateTemp("", "mesh-exec-mcp-*.json")
+		if err != nil {
 			return fmt.Errorf("writing the MCP config: %w", err)
 		}
+		defer os.Remove(cf.Name())
+		if _, err := cf.WriteString(f.mcpConfigJSON); err != nil {
+			_ = cf.Close()
+			return fmt.Errorf("writing the MCP config: %w", err)
+		}
+		if err := cf.Close(); err != nil {
+			return fmt.Errorf("writing the MCP config: %w", err)
+		}
+		f.mcpConfig = cf.Name()
 	}
 	var allowed []string
 	for _, t := range strings.Split(f.allowedTools, ",") {

@@ -104,17 +104,36 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	cmd.Env = scrubEnv(r.cfg.Env)
 	cmd.Stdin = nil // /dev/null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: r.cfg.Credential}
-	stdout, err := cmd.StdoutPipe()
+	// Our own pipe rather than StdoutPipe: the run ends when the agent
+	// process exits, not when every process holding its stdout has.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		return backend.Result{}, Outcome{}, err
 	}
+	defer stdout.Close()
+	cmd.Stdout = stdoutW
 	stderr := &tail{max: 64 << 10}
 	cmd.Stderr = stderr
+	// Wait copies stderr until every holder closes it; a child that escaped
+	// the group gets this long once the agent exited.
+	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	_ = stdoutW.Close() // the child has its copy
+	if err != nil {
 		return backend.Result{}, Outcome{}, fmt.Errorf("starting %s: %w", b.Name(), err)
 	}
 	pgid := cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		// A finished agent's leftover children (a background shell, a hung
+		// tool) go with it; whatever left the group has a moment to let go
+		// of stdout, then the read ends anyway.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = stdout.SetReadDeadline(time.Now().Add(2 * time.Second))
+		waited <- err
+	}()
 
 	// Stop the group when ctx ends: SIGTERM, then SIGKILL after the grace.
 	var stopped string
@@ -157,11 +176,8 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	// Drain what the scanner refused (an over-long line) so the agent is not
 	// blocked writing to a full pipe.
 	_, _ = io.Copy(io.Discard, stdout)
-	waitErr := cmd.Wait()
+	waitErr := <-waited
 	close(exited)
-	// A finished agent's leftover children (a background shell, a hung tool)
-	// go with it.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 
 	out := Outcome{ExitCode: cmd.ProcessState.ExitCode(), Duration: time.Since(start)}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -171,7 +187,7 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	out.Stopped = stopped
 	stopMu.Unlock()
 	var exitErr *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+	if waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
 		return backend.Result{}, out, fmt.Errorf("running %s: %w", b.Name(), waitErr)
 	}
 	res := parser.Finish(out.ExitCode, stderr.String())

@@ -1,0 +1,75 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
+)
+
+// shellAgent is a stand-in backend whose "agent" is a shell script: the
+// narrow seam this test needs to make an agent that leaves children behind.
+type shellAgent struct{ script string }
+
+func (s shellAgent) Name() string { return "shell" }
+func (s shellAgent) Command(backend.Request) ([]string, error) {
+	return []string{"sh", "-c", s.script}, nil
+}
+func (s shellAgent) NewParser(backend.Request) backend.Parser { return &lines{} }
+
+type lines struct{ out []string }
+
+func (l *lines) Line(b []byte) []backend.Event {
+	l.out = append(l.out, string(b))
+	return []backend.Event{{Kind: backend.KindText, Text: string(b)}}
+}
+
+func (l *lines) Finish(code int, _ string) backend.Result {
+	return backend.Result{Output: strings.Join(l.out, "\n"), IsError: code != 0}
+}
+
+// A finished agent's run ends even when a child it left behind still holds
+// its stdout: in its process group (killed), or escaped with setsid (the
+// read gives up after a moment).
+func TestRunEndsWhenTheAgentExits(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid is not installed")
+	}
+	// The escaped child outlives the test by design, so it sleeps briefly.
+	for name, tc := range map[string]struct {
+		script string
+		within time.Duration
+	}{
+		"child in the group": {"sleep 60 & echo done", 10 * time.Second},
+		"child that escaped": {"setsid sleep 6 & echo done", 5 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := runner.New(runner.Config{Grace: 500 * time.Millisecond})
+			start := time.Now()
+			res, out, err := r.Run(context.Background(), shellAgent{tc.script}, backend.Request{Repository: os.TempDir()}, nil)
+			if err != nil || res.Output != "done" || out.ExitCode != 0 || out.Stopped != "" {
+				t.Fatalf("run: %+v %+v %v", res, out, err)
+			}
+			if d := time.Since(start); d > tc.within {
+				t.Errorf("the run took %s: it waited for the child", d)
+			}
+		})
+	}
+}
+
+// CLAUDECODE and CLAUDE_CODE_ENTRYPOINT never reach an agent.
+func TestEnvironmentIsScrubbed(t *testing.T) {
+	t.Parallel()
+	r := runner.New(runner.Config{Env: []string{"PATH=" + os.Getenv("PATH"), "CLAUDECODE=1", "CLAUDE_CODE_ENTRYPOINT=cli", "KEEP=yes"}})
+	res, _, err := r.Run(context.Background(), shellAgent{`echo "[$CLAUDECODE][$CLAUDE_CODE_ENTRYPOINT][$KEEP]"`}, backend.Request{Repository: os.TempDir()}, nil)
+	if err != nil || res.Output != "[][][yes]" {
+		t.Errorf("environment: %q %v", res.Output, err)
+	}
+}
