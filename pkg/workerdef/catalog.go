@@ -136,18 +136,9 @@ func (l *loader) failAt(file string, n *yaml.Node, format string, args ...any) {
 
 // parse reads one YAML document into a mapping node, recording each node's file.
 func (l *loader) parse(file string, data []byte) (*yaml.Node, error) {
-	var doc yaml.Node
-	if len(bytes.TrimSpace(data)) > 0 {
-		if err := yaml.Load(data, &doc); err != nil {
-			return nil, yamlError(file, data, err)
-		}
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return nil, &Error{File: file, Line: 1, Column: 1, Msg: "empty file: want a worker definition mapping"}
-	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return nil, &Error{File: file, Line: root.Line, Column: root.Column, Msg: "want a mapping of definition fields, got " + kindName(root)}
+	root, err := workerFormat.loadDocument(file, data)
+	if err != nil {
+		return nil, err
 	}
 	// Record each node's file, and refuse duplicate keys here, per file: once
 	// merged onto a base, a duplicate could no longer be told apart.
@@ -317,7 +308,7 @@ func (l *loader) resolveEntry(id string) *Entry {
 	if tree == nil {
 		return nil
 	}
-	dec := &strictDecoder{origin: l.origin, positions: map[string]*yaml.Node{}}
+	dec := &strictDecoder{format: &workerFormat, origin: l.origin, positions: map[string]*yaml.Node{}}
 	var def meshtype.Definition
 	dec.decode(tree, reflect.ValueOf(&def).Elem(), "")
 	if len(dec.errs) > 0 {

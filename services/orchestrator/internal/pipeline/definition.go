@@ -1,0 +1,144 @@
+package pipeline
+
+import (
+	"github.com/meshwork/meshwork/pkg/meshtype"
+)
+
+// Definition is a pipeline as written in its YAML file. After [Load] it holds
+// the effective values: every default of the format is filled in, so the
+// engine reads settings from here rather than re-deriving them.
+type Definition struct {
+	// Name identifies the pipeline in a catalog: ^[a-z][a-z0-9_]*$.
+	Name string `yaml:"name" json:"name"`
+	// Description says what the pipeline is for. Optional.
+	Description string `yaml:"description" json:"description,omitempty"`
+	// Inputs are the values a run is started with, by name.
+	Inputs map[string]Input `yaml:"inputs" json:"inputs,omitempty"`
+	// Roles are who does the work of agent nodes, by name.
+	Roles map[string]Role `yaml:"roles" json:"roles,omitempty"`
+	// Nodes are the steps of the graph, in file order.
+	Nodes []Node `yaml:"nodes" json:"nodes"`
+}
+
+// InputType is the type of an input's value.
+type InputType string
+
+// The input types, named as in JSON Schema.
+const (
+	TypeString  InputType = "string"
+	TypeNumber  InputType = "number"
+	TypeBoolean InputType = "boolean"
+	TypeObject  InputType = "object"
+)
+
+var inputTypes = []InputType{TypeString, TypeNumber, TypeBoolean, TypeObject}
+
+// Input declares one input of a run.
+type Input struct {
+	// Type is string, number, boolean or object. Required.
+	Type InputType `yaml:"type" json:"type"`
+	// Required inputs must be given when a run starts; they take no default.
+	Required bool `yaml:"required" json:"required,omitempty"`
+	// Default is the value of an optional input that was not given. An
+	// optional input without a default takes its type's zero value ("", 0,
+	// false or {}), so that every declared input is always present.
+	Default any `yaml:"default" json:"default,omitempty"`
+	// Description says what the input is for. Optional.
+	Description string `yaml:"description" json:"description,omitempty"`
+}
+
+// Via is how a role's work is done.
+type Via string
+
+// The ways a role can work.
+const (
+	// ViaMesh calls mesh-exec's mesh_execute on a repository.
+	ViaMesh Via = "mesh"
+	// ViaMarketplace runs actions in a worker of the marketplace catalog.
+	ViaMarketplace Via = "marketplace"
+)
+
+// Role is who does the work of the nodes that name it. Every node of a role
+// continues the role's one agent session.
+type Role struct {
+	// Via is mesh or marketplace. Required.
+	Via Via `yaml:"via" json:"via"`
+	// Repository is the repository mesh_execute runs in. Required for via
+	// mesh, and only for it.
+	Repository string `yaml:"repository" json:"repository,omitempty"`
+	// Timeout is mesh_execute's timeout in milliseconds, for via mesh only.
+	// 0 leaves mesh-exec's own default.
+	Timeout int64 `yaml:"timeout" json:"timeout,omitempty"`
+	// SystemPrompt is a file, relative to the pipeline's file, holding the
+	// role's system prompt; via mesh only (a marketplace worker's prompt is
+	// part of its definition). Optional.
+	SystemPrompt string `yaml:"system_prompt" json:"system_prompt,omitempty"`
+	// SystemPromptText is the content of SystemPrompt, read by Load.
+	SystemPromptText string `yaml:"-" json:"system_prompt_text,omitempty"`
+	// Model is the agent's model, for via mesh only. Optional.
+	Model string `yaml:"model" json:"model,omitempty"`
+	// Worker is the id of the marketplace worker, such as
+	// claude_code_assistant_v1. Required for via marketplace, and only for it.
+	Worker string `yaml:"worker" json:"worker,omitempty"`
+}
+
+// NodeType is what a node does.
+type NodeType string
+
+// The node types.
+const (
+	// TypeAgent gives the node's task to its role. The default.
+	TypeAgent NodeType = "agent"
+	// TypeApproval interrupts the run until a human resumes it with a value,
+	// which becomes the node's output.
+	TypeApproval NodeType = "approval"
+)
+
+// Node is one step of a pipeline.
+type Node struct {
+	// ID names the node: ^[a-z][a-z0-9_]*$, unique in the pipeline.
+	ID string `yaml:"id" json:"id"`
+	// Role names the role that does an agent node's work. Required for agent
+	// nodes; approval nodes take none.
+	Role string `yaml:"role" json:"role,omitempty"`
+	// Type is agent (the default) or approval.
+	Type NodeType `yaml:"type" json:"type"`
+	// Task is the text/template of what the role is asked to do, over
+	// .inputs.<name>, .nodes.<ancestor>.output, and for foreach nodes .item
+	// and .index. Without a task, an agent node is given the outputs of the
+	// nodes it needs, in needs order, separated by blank lines. Approval
+	// nodes take no task.
+	Task string `yaml:"task" json:"task,omitempty"`
+	// Needs lists the nodes that must finish before this one runs.
+	Needs []string `yaml:"needs" json:"needs,omitempty"`
+	// When is a CEL condition over the run state (inputs, nodes); a node
+	// whose condition is false is skipped. Empty means always.
+	When string `yaml:"when" json:"when,omitempty"`
+	// Retry says how often a failed attempt is tried again. Load fills it in
+	// on every agent node; without a retry block a node is tried once.
+	// Approval nodes take none.
+	Retry *Retry `yaml:"retry" json:"retry,omitempty"`
+	// Timeout bounds one attempt of the node. 0 means no bound beyond the
+	// role's own.
+	Timeout meshtype.Duration `yaml:"timeout" json:"timeout,omitzero"`
+	// Foreach fans the node out, one run of its task per item: a CEL
+	// expression that evaluates to a list, or, when it contains "{{", a
+	// template whose non-empty lines are the items.
+	Foreach string `yaml:"foreach" json:"foreach,omitempty"`
+	// MaxConcurrency bounds how many items of a foreach run at once; only
+	// with foreach. Defaults to 1.
+	MaxConcurrency int `yaml:"max_concurrency" json:"max_concurrency,omitempty"`
+	// Next names a node to run again after this one: the node itself or one
+	// of its ancestors. It is the only way to make a cycle, and needs
+	// MaxIterations.
+	Next string `yaml:"next" json:"next,omitempty"`
+	// MaxIterations bounds how many times Next is followed in one run.
+	MaxIterations int `yaml:"max_iterations" json:"max_iterations,omitempty"`
+	// Output is an optional text/template, rendered when the node succeeds,
+	// whose text becomes the node's output instead of the raw result. It
+	// sees what the task sees, and .result, the raw result.
+	Output string `yaml:"output" json:"output,omitempty"`
+}
+
+// IsForeach reports whether the node fans out over items.
+func (n *Node) IsForeach() bool { return n.Foreach != "" }
