@@ -64,6 +64,14 @@ func Decode(data []byte) (meshtype.Action, error) {
 	if err != nil {
 		return meshtype.Action{}, unmarshalError(err)
 	}
+	// One canonical form: an empty list or object means the same as none,
+	// so every executor and every re-encoding sees the same action.
+	if len(a.Command) == 0 {
+		a.Command = nil
+	}
+	if len(a.Arguments) == 0 {
+		a.Arguments = nil
+	}
 	if err := validate(&a); err != nil {
 		return meshtype.Action{}, err
 	}

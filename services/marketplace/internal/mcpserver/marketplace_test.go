@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"reflect"
@@ -467,5 +468,41 @@ func TestGitWorker(t *testing.T) {
 	}
 	if r := call(t, cs, "execute_in_worker", execArgs("repo", map[string]any{"type": "tool", "tool": "git_commit", "arguments": map[string]any{}})); !r.isError || !strings.Contains(r.text, "commit_message_required") {
 		t.Errorf("commit without a message: %s", r.text)
+	}
+}
+
+// The probes and the metrics beside /mcp, which need no token.
+func TestProbesAndMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "m"})
+	must(t, cs, "execute_in_worker", execArgs("m", map[string]any{"type": "write", "target": "a.txt", "content": "x"}))
+	call(t, cs, "execute_in_worker", execArgs("m", map[string]any{"type": "read", "target": "../etc/passwd"}))
+	get := func(path string) (int, string) {
+		resp, err := http.Get(b.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != 200 || body != "ready\n" {
+		t.Errorf("/readyz: %d %q", code, body)
+	}
+	code, body := get("/metrics")
+	for _, want := range []string{
+		`meshwork_action_duration_seconds_count{decision="allowed",type="write"} 1`,
+		`meshwork_action_duration_seconds_count{decision="refused",type="read"} 1`,
+		`meshwork_gate_refusals_total{constraint="path_safety"} 1`,
+		`meshwork_spawn_duration_seconds_count{outcome="ok",worker="filesystem_write_v1"} 1`,
+	} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

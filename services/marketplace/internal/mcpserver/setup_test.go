@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
@@ -99,10 +101,11 @@ func (b *bundle) start(t testing.TB) {
 	if b.nestedURL {
 		nested = "http://" + srv.Listener.Addr().String() + "/mcp"
 	}
+	reg := prometheus.NewRegistry()
 	b.mgr, err = journeys.New(journeys.Config{
 		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: t.TempDir(),
 		Runtimes: map[meshtype.IsolationLevel]runtime.Runtime{meshtype.IsolationContainer: b.rt},
-		AgentEnv: b.agentEnv, NestedMCPURL: nested,
+		AgentEnv: b.agentEnv, NestedMCPURL: nested, Metrics: reg,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +113,8 @@ func (b *bundle) start(t testing.TB) {
 	if err := b.mgr.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv.Config.Handler = mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, mcpserver.TokenCaller, nil), b.store, nil)
+	srv.Config.Handler = mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, mcpserver.TokenCaller, nil), b.store,
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv.Start()
 	t.Cleanup(srv.Close)
 	t.Cleanup(b.mgr.Close)
