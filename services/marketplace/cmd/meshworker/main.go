@@ -62,7 +62,14 @@ func serveCommand() *cobra.Command {
 		Long: `serve is an MCP server on stdin and stdout with the tools read, write,
 list, search, delete, exec, git_status, git_diff, git_log, git_add and
 git_commit, confined to --root. It exits when stdin closes. Logs (JSON) go
-to stderr.`,
+to stderr.
+
+--allowed-path and --denied-path take the worker definition's
+allowed_paths and denied_paths globs, one per flag. They are checked on the
+path a request names and on the path it resolves to after following
+symbolic links, so a link cannot reach a denied file under an allowed
+name; list and search leave out what they refuse. An invalid glob is a
+startup error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -84,6 +91,8 @@ to stderr.`,
 	f.DurationVar(&cfg.ExecTimeout, "exec-timeout", meshworker.DefaultExecTimeout, "longest a command may run (and the cap on timeout_ms)")
 	f.Int64Var(&cfg.MaxOutput, "max-output", meshworker.DefaultMaxOutput, "cap on each of a command's stdout and stderr, in bytes")
 	f.BoolVar(&cfg.AllowExec, "allow-exec", false, "enable the exec tool")
+	f.StringArrayVar(&cfg.AllowedPaths, "allowed-path", nil, "glob a path must match, as asked and after following symbolic links (repeatable; default: every path)")
+	f.StringArrayVar(&cfg.DeniedPaths, "denied-path", nil, "glob of paths refused, as asked and after following symbolic links (repeatable; default: none)")
 	return cmd
 }
 

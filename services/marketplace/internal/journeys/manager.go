@@ -361,6 +361,15 @@ func serverArgv(e *workerdef.Entry) []string {
 			argv = append(argv, "--allow-exec")
 		}
 	}
+	// The gate checks the globs on the paths actions name; meshworker checks
+	// them again on the paths those resolve to through symbolic links. One
+	// argument each, so a glob that starts with "-" is never a flag.
+	for _, g := range d.Constraints.AllowedPaths {
+		argv = append(argv, "--allowed-path="+g)
+	}
+	for _, g := range d.Constraints.DeniedPaths {
+		argv = append(argv, "--denied-path="+g)
+	}
 	return argv
 }
 

@@ -30,7 +30,8 @@ func TestBinaryOverStdio(t *testing.T) {
 	}
 
 	root := t.TempDir()
-	cmd := exec.Command(bin, "serve", "--root", root, "--max-file-size", "3000000")
+	writeFiles(t, root, map[string]string{".env": "API_KEY=hunter2"})
+	cmd := exec.Command(bin, "serve", "--root", root, "--max-file-size", "3000000", "--denied-path", "**/.env", "--denied-path=.git/**")
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	ctx := context.Background()
@@ -64,6 +65,7 @@ func TestBinaryOverStdio(t *testing.T) {
 		t.Errorf("wrote %d bytes", w.Bytes)
 	}
 	b.fails(t, "exec", map[string]any{"command": []string{"true"}}, "not allowed")
+	b.fails(t, "read", map[string]any{"path": ".env"}, `this worker may not access path ".env"`)
 
 	// Closing stdin ends the server; Close waits for the process.
 	start := time.Now()
@@ -90,9 +92,22 @@ func TestBinaryOverStdio(t *testing.T) {
 			calls++
 		}
 	}
-	if calls != 5 {
-		t.Errorf("%d tool calls logged, want 5:\n%s", calls, stderr.String())
+	if calls != 6 {
+		t.Errorf("%d tool calls logged, want 6:\n%s", calls, stderr.String())
 	}
+
+	t.Run("an invalid glob is a startup error", func(t *testing.T) {
+		for _, flag := range []string{"--denied-path=[", "--allowed-path=/abs/**"} {
+			cmd := exec.Command(bin, "serve", "--root", t.TempDir(), flag)
+			out, err := cmd.CombinedOutput()
+			if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
+				t.Errorf("%s: exit %v (%v), want 1", flag, cmd.ProcessState, err)
+			}
+			if !strings.Contains(string(out), "invalid glob") {
+				t.Errorf("%s: output %q", flag, out)
+			}
+		}
+	})
 }
 
 type lockedBuffer struct {

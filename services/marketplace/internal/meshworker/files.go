@@ -27,6 +27,9 @@ func (w *worker) read(_ context.Context, in readIn) (readOut, error) {
 	if err != nil {
 		return readOut{}, err
 	}
+	if _, err := w.guard("read", p, true); err != nil {
+		return readOut{}, err
+	}
 	data, err := w.readFile(p)
 	if err != nil {
 		return readOut{}, fmt.Errorf("read %s: %w", p, err)
@@ -96,6 +99,11 @@ func (w *worker) write(_ context.Context, in writeIn) (writeOut, error) {
 	}
 	if n := int64(len(in.Content)); n > w.cfg.MaxFileSize {
 		return writeOut{}, fmt.Errorf("write %s: content is %d bytes, larger than the limit of %d bytes", p, n, w.cfg.MaxFileSize)
+	}
+	// The parent directories are resolved as they are now; those the write
+	// creates cannot be links.
+	if _, err := w.guard("write", p, true); err != nil {
+		return writeOut{}, err
 	}
 	if err := w.writeFile(p, []byte(in.Content)); err != nil {
 		return writeOut{}, fmt.Errorf("write %s: %w", p, err)
@@ -190,6 +198,11 @@ func (w *worker) delete(_ context.Context, in deleteIn) (deleteOut, error) {
 	p = filepath.Clean(p)
 	if p == "." {
 		return deleteOut{}, errors.New("refusing to delete the workspace root")
+	}
+	// The last component is not followed: deleting a link removes the
+	// link, never its target.
+	if _, err := w.guard("delete", p, false); err != nil {
+		return deleteOut{}, err
 	}
 	fi, err := w.root.Lstat(p)
 	if err != nil {

@@ -187,6 +187,9 @@ func (w *worker) gitAdd(_ context.Context, in gitAddIn) (gitAddOut, error) {
 		if err != nil {
 			return gitAddOut{}, err
 		}
+		if _, err := w.guard("git add", p, true); err != nil {
+			return gitAddOut{}, err
+		}
 		paths = append(paths, display(p))
 	}
 	w.gitMu.Lock()

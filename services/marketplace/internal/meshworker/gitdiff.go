@@ -36,6 +36,11 @@ func (w *worker) gitDiff(ctx context.Context, in gitDiffIn) (gitDiffOut, error) 
 	if err != nil {
 		return gitDiffOut{}, err
 	}
+	if in.Path != "" { // no path is the whole diff, as the gate sees it
+		if _, err := w.guard("git diff", only, true); err != nil {
+			return gitDiffOut{}, err
+		}
+	}
 	only = display(only)
 	w.gitMu.Lock()
 	defer w.gitMu.Unlock()
@@ -57,7 +62,7 @@ func (w *worker) gitDiff(ctx context.Context, in gitDiffIn) (gitDiffOut, error) 
 		if s.Staging == git.Untracked || (s.Staging == git.Unmodified && s.Worktree == git.Unmodified) {
 			continue
 		}
-		if only == "." || p == only || strings.HasPrefix(p, only+"/") {
+		if (only == "." || p == only || strings.HasPrefix(p, only+"/")) && !w.diffHidden(p) {
 			paths = append(paths, p)
 		}
 	}
@@ -85,6 +90,20 @@ func (w *worker) gitDiff(ctx context.Context, in gitDiffIn) (gitDiffOut, error) 
 		return gitDiffOut{}, fmt.Errorf("git diff: %w", err)
 	}
 	return gitDiffOut{Diff: b.String()}, nil
+}
+
+// diffHidden reports whether the diff leaves out the file p, a path of the
+// status: a patch shows the file's content, so the path as git names it
+// and the path it resolves to in the working tree must both be allowed.
+func (w *worker) diffHidden(p string) bool {
+	if w.policy == nil {
+		return false
+	}
+	if w.policy.all.PathDenied(p) {
+		return true
+	}
+	resolved, err := w.resolve(p, true)
+	return err != nil || w.policy.all.PathDenied(resolved)
 }
 
 // headTree is HEAD's tree, or nil before the first commit.

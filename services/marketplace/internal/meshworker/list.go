@@ -41,8 +41,12 @@ func (w *worker) list(ctx context.Context, in listIn) (listOut, error) {
 	case limit == 0:
 		limit = defaultMaxEntries
 	}
+	resolved, err := w.guard("list", p, true)
+	if err != nil {
+		return listOut{}, err
+	}
 	out := listOut{Entries: []listEntry{}}
-	err = w.walk(ctx, p, walkOptions{recursive: in.Recursive}, func(_, disp string, d fs.DirEntry) error {
+	err = w.walk(ctx, p, resolved, walkOptions{recursive: in.Recursive}, func(_, disp string, d fs.DirEntry) error {
 		if len(out.Entries) == limit {
 			out.Truncated = true
 			return errStopWalk
@@ -89,15 +93,18 @@ type walkOptions struct {
 // of their slash-separated paths, without following symbolic links. fn gets
 // the path to open the entry with (dir as given plus entry names, so the
 // root resolves it exactly as it resolved dir) and the path to show.
-func (w *worker) walk(ctx context.Context, dir string, opts walkOptions, fn func(open, disp string, d fs.DirEntry) error) error {
-	err := w.walkDir(ctx, dir, display(dir), opts, fn, true)
+//
+// With path globs, resolved is the path dir resolves to (from guard), and
+// entries the worker may not access are left out: fn never sees them.
+func (w *worker) walk(ctx context.Context, dir, resolved string, opts walkOptions, fn func(open, disp string, d fs.DirEntry) error) error {
+	err := w.walkDir(ctx, dir, display(dir), resolved, opts, fn, true)
 	if errors.Is(err, errStopWalk) {
 		return nil
 	}
 	return err
 }
 
-func (w *worker) walkDir(ctx context.Context, dir, disp string, opts walkOptions, fn func(open, disp string, d fs.DirEntry) error, top bool) error {
+func (w *worker) walkDir(ctx context.Context, dir, disp, resolved string, opts walkOptions, fn func(open, disp string, d fs.DirEntry) error, top bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -140,8 +147,18 @@ func (w *worker) walkDir(ctx context.Context, dir, disp string, opts walkOptions
 	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.key, b.key) })
 	for _, it := range items {
 		open, show := join(dir, it.d.Name()), join(disp, it.d.Name())
+		// A walk enters no link, so an entry's resolved path is its
+		// directory's and its name. A directory outside the allowed globs
+		// is left out but still entered: files below it may be allowed.
+		var rpath string
+		if w.policy != nil {
+			rpath = join(resolved, it.d.Name())
+			if (it.descend && w.pruned(show, rpath)) || (!it.descend && w.hidden(show, rpath, it.d)) {
+				continue
+			}
+		}
 		if it.descend {
-			err = w.walkDir(ctx, open, show, opts, fn, false)
+			err = w.walkDir(ctx, open, show, rpath, opts, fn, false)
 		} else {
 			err = fn(open, show, it.d)
 		}

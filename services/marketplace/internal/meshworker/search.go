@@ -57,6 +57,12 @@ func (w *worker) search(ctx context.Context, in searchIn) (searchOut, error) {
 		limit = defaultMaxMatches
 	}
 
+	// Checked before anything is read: the walk leaves out what the worker
+	// may not access, and a file it may not is never opened.
+	resolved, err := w.guard("search", p, true)
+	if err != nil {
+		return searchOut{}, err
+	}
 	s := &searcher{w: w, re: re, limit: limit, out: searchOut{Matches: []searchMatch{}}}
 	fi, err := w.root.Stat(p)
 	if err != nil {
@@ -66,7 +72,7 @@ func (w *worker) search(ctx context.Context, in searchIn) (searchOut, error) {
 		err = s.file(p, display(p))
 	} else {
 		opts := walkOptions{recursive: true, skipDir: func(name string) bool { return name == ".git" }}
-		err = w.walk(ctx, p, opts, func(open, disp string, d fs.DirEntry) error {
+		err = w.walk(ctx, p, resolved, opts, func(open, disp string, d fs.DirEntry) error {
 			if !d.Type().IsRegular() { // links are not followed, like list
 				return nil
 			}

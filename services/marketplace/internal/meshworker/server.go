@@ -42,6 +42,15 @@ type Config struct {
 	// MaxOutput caps each of a command's stdout and stderr, in bytes; the
 	// rest is discarded. Defaults to 1,000,000.
 	MaxOutput int64
+	// AllowedPaths are globs as in a definition's constraints.allowed_paths:
+	// when there are any, a path must match one both as asked and as it
+	// resolves after following symbolic links, and list and search leave
+	// out the entries that do not. Defaults to none: every path.
+	AllowedPaths []string
+	// DeniedPaths are globs as in constraints.denied_paths: a path matching
+	// one, as asked or as it resolves after following symbolic links, is
+	// refused, and list and search leave it out. Defaults to none.
+	DeniedPaths []string
 }
 
 func (c Config) withDefaults() Config {
@@ -73,8 +82,9 @@ var errReadonly = errors.New("the workspace is read-only: this worker may not ch
 // worker holds what the tools share: the confined workspace and the limits.
 type worker struct {
 	cfg     Config
-	absRoot string   // for the exec working directory and go-git
-	root    *os.Root // every file access goes through it
+	absRoot string      // for the exec working directory and go-git
+	root    *os.Root    // every file access goes through it
+	policy  *pathPolicy // nil without path globs
 	logger  *slog.Logger
 	// gitMu serialises the git tools: go-git does not lock the index
 	// against a concurrent writer in the same process.
@@ -89,6 +99,10 @@ func NewServer(cfg Config, logger *slog.Logger) (*mcp.Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	policy, err := newPathPolicy(cfg.AllowedPaths, cfg.DeniedPaths)
+	if err != nil {
+		return nil, err
+	}
 	abs, err := filepath.Abs(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("resolving the workspace root: %w", err)
@@ -97,7 +111,7 @@ func NewServer(cfg Config, logger *slog.Logger) (*mcp.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the workspace root: %w", err)
 	}
-	w := &worker{cfg: cfg, absRoot: abs, root: root, logger: logger}
+	w := &worker{cfg: cfg, absRoot: abs, root: root, policy: policy, logger: logger}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "meshworker", Version: buildinfo.Version}, &mcp.ServerOptions{
 		Logger:       logger,
