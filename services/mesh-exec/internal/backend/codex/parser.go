@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/cliout"
 )
 
 // The JSONL events of `codex exec --json`, as documented in docs/exec.md and
@@ -132,8 +132,8 @@ func (p *parser) Line(line []byte) []backend.Event {
 		p.turns++
 		p.completed, p.failed = true, false
 		if ev.Usage != nil {
-			p.in += tokens(ev.Usage.InputTokens)
-			p.out += tokens(ev.Usage.OutputTokens)
+			p.in += cliout.Tokens(ev.Usage.InputTokens)
+			p.out += cliout.Tokens(ev.Usage.OutputTokens)
 		}
 		return []backend.Event{{Kind: backend.KindResult, SessionID: p.sessionID, Text: p.lastText}}
 	case "turn.failed":
@@ -177,7 +177,7 @@ func (p *parser) toolUse(it *item) []backend.Event {
 	if it.ID != "" {
 		p.started[it.ID] = true
 	}
-	p.tools = appendDistinct(p.tools, name)
+	p.tools = cliout.AppendDistinct(p.tools, name)
 	var text string
 	switch it.Type {
 	case "command_execution":
@@ -232,7 +232,7 @@ func (p *parser) itemCompleted(it *item) []backend.Event {
 		if !res.IsError {
 			for _, c := range it.Changes {
 				if c.Path != "" {
-					p.files = appendDistinct(p.files, c.Path)
+					p.files = cliout.AppendDistinct(p.files, c.Path)
 				}
 			}
 		}
@@ -277,7 +277,7 @@ func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 		// No turn ended: Codex failed before or outside the turn (a bad
 		// resume id, no credentials, a crash). Prefer what Codex said.
 		res.IsError = true
-		res.Output = firstNonEmpty(p.lastError, stderrTail(stderr), p.warning,
+		res.Output = cliout.FirstNonEmpty(p.lastError, cliout.StderrTail(stderr), p.warning,
 			fmt.Sprintf("codex exited with code %d without finishing a turn", exitCode))
 	}
 	res.Err = classify(res.Output + "\n" + stderr)
@@ -299,55 +299,4 @@ func classify(msg string) error {
 		return backend.ErrNotLoggedIn
 	}
 	return nil
-}
-
-// tokens turns a reported count into an int64, dropping nonsense (negative,
-// fractional garbage, or beyond any real run) rather than overflowing a sum.
-func tokens(f float64) int64 {
-	if f > 0 && f < 1e15 { // false for NaN too
-		return int64(f)
-	}
-	return 0
-}
-
-func appendDistinct(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if strings.TrimSpace(s) != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// ansi matches terminal escape sequences (colours), which CLIs print to
-// stderr even when it is not a terminal.
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
-
-// stderrTail is the end of stderr worth showing: its last lines, at most
-// 4 KiB, without colour codes, because the reason for a failure is printed
-// last.
-func stderrTail(stderr string) string {
-	s := strings.TrimSpace(ansi.ReplaceAllString(stderr, ""))
-	const maxBytes = 4 << 10
-	if len(s) > maxBytes {
-		s = s[len(s)-maxBytes:]
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			s = s[i+1:]
-		}
-	}
-	s = strings.ToValidUTF8(s, "")
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/cliout"
 )
 
 // maxOutput bounds the answer kept from stdout; an agent printing more is
@@ -60,7 +61,7 @@ func (p *textParser) Finish(exitCode int, stderr string) backend.Result {
 		return res
 	}
 	res.IsError = true
-	res.Output = firstNonEmpty(stderrTail(stderr), tail(res.Output), fmt.Sprintf("the agent exited with code %d", exitCode))
+	res.Output = cliout.FirstNonEmpty(cliout.StderrTail(stderr), tail(res.Output), fmt.Sprintf("the agent exited with code %d", exitCode))
 	res.Err = p.classes.classify(res.Output, stderr)
 	return res
 }
@@ -103,23 +104,23 @@ func (p *jsonlParser) Line(line []byte) []backend.Event {
 		events = append(events, backend.Event{Kind: backend.KindText, Text: text})
 	}
 	if tool, _ := lookup(obj, p.fields.Tool).(string); tool != "" {
-		p.tools = appendDistinct(p.tools, tool)
+		p.tools = cliout.AppendDistinct(p.tools, tool)
 		events = append(events, backend.Event{Kind: backend.KindToolUse, Tool: tool})
 	}
 	if file, _ := lookup(obj, p.fields.File).(string); file != "" && len(p.files) < 10000 {
-		p.files = appendDistinct(p.files, file)
+		p.files = cliout.AppendDistinct(p.files, file)
 	}
 	isError, _ := lookup(obj, p.fields.IsError).(bool)
 	result, hasResult := lookup(obj, p.fields.Result).(string)
 	if isError {
 		p.failed = true
-		p.failure = firstNonEmpty(result, text, p.failure)
+		p.failure = cliout.FirstNonEmpty(result, text, p.failure)
 	}
 	if hasResult {
 		p.ended, p.result = true, result
 		events = append(events, backend.Event{Kind: backend.KindResult, SessionID: p.sessionID, Text: result, IsError: p.failed})
 	} else if isError {
-		events = append(events, backend.Event{Kind: backend.KindError, Text: firstNonEmpty(text, "the agent reported an error"), IsError: true})
+		events = append(events, backend.Event{Kind: backend.KindError, Text: cliout.FirstNonEmpty(text, "the agent reported an error"), IsError: true})
 	}
 	return events
 }
@@ -142,7 +143,7 @@ func (p *jsonlParser) Finish(exitCode int, stderr string) backend.Result {
 	switch {
 	case p.failed:
 		res.IsError = true
-		res.Output = firstNonEmpty(p.failure, stderrTail(stderr), fmt.Sprintf("the agent reported an error (exit code %d)", exitCode))
+		res.Output = cliout.FirstNonEmpty(p.failure, cliout.StderrTail(stderr), fmt.Sprintf("the agent reported an error (exit code %d)", exitCode))
 	case p.ended:
 		// The agent's own verdict: a result line without is_error is a
 		// success, whatever the exit code.
@@ -151,7 +152,7 @@ func (p *jsonlParser) Finish(exitCode int, stderr string) backend.Result {
 		res.Output = p.text.String()
 	default:
 		res.IsError = true
-		res.Output = firstNonEmpty(stderrTail(stderr), tail(p.text.String()), fmt.Sprintf("the agent exited with code %d", exitCode))
+		res.Output = cliout.FirstNonEmpty(cliout.StderrTail(stderr), tail(p.text.String()), fmt.Sprintf("the agent exited with code %d", exitCode))
 	}
 	if res.IsError {
 		res.Err = p.classes.classify(res.Output, stderr)
@@ -177,24 +178,6 @@ func (c classifier) classify(output, stderr string) error {
 	return nil
 }
 
-func appendDistinct(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if strings.TrimSpace(s) != "" {
-			return s
-		}
-	}
-	return ""
-}
-
 // tail is the last 4 KiB of s, from a line start when there is one.
 func tail(s string) string {
 	s = strings.TrimSpace(s)
@@ -207,19 +190,4 @@ func tail(s string) string {
 		s = strings.ToValidUTF8(s, "")
 	}
 	return s
-}
-
-// ansi matches terminal escape sequences (colours), which CLIs print to
-// stderr even when it is not a terminal.
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
-
-// stderrTail is the end of stderr worth showing: its last lines, at most
-// 4 KiB, without colour codes, because the reason for a failure is printed
-// last.
-func stderrTail(stderr string) string {
-	lines := strings.Split(tail(ansi.ReplaceAllString(stderr, "")), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
 }

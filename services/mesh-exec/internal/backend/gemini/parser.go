@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/cliout"
 )
 
 // The events of `gemini --output-format stream-json`, as documented in
@@ -114,7 +114,7 @@ func (p *parser) Line(line []byte) []backend.Event {
 			p.previous = s
 		}
 		p.segment.Reset()
-		p.tools = appendDistinct(p.tools, ev.ToolName)
+		p.tools = cliout.AppendDistinct(p.tools, ev.ToolName)
 		c := call{name: ev.ToolName}
 		if editTools[ev.ToolName] {
 			var params struct {
@@ -136,7 +136,7 @@ func (p *parser) Line(line []byte) []backend.Event {
 			res.Text = ev.Error.Message
 		}
 		if ev.Status == "success" && c.path != "" {
-			p.files = appendDistinct(p.files, c.path)
+			p.files = cliout.AppendDistinct(p.files, c.path)
 		}
 		return []backend.Event{res}
 	case "error":
@@ -174,7 +174,7 @@ func (p *parser) failure() string {
 	if p.result != nil && p.result.Error != nil && p.result.Error.Message != "" {
 		return p.result.Error.Message
 	}
-	return firstNonEmpty(p.lastError, "gemini reported an error")
+	return cliout.FirstNonEmpty(p.lastError, "gemini reported an error")
 }
 
 // exitMeanings are the documented headless exit codes (docs/cli/headless.md).
@@ -189,9 +189,9 @@ func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 	}
 	if p.result != nil {
 		if s := p.result.Stats; s != nil {
-			res.InputTokens = tokens(s.InputTokens)
-			res.OutputTokens = tokens(s.OutputTokens)
-			res.DurationMS = tokens(s.DurationMS)
+			res.InputTokens = cliout.Tokens(s.InputTokens)
+			res.OutputTokens = cliout.Tokens(s.OutputTokens)
+			res.DurationMS = cliout.Tokens(s.DurationMS)
 		}
 		if p.result.Status == "success" {
 			res.Output = p.answer()
@@ -207,7 +207,7 @@ func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 		if m, ok := exitMeanings[exitCode]; ok {
 			msg += " (" + m + ")"
 		}
-		res.Output = firstNonEmpty(p.lastError, stderrTail(stderr), p.warning, msg)
+		res.Output = cliout.FirstNonEmpty(p.lastError, cliout.StderrTail(stderr), p.warning, msg)
 	}
 	res.Err = classify(res.Output + "\n" + stderr)
 	return res
@@ -227,55 +227,4 @@ func classify(msg string) error {
 		return backend.ErrNotLoggedIn
 	}
 	return nil
-}
-
-// tokens turns a reported count into an int64, dropping nonsense (negative,
-// or beyond any real run).
-func tokens(f float64) int64 {
-	if f > 0 && f < 1e15 { // false for NaN too
-		return int64(f)
-	}
-	return 0
-}
-
-func appendDistinct(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if strings.TrimSpace(s) != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// ansi matches terminal escape sequences (colours), which CLIs print to
-// stderr even when it is not a terminal.
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
-
-// stderrTail is the end of stderr worth showing: its last lines, at most
-// 4 KiB, without colour codes, because the reason for a failure is printed
-// last.
-func stderrTail(stderr string) string {
-	s := strings.TrimSpace(ansi.ReplaceAllString(stderr, ""))
-	const maxBytes = 4 << 10
-	if len(s) > maxBytes {
-		s = s[len(s)-maxBytes:]
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			s = s[i+1:]
-		}
-	}
-	s = strings.ToValidUTF8(s, "")
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
 }

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/cliout"
 )
 
 // The events of `opencode run --format json`, from the emit() calls in
@@ -127,8 +127,8 @@ func (p *parser) Line(line []byte) []backend.Event {
 				p.cost += ev.Part.Cost
 			}
 			if t := ev.Part.Tokens; t != nil {
-				p.in += tokens(t.Input)
-				p.out += tokens(t.Output)
+				p.in += cliout.Tokens(t.Input)
+				p.out += cliout.Tokens(t.Output)
 			}
 		}
 	case "error":
@@ -149,7 +149,7 @@ func (p *parser) Line(line []byte) []backend.Event {
 }
 
 func (p *parser) tool(pt *part) []backend.Event {
-	p.tools = appendDistinct(p.tools, pt.Tool)
+	p.tools = cliout.AppendDistinct(p.tools, pt.Tool)
 	st := pt.State
 	if st == nil {
 		st = &toolState{}
@@ -162,12 +162,12 @@ func (p *parser) tool(pt *part) []backend.Event {
 	}
 	res := backend.Event{Kind: backend.KindToolResult, Tool: pt.Tool, Text: st.Output}
 	if st.Status == "error" {
-		res.Text, res.IsError = firstNonEmpty(st.Error, st.Output, "the tool failed"), true
+		res.Text, res.IsError = cliout.FirstNonEmpty(st.Error, st.Output, "the tool failed"), true
 	}
 	if st.Status == "completed" && editTools[pt.Tool] {
 		var path string
 		if raw, ok := st.Input["filePath"]; ok && json.Unmarshal(raw, &path) == nil && path != "" {
-			p.files = appendDistinct(p.files, path)
+			p.files = cliout.AppendDistinct(p.files, path)
 		}
 	}
 	return []backend.Event{use, res}
@@ -194,7 +194,7 @@ func errorText(raw json.RawMessage) (name, msg string) {
 	if json.Unmarshal(raw, &e) != nil {
 		return "", ""
 	}
-	return e.Name, firstNonEmpty(e.Data.Message, e.Message, e.Name)
+	return e.Name, cliout.FirstNonEmpty(e.Data.Message, e.Message, e.Name)
 }
 
 func (p *parser) finalText() string {
@@ -225,9 +225,9 @@ func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 	case len(p.errors) > 0:
 		res.Output = strings.Join(p.errors, "\n")
 	case exitCode != 0:
-		res.Output = firstNonEmpty(stderrTail(stderr), fmt.Sprintf("opencode exited with code %d", exitCode))
+		res.Output = cliout.FirstNonEmpty(cliout.StderrTail(stderr), fmt.Sprintf("opencode exited with code %d", exitCode))
 	default:
-		res.Output = firstNonEmpty(stderrTail(stderr), "opencode finished without completing a step")
+		res.Output = cliout.FirstNonEmpty(cliout.StderrTail(stderr), "opencode finished without completing a step")
 	}
 	res.Err = classify(p.errName, res.Output+"\n"+stderr)
 	return res
@@ -245,55 +245,4 @@ func classify(name, msg string) error {
 		return backend.ErrSessionNotFound
 	}
 	return nil
-}
-
-// tokens turns a reported count into an int64, dropping nonsense (negative,
-// or beyond any real run) rather than overflowing a sum.
-func tokens(f float64) int64 {
-	if f > 0 && f < 1e15 { // false for NaN too
-		return int64(f)
-	}
-	return 0
-}
-
-func appendDistinct(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if strings.TrimSpace(s) != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// ansi matches terminal escape sequences (colours), which CLIs print to
-// stderr even when it is not a terminal.
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
-
-// stderrTail is the end of stderr worth showing: its last lines, at most
-// 4 KiB, without colour codes, because the reason for a failure is printed
-// last.
-func stderrTail(stderr string) string {
-	s := strings.TrimSpace(ansi.ReplaceAllString(stderr, ""))
-	const maxBytes = 4 << 10
-	if len(s) > maxBytes {
-		s = s[len(s)-maxBytes:]
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			s = s[i+1:]
-		}
-	}
-	s = strings.ToValidUTF8(s, "")
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
 }
