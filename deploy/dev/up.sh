@@ -20,11 +20,18 @@ if [[ -z "$(docker ps -q --filter "name=^${name}$")" ]]; then
   docker rm -f "$name" >/dev/null 2>&1 || true
   docker volume create meshwork-pgdata >/dev/null
   echo "up: starting $name from $image on 127.0.0.1:$port"
-  docker run -d --name "$name" --label meshwork.dev=true \
+  if ! docker run -d --name "$name" --label meshwork.dev=true \
     -e POSTGRES_USER=meshwork -e POSTGRES_PASSWORD="$password" -e POSTGRES_DB=meshwork \
     -p "127.0.0.1:$port:5432" -v meshwork-pgdata:/var/lib/postgresql/data \
-    "$image" >/dev/null
+    "$image" >/dev/null; then
+    docker rm -f "$name" >/dev/null 2>&1 || true
+    echo "up: could not start Postgres (see above); if port $port is taken, choose another with MESHWORK_PG_PORT" >&2
+    exit 1
+  fi
 fi
+
+# An already running container keeps the port it was started with.
+port="$(docker port "$name" 5432/tcp | head -n 1 | awk -F: '{print $NF}')"
 
 # Ready means the final server accepts TCP connections (during first-start
 # initialisation the image listens on its socket only).
