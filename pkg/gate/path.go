@@ -164,7 +164,7 @@ func (g *Gate) checkPath(a *meshtype.Action, c *collector) {
 			return
 		}
 	}
-	if len(g.allowed) > 0 && !g.matchesAny(g.allowed, clean, false) {
+	if !g.allowedPath(clean) {
 		c.add(ConstraintAllowed, fmt.Sprintf("path %q is not inside the allowed paths", clean))
 	}
 	if p, ok := g.deniedBy(clean); ok {
@@ -177,7 +177,7 @@ func (g *Gate) checkPath(a *meshtype.Action, c *collector) {
 // such paths out of list and search results, which name paths the action's
 // own target did not.
 func (g *Gate) PathDenied(clean string) bool {
-	if len(g.allowed) > 0 && !g.matchesAny(g.allowed, clean, false) {
+	if !g.allowedPath(clean) {
 		return true
 	}
 	_, denied := g.deniedBy(clean)
@@ -210,13 +210,13 @@ func (g *Gate) deniedBy(clean string) (string, bool) {
 	return "", false
 }
 
-func (g *Gate) matchesAny(globs []glob, clean string, lower bool) bool {
-	for _, gl := range globs {
-		p := gl.pattern
-		if lower {
-			p = gl.lower
-		}
-		if matchPathOrParent(p, clean) {
+// allowedPath reports whether the allowed globs, if any, admit the path.
+func (g *Gate) allowedPath(clean string) bool {
+	if len(g.allowed) == 0 {
+		return true
+	}
+	for _, gl := range g.allowed {
+		if matchPathOrParent(gl.pattern, clean) {
 			return true
 		}
 	}

@@ -142,7 +142,9 @@ type SpawnResult struct {
 	Workspace   string `json:"workspace"`
 }
 
-func (m *Manager) definition(workerID string) (*workerdef.Entry, error) {
+// Worker returns a spawnable catalog worker, or a not-found error that says
+// where the catalog is listed.
+func (m *Manager) Worker(workerID string) (*workerdef.Entry, error) {
 	e, ok := m.cfg.Catalog.Lookup(workerID)
 	if !ok || e.Definition.Abstract {
 		return nil, notFound("unknown worker %q (list_workers shows the catalog)", workerID)
@@ -170,7 +172,7 @@ func (m *Manager) Spawn(ctx context.Context, caller string, req SpawnRequest) (S
 	if err := checkJourneyID(req.JourneyID); err != nil {
 		return SpawnResult{}, err
 	}
-	entry, err := m.definition(req.WorkerID)
+	entry, err := m.Worker(req.WorkerID)
 	if err != nil {
 		return SpawnResult{}, err
 	}

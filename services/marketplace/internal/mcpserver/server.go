@@ -149,15 +149,11 @@ type describeOut struct {
 }
 
 func (h *handlers) describeWorker(ctx context.Context, _ *mcp.CallToolRequest, in describeIn) (*mcp.CallToolResult, describeOut, error) {
-	e, ok := h.catalog.Lookup(in.WorkerID)
-	if !ok || e.Definition.Abstract {
-		return h.failure(ctx, "describe_worker", notFound(in.WorkerID)), describeOut{}, nil
+	e, err := h.mgr.Worker(in.WorkerID)
+	if err != nil {
+		return h.failure(ctx, "describe_worker", err), describeOut{}, nil
 	}
 	return nil, describeOut{DefinitionHash: e.Hash, Definition: e.Definition}, nil
-}
-
-func notFound(workerID string) error {
-	return &journeys.Error{Code: journeys.CodeNotFound, Msg: fmt.Sprintf("unknown worker %q (list_workers shows the catalog)", workerID)}
 }
 
 // executeIn is execute_in_worker's input, for its schema; the handler decodes

@@ -19,16 +19,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/backendtest"
 )
-
-// kinds lists the kinds of events, for comparing sequences.
-func kinds(events []backend.Event) []backend.Kind {
-	out := make([]backend.Kind, len(events))
-	for i, e := range events {
-		out[i] = e.Kind
-	}
-	return out
-}
 
 func TestFakeScriptSteps(t *testing.T) {
 	t.Parallel()
@@ -74,7 +66,7 @@ func TestFakeScriptSteps(t *testing.T) {
 		backend.KindToolUse, backend.KindToolResult, // missing file
 		backend.KindText, backend.KindResult,
 	}
-	if got := kinds(p.Events); !slices.Equal(got, wantKinds) {
+	if got := backendtest.Kinds(p.Events); !slices.Equal(got, wantKinds) {
 		t.Errorf("event kinds %v, want %v", got, wantKinds)
 	}
 	if e := p.Events[7]; !e.IsError || e.Tool != "Edit" || !strings.Contains(e.Text, "Found 2 matches") {
@@ -274,7 +266,7 @@ func TestFakeHang(t *testing.T) {
 		t.Errorf("exit code %d, want 143", code)
 	}
 	res := p.Finish(cmd.ProcessState.ExitCode(), "")
-	if got := kinds(events); !slices.Equal(got, []backend.Kind{backend.KindResult}) || !res.IsError {
+	if got := backendtest.Kinds(events); !slices.Equal(got, []backend.Kind{backend.KindResult}) || !res.IsError {
 		t.Errorf("after SIGTERM: events %v, result %+v; want one error result", got, res)
 	}
 }

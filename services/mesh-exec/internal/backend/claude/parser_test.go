@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,16 +9,14 @@ import (
 	"testing"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/backendtest"
 )
 
 // parse feeds a file's lines to a fresh parser, as the runner does.
 func parse(t *testing.T, data []byte, exitCode int, stderr string) ([]backend.Event, backend.Result) {
 	t.Helper()
 	p := New(Config{}).NewParser(backend.Request{})
-	var events []backend.Event
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		events = append(events, p.Line(line)...)
-	}
+	events := backendtest.Feed(p, data)
 	return events, p.Finish(exitCode, stderr)
 }
 

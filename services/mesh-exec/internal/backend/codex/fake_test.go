@@ -19,16 +19,12 @@ func TestMain(m *testing.M) { fakeagenttest.Main(m) }
 // which parses argv as `codex exec` does and refuses what it would refuse, so
 // they check the argv as much as the parser.
 
-func reply(text string) *script.Script {
-	return &script.Script{Runs: []script.Run{{Steps: []script.Step{{Reply: text}}}}}
-}
-
 func TestFakeResumeContinuesTheSession(t *testing.T) {
 	t.Parallel()
 	b := New(Config{Binary: fakeagenttest.Binary(t, "codex")})
 	home, repo := t.TempDir(), t.TempDir()
 
-	first := fakeagenttest.Run(t, b, home, backend.Request{Repository: repo, Task: "remember the number 7"}, reply("noted"))
+	first := fakeagenttest.Run(t, b, home, backend.Request{Repository: repo, Task: "remember the number 7"}, script.Reply("noted"))
 	if first.Result.IsError || first.Result.Output != "noted" || !uuidPattern.MatchString(first.Result.SessionID) {
 		t.Fatalf("first run: %+v\nstderr: %s", first.Result, first.Stderr)
 	}
@@ -100,7 +96,7 @@ func TestFakeFailures(t *testing.T) {
 	t.Run("unknown session", func(t *testing.T) {
 		t.Parallel()
 		req := backend.Request{Repository: t.TempDir(), Task: "x", SessionID: "0199a213-81c0-7800-8aa1-000000000000"}
-		p := fakeagenttest.Run(t, New(Config{Binary: bin}), t.TempDir(), req, reply("never"))
+		p := fakeagenttest.Run(t, New(Config{Binary: bin}), t.TempDir(), req, script.Reply("never"))
 		if !p.Result.IsError || !errors.Is(p.Result.Err, backend.ErrSessionNotFound) || p.Result.SessionID != req.SessionID {
 			t.Errorf("result: %+v", p.Result)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/backendtest"
 )
 
 var uuidRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -180,34 +181,13 @@ func TestResumedParserKeepsTheSession(t *testing.T) {
 	}
 }
 
-func feed(t *testing.T, p backend.Parser, file string) []backend.Event {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []backend.Event
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		events = append(events, p.Line([]byte(line))...)
-	}
-	return events
-}
-
-func kinds(events []backend.Event) []backend.Kind {
-	out := make([]backend.Kind, 0, len(events))
-	for _, e := range events {
-		out = append(out, e.Kind)
-	}
-	return out
-}
-
 func TestTextParser(t *testing.T) {
 	t.Parallel()
 	b := New(Config{Argv: []string{"a"}, ResumeArgv: []string{"a", "{session_id}"}})
 	p := b.NewParser(backend.Request{SessionID: "s1"})
-	events := feed(t, p, "text.txt")
+	events := backendtest.FeedFile(t, p, "text.txt")
 	want := []backend.Kind{backend.KindInit, backend.KindText, backend.KindText, backend.KindText}
-	if got := kinds(events); !reflect.DeepEqual(got, want) {
+	if got := backendtest.Kinds(events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("kinds = %v, want %v", got, want)
 	}
 	if events[0].SessionID != "s1" || events[3].Text != "I changed it to return a + b.\n" {
@@ -251,9 +231,9 @@ func TestJSONLParser(t *testing.T) {
 	t.Parallel()
 	b := New(Config{Argv: []string{"a"}, Output: "jsonl"})
 	p := b.NewParser(backend.Request{Task: "jsonl"})
-	events := feed(t, p, "run.jsonl")
+	events := backendtest.FeedFile(t, p, "run.jsonl")
 	want := []backend.Kind{backend.KindInit, backend.KindText, backend.KindText, backend.KindResult}
-	if got := kinds(events); !reflect.DeepEqual(got, want) {
+	if got := backendtest.Kinds(events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("kinds = %v, want %v", got, want)
 	}
 	res := p.Finish(0, "")
@@ -265,7 +245,7 @@ func TestJSONLParser(t *testing.T) {
 func TestJSONLParserFailed(t *testing.T) {
 	t.Parallel()
 	p := New(Config{Argv: []string{"a"}, Output: "jsonl"}).NewParser(backend.Request{Task: "failed"})
-	events := feed(t, p, "failed.jsonl")
+	events := backendtest.FeedFile(t, p, "failed.jsonl")
 	if last := events[len(events)-1]; last.Kind != backend.KindResult || !last.IsError {
 		t.Errorf("last event = %+v", last)
 	}
@@ -283,7 +263,7 @@ func TestJSONLParserNestedFields(t *testing.T) {
 		Fields: Fields{SessionID: "data.session.id", Text: "data.content", Result: "data.answer", IsError: "data.failed"},
 	})
 	p := b.NewParser(backend.Request{Task: "nested"})
-	feed(t, p, "nested.jsonl")
+	backendtest.FeedFile(t, p, "nested.jsonl")
 	if res := p.Finish(0, ""); res.IsError || res.Output != "All done." || res.SessionID != "abc123" {
 		t.Errorf("Finish() = %+v", res)
 	}

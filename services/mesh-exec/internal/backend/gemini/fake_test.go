@@ -19,16 +19,12 @@ func TestMain(m *testing.M) { fakeagenttest.Main(m) }
 // which parses argv as Gemini CLI does (a resume needs --prompt, unknown
 // flags are refused), so they check the argv as much as the parser.
 
-func reply(text string) *script.Script {
-	return &script.Script{Runs: []script.Run{{Steps: []script.Step{{Reply: text}}}}}
-}
-
 func TestFakeResumeContinuesTheSession(t *testing.T) {
 	t.Parallel()
 	b := New(Config{Binary: fakeagenttest.Binary(t, "gemini")})
 	home, repo := t.TempDir(), t.TempDir()
 
-	first := fakeagenttest.Run(t, b, home, backend.Request{Repository: repo, Task: "remember the number 7"}, reply("noted, the number 7"))
+	first := fakeagenttest.Run(t, b, home, backend.Request{Repository: repo, Task: "remember the number 7"}, script.Reply("noted, the number 7"))
 	if first.Result.IsError || first.Result.Output != "noted, the number 7" || !uuidPattern.MatchString(first.Result.SessionID) {
 		t.Fatalf("first run: %+v\nstderr: %s", first.Result, first.Stderr)
 	}
@@ -98,7 +94,7 @@ func TestFakeFailures(t *testing.T) {
 	t.Run("unknown session", func(t *testing.T) {
 		t.Parallel()
 		req := backend.Request{Repository: t.TempDir(), Task: "x", SessionID: "4df9d202-a0c2-4ec6-8144-000000000000"}
-		p := fakeagenttest.Run(t, New(Config{Binary: bin}), t.TempDir(), req, reply("never"))
+		p := fakeagenttest.Run(t, New(Config{Binary: bin}), t.TempDir(), req, script.Reply("never"))
 		if !p.Result.IsError || !errors.Is(p.Result.Err, backend.ErrSessionNotFound) || p.Result.SessionID != req.SessionID {
 			t.Errorf("result: %+v", p.Result)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/backendtest"
 )
 
 const sessionID = "4df9d202-a0c2-4ec6-8144-8f2876aebd90"
@@ -81,24 +82,9 @@ func TestName(t *testing.T) {
 // captured; see testdata/README.md.
 func run(t *testing.T, file string, req backend.Request, exitCode int, stderr string) ([]backend.Event, backend.Result) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := New(Config{}).NewParser(req)
-	var events []backend.Event
-	for _, line := range strings.Split(string(data), "\n") {
-		events = append(events, p.Line([]byte(line))...)
-	}
+	events := backendtest.FeedFile(t, p, file)
 	return events, p.Finish(exitCode, stderr)
-}
-
-func kinds(events []backend.Event) []backend.Kind {
-	out := make([]backend.Kind, 0, len(events))
-	for _, e := range events {
-		out = append(out, e.Kind)
-	}
-	return out
 }
 
 func TestParserNewSession(t *testing.T) {
@@ -114,7 +100,7 @@ func TestParserNewSession(t *testing.T) {
 		backend.KindText, backend.KindText,
 		backend.KindResult,
 	}
-	if got := kinds(events); !reflect.DeepEqual(got, wantKinds) {
+	if got := backendtest.Kinds(events); !reflect.DeepEqual(got, wantKinds) {
 		t.Fatalf("kinds = %v\nwant %v", got, wantKinds)
 	}
 	if e := events[5]; e.Tool != "replace" || !strings.Contains(e.Text, "a - b") {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/backendtest"
 )
 
 const sessionID = "ses_494719016ffe85dkDMj0FPRbHK"
@@ -85,24 +86,9 @@ func TestName(t *testing.T) {
 // testdata/README.md.
 func run(t *testing.T, file string, req backend.Request, exitCode int, stderr string) ([]backend.Event, backend.Result) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := New(Config{}).NewParser(req)
-	var events []backend.Event
-	for _, line := range strings.Split(string(data), "\n") {
-		events = append(events, p.Line([]byte(line))...)
-	}
+	events := backendtest.FeedFile(t, p, file)
 	return events, p.Finish(exitCode, stderr)
-}
-
-func kinds(events []backend.Event) []backend.Kind {
-	out := make([]backend.Kind, 0, len(events))
-	for _, e := range events {
-		out = append(out, e.Kind)
-	}
-	return out
 }
 
 func TestParserNewSession(t *testing.T) {
@@ -117,7 +103,7 @@ func TestParserNewSession(t *testing.T) {
 		backend.KindText,
 		backend.KindResult,
 	}
-	if got := kinds(events); !reflect.DeepEqual(got, wantKinds) {
+	if got := backendtest.Kinds(events); !reflect.DeepEqual(got, wantKinds) {
 		t.Fatalf("kinds = %v\nwant %v", got, wantKinds)
 	}
 	if events[0].SessionID != sessionID {

@@ -94,3 +94,8 @@ func (s *Script) Pick(prompt string) Run {
 	}
 	return Run{Steps: []Step{{Fail: fmt.Sprintf("fakeagents: no run in the script for %q", prompt)}}}
 }
+
+// Reply is the script of one run that answers text.
+func Reply(text string) *Script {
+	return &Script{Runs: []Run{{Steps: []Step{{Reply: text}}}}}
+}
