@@ -78,16 +78,19 @@ type handlers struct {
 	logger  *slog.Logger
 }
 
-// failure turns an error into an isError tool result. Errors meant for the
-// client keep their message; anything else is logged and reported plainly.
-func (h *handlers) failure(ctx context.Context, tool string, err error) *mcp.CallToolResult {
-	msg := "internal error; the marketplace logged it"
+// clientError is what a client is told of a failure: errors meant for it
+// keep their message; anything else is logged and reported plainly.
+func (h *handlers) clientError(ctx context.Context, tool string, err error) error {
 	if e, ok := journeys.AsError(err); ok {
-		msg = e.Msg
-	} else {
-		h.logger.ErrorContext(ctx, "tool failed", slog.String("tool", tool), slog.Any("error", err))
+		return e
 	}
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+	h.logger.ErrorContext(ctx, "tool failed", slog.String("tool", tool), slog.Any("error", err))
+	return errors.New("internal error; the marketplace logged it")
+}
+
+// failure is clientError as a tool result, for the raw execute_in_worker handler.
+func (h *handlers) failure(ctx context.Context, tool string, err error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: h.clientError(ctx, tool, err).Error()}}}
 }
 
 // WorkerSummary is one entry of list_workers.
@@ -151,7 +154,7 @@ type describeOut struct {
 func (h *handlers) describeWorker(ctx context.Context, _ *mcp.CallToolRequest, in describeIn) (*mcp.CallToolResult, describeOut, error) {
 	e, err := h.mgr.Worker(in.WorkerID)
 	if err != nil {
-		return h.failure(ctx, "describe_worker", err), describeOut{}, nil
+		return nil, describeOut{}, err
 	}
 	return nil, describeOut{DefinitionHash: e.Hash, Definition: e.Definition}, nil
 }
@@ -175,7 +178,12 @@ func executeSchema() *jsonschema.Schema {
 // decoding would merge duplicate keys before the strict action decoder could
 // refuse them.
 func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
-	defer h.recoverTo(ctx, "execute_in_worker", &res)
+	defer func() {
+		// One bad request must not take the marketplace down.
+		if p := recover(); p != nil {
+			res, err = h.failure(ctx, "execute_in_worker", fmt.Errorf("panic: %v", p)), nil
+		}
+	}()
 	caller, err := h.caller(req)
 	if err != nil {
 		return h.failure(ctx, "execute_in_worker", &journeys.Error{Code: "unauthenticated", Msg: err.Error()}), nil //nolint:nilerr // a tool result with isError, not a protocol error
@@ -232,28 +240,23 @@ type logsIn struct {
 }
 
 // tool adapts a manager operation to a typed MCP tool handler: it names the
-// caller and turns failures into isError results.
+// caller, and returns failures as errors, which the SDK turns into isError
+// results carrying only the message.
 func tool[In, Out any](h *handlers, name string, op func(ctx context.Context, caller string, in In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
-	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, out Out, err error) {
-		var zero Out
-		defer h.recoverTo(ctx, name, &res)
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (_ *mcp.CallToolResult, out Out, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = h.clientError(ctx, name, fmt.Errorf("panic: %v", p))
+			}
+		}()
 		caller, err := h.caller(req)
 		if err != nil {
-			return h.failure(ctx, name, &journeys.Error{Code: "unauthenticated", Msg: err.Error()}), zero, nil //nolint:nilerr // a tool result with isError
+			return nil, out, &journeys.Error{Code: "unauthenticated", Msg: err.Error()}
 		}
-		out, err = op(ctx, caller, in)
-		if err != nil {
-			return h.failure(ctx, name, err), zero, nil
+		if out, err = op(ctx, caller, in); err != nil {
+			return nil, out, h.clientError(ctx, name, err)
 		}
 		return nil, out, nil
-	}
-}
-
-// recoverTo turns a panic in a tool into an isError result, logged: one bad
-// request must not take the marketplace down.
-func (h *handlers) recoverTo(ctx context.Context, tool string, res **mcp.CallToolResult) {
-	if p := recover(); p != nil {
-		*res = h.failure(ctx, tool, fmt.Errorf("panic: %v", p))
 	}
 }
 

@@ -163,9 +163,11 @@ type Metadata struct {
 	ExitCode      int      `json:"exit_code"`
 }
 
-// fail is an ordinary failure: a tool result with isError.
+// fail is an ordinary failure. Returned as an error, the SDK makes it a tool
+// result with isError and the message, without an empty structured result
+// that would contradict it.
 func fail(format string, args ...any) (*mcp.CallToolResult, ExecuteOut, error) {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}, ExecuteOut{}, nil
+	return nil, ExecuteOut{}, fmt.Errorf(format, args...)
 }
 
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteIn) (*mcp.CallToolResult, ExecuteOut, error) {

@@ -351,6 +351,9 @@ func TestBadInput(t *testing.T) {
 		if !r.isError || !strings.Contains(r.text, tc.want) {
 			t.Errorf("%s: got %+v, want an error containing %q", name, r.text, tc.want)
 		}
+		if r.structured {
+			t.Errorf("%s: a refused call carries a structured result that contradicts it: %+v", name, r.out)
+		}
 	}
 	if n := len(e.invocations(t)); n != 0 {
 		t.Errorf("bad input ran the agent %d times", n)

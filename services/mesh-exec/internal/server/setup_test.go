@@ -176,9 +176,10 @@ func (e *env) http(t testing.TB) (*mcp.ClientSession, string) {
 
 // result is mesh_execute's outcome.
 type result struct {
-	isError bool
-	text    string
-	out     struct {
+	isError    bool
+	structured bool // the result had structuredContent
+	text       string
+	out        struct {
 		SessionID string         `json:"session_id"`
 		Output    string         `json:"output"`
 		Metadata  map[string]any `json:"metadata"`
@@ -199,6 +200,7 @@ func execute(t testing.TB, cs *mcp.ClientSession, args map[string]any) result {
 		}
 	}
 	if res.StructuredContent != nil {
+		r.structured = true
 		raw, _ := json.Marshal(res.StructuredContent)
 		_ = json.Unmarshal(raw, &r.out)
 	}
