@@ -47,7 +47,7 @@ func newProgress(ctx context.Context, req *mcp.CallToolRequest, heartbeat time.D
 				quiet := time.Since(p.last) >= heartbeat
 				p.mu.Unlock()
 				if quiet {
-					p.send(fmt.Sprintf("working (%s)", time.Since(p.start).Round(time.Second)))
+					p.send(fmt.Sprintf("working (%s)", time.Since(p.start).Round(time.Second)), nil)
 				}
 			}
 		}
@@ -55,9 +55,19 @@ func newProgress(ctx context.Context, req *mcp.CallToolRequest, heartbeat time.D
 	return p
 }
 
+// SessionMetaKey is the _meta key of the progress notification of an
+// agent's init event that carries the agent's session id, so a client (the
+// orchestrator) can save the session before the call returns and resume it
+// after a crash in the middle of a run.
+const SessionMetaKey = "meshwork/session_id"
+
 func (p *progress) event(ev backend.Event) {
 	if p.token == nil || p.session == nil {
 		return
+	}
+	var meta mcp.Meta
+	if ev.Kind == backend.KindInit && ev.SessionID != "" {
+		meta = mcp.Meta{SessionMetaKey: ev.SessionID}
 	}
 	msg := string(ev.Kind)
 	switch {
@@ -70,16 +80,16 @@ func (p *progress) event(ev backend.Event) {
 		}
 		msg += ": " + text
 	}
-	p.send(msg)
+	p.send(msg, meta)
 }
 
-func (p *progress) send(msg string) {
+func (p *progress) send(msg string, meta mcp.Meta) {
 	p.mu.Lock()
 	p.count++
 	n := p.count
 	p.last = time.Now()
 	p.mu.Unlock()
-	_ = p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: n, Message: msg})
+	_ = p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{Meta: meta, ProgressToken: p.token, Progress: n, Message: msg})
 }
 
 func (p *progress) stop() { close(p.done) }

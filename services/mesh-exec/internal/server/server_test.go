@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/server"
 )
 
 // script writes a fake claude script and returns the env entry naming it.
@@ -314,13 +316,31 @@ func TestProgressNotifications(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.root, "r", "out.md")); err != nil {
 		t.Errorf("the agent's file: %v", err)
 	}
+	var out struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || out.SessionID == "" {
+		t.Fatalf("no session id in %s (%v)", raw, err)
+	}
 	waitFor(t, "progress notifications", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 4 })
 	mu.Lock()
 	defer mu.Unlock()
+	withSession := 0
 	for i, p := range got {
 		if p.ProgressToken != "tok-1" || (i > 0 && p.Progress <= got[i-1].Progress) || p.Message == "" {
 			t.Errorf("notification %d: %+v", i, p)
 		}
+		// The init event's notification names the agent's session in
+		// _meta, so a client can save it before the call returns.
+		if id, ok := p.Meta[server.SessionMetaKey]; ok {
+			withSession++
+			if id != out.SessionID || !strings.HasPrefix(p.Message, "init") {
+				t.Errorf("notification %d: _meta %v, message %q; want session %s on the init event", i, p.Meta, p.Message, out.SessionID)
+			}
+		}
+	}
+	if withSession != 1 {
+		t.Errorf("%d notifications carry %s; want 1 (the init event's)", withSession, server.SessionMetaKey)
 	}
 }
 

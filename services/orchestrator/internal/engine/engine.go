@@ -1,0 +1,237 @@
+// Package engine runs pipelines durably. Work is handed out with River, a
+// Postgres job queue: each ready node of a run is one job, and a node's
+// result, its checkpoint, its role's new session and its successor jobs
+// commit in one transaction, so a crash never loses or doubles a step.
+//
+// Several engines (orchestrator replicas) may share one database. A run has
+// one writer at a time: a replica claims the run's lease before it works a
+// node and renews it while the node runs; every claim raises the run's
+// fencing token, and a commit must present the token it claimed with, so a
+// replica that lost its lease (a long pause, a partition) cannot commit. A
+// replica that dies holding a lease leaves River jobs in the running state;
+// the reaper, a periodic River job, finds those whose run has no live lease
+// and inserts a takeover job, which resumes the node with the role's saved
+// session. A late duplicate of a node's job finds the node's result already
+// in the run's state and does nothing.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Pool is the database, migrated (migrations.Apply). Required.
+	Pool *pgxpool.Pool
+	// Catalog holds the pipelines runs may name. Required.
+	Catalog *pipeline.Catalog
+	// Executors run agent nodes, by their role's via. A role whose via has
+	// no executor fails its node with a clear error. Defaults to none.
+	Executors map[pipeline.Via]executor.Executor
+	// ReplicaID names this engine in leases and attempts; unique per
+	// process. Defaults to hostname-pid-random.
+	ReplicaID string
+	// LeaseTTL is how long a run's lease lasts without renewal, and so how
+	// long a dead replica's runs wait before another takes them over.
+	// Renewed every LeaseTTL/3. Defaults to 15s.
+	LeaseTTL time.Duration
+	// MaxWorkers bounds the nodes this engine works at once. Defaults to 50.
+	MaxWorkers int
+	// FetchCooldown and FetchPollInterval tune how fast River hands out a
+	// new job (see river.Config). Default to 2ms and 200ms.
+	FetchCooldown, FetchPollInterval time.Duration
+	// ReapInterval is how often the reaper looks for jobs of dead replicas.
+	// Defaults to LeaseTTL/2.
+	ReapInterval time.Duration
+	// WorkDisabled makes the engine an API only: it inserts jobs but works
+	// none (for tests and for API-only replicas). Defaults to false.
+	WorkDisabled bool
+	// Logger receives operational logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Engine runs pipelines. It is safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	catalog *pipeline.Catalog
+	logger  *slog.Logger
+	river   *river.Client[pgx.Tx]
+	leases  *leaseTable
+	cache   *stateCache
+
+	stopHeartbeat context.CancelFunc
+	heartbeatDone chan struct{}
+	startOnce     sync.Once
+}
+
+// New checks cfg and returns an Engine; Start starts its workers.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Pool == nil || cfg.Catalog == nil {
+		return nil, errors.New("engine: Pool and Catalog are required")
+	}
+	if cfg.ReplicaID == "" {
+		host, _ := os.Hostname()
+		cfg.ReplicaID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4))
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 15 * time.Second
+	}
+	if cfg.MaxWorkers <= 0 {
+		cfg.MaxWorkers = 50
+	}
+	if cfg.FetchCooldown <= 0 {
+		cfg.FetchCooldown = 2 * time.Millisecond
+	}
+	if cfg.FetchPollInterval <= 0 {
+		cfg.FetchPollInterval = 200 * time.Millisecond
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = cfg.LeaseTTL / 2
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{cfg: cfg, pool: cfg.Pool, catalog: cfg.Catalog, logger: logger, cache: newStateCache(4096)}
+	e.leases = newLeaseTable(e)
+
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &nodeWorker{e: e}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &reapWorker{e: e}); err != nil {
+		return nil, err
+	}
+	rc := &river.Config{
+		ID:                cfg.ReplicaID,
+		Logger:            logger,
+		Workers:           workers,
+		FetchCooldown:     cfg.FetchCooldown,
+		FetchPollInterval: cfg.FetchPollInterval,
+		// Nodes bound their own time (the node's timeout); River must not.
+		JobTimeout: -1,
+		// A node job's own failures are retried by the engine under the
+		// node's retry policy; River's retries cover the engine's own
+		// transient errors (the database, a stale lease).
+		MaxAttempts: 25,
+	}
+	if !cfg.WorkDisabled {
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}}
+		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.ReapInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return reapArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true, ID: "reap"})}
+	}
+	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("creating the River client: %w", err)
+	}
+	e.river = client
+	return e, nil
+}
+
+// ReplicaID returns the engine's replica id.
+func (e *Engine) ReplicaID() string { return e.cfg.ReplicaID }
+
+// Start starts working jobs (unless WorkDisabled) and renewing leases.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.cfg.WorkDisabled {
+		return nil
+	}
+	if err := e.river.Start(ctx); err != nil {
+		return fmt.Errorf("starting River: %w", err)
+	}
+	hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.stopHeartbeat = cancel
+	e.heartbeatDone = make(chan struct{})
+	go e.leases.heartbeat(hbCtx, e.heartbeatDone)
+	e.logger.InfoContext(ctx, "engine started", slog.String("replica", e.cfg.ReplicaID))
+	return nil
+}
+
+// Stop stops taking jobs, waits for running nodes until ctx ends, then
+// cancels them; their jobs are retried by River or taken over.
+func (e *Engine) Stop(ctx context.Context) error {
+	if e.cfg.WorkDisabled {
+		return nil
+	}
+	err := e.river.Stop(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err = e.river.StopAndCancel(stopCtx)
+		cancel()
+	}
+	if e.stopHeartbeat != nil {
+		e.stopHeartbeat()
+		<-e.heartbeatDone
+	}
+	return err
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// stateCache keeps the state at each run's head on this replica, so that a
+// commit replays the checkpoint chain only when another writer moved the
+// head.
+type stateCache struct {
+	mu    sync.Mutex
+	limit int
+	m     map[string]cachedState
+}
+
+type cachedState struct {
+	seq   int
+	state runstate.State
+}
+
+func newStateCache(limit int) *stateCache {
+	return &stateCache{limit: limit, m: map[string]cachedState{}}
+}
+
+func (c *stateCache) get(run string, seq int) (runstate.State, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[run]
+	if !ok || s.seq != seq {
+		return runstate.State{}, false
+	}
+	return s.state.Clone(), true
+}
+
+func (c *stateCache) put(run string, seq int, st runstate.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.limit {
+		for k := range c.m { // drop an arbitrary entry: a miss only costs a replay
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[run] = cachedState{seq: seq, state: st}
+}
+
+func (c *stateCache) drop(run string) {
+	c.mu.Lock()
+	delete(c.m, run)
+	c.mu.Unlock()
+}

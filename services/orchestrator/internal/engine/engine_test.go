@@ -1,0 +1,340 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// A linear run: outputs flow through the templates, one checkpoint per
+// node, each role's session saved and resumed by its next node.
+func TestLinearRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	run := start(t, b.eng, "linear", map[string]any{"task": "hello"})
+	v := waitStatus(t, b.eng, run.ID, runstate.RunSucceeded)
+
+	if got, want := v.Outputs["three"], "a: three: b: two: a: one: hello"; got != want {
+		t.Errorf("three's output = %q, want %q", got, want)
+	}
+	cps, err := b.eng.Checkpoints(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cps) != 4 { // start + one per node
+		t.Fatalf("%d checkpoints, want 4: %+v", len(cps), cps)
+	}
+	for i, want := range []string{"", "one", "two", "three"} {
+		if cps[i].NodeID != want || cps[i].Seq != i {
+			t.Errorf("checkpoint %d: node %q seq %d, want %q", i, cps[i].NodeID, cps[i].Seq, want)
+		}
+	}
+	if v.Sessions["a"] == "" || v.Sessions["b"] == "" {
+		t.Fatalf("sessions %v: want one per role", v.Sessions)
+	}
+	calls := b.exec.Calls()
+	if calls[0].SessionID != "" || calls[2].SessionID != v.Sessions["a"] {
+		t.Errorf("role a's second node resumed session %q, want %q (first call had %q)", calls[2].SessionID, v.Sessions["a"], calls[0].SessionID)
+	}
+	var ids []string
+	for _, c := range calls {
+		ids = append(ids, c.NodeID)
+	}
+	if fmt.Sprint(ids) != "[one two three]" {
+		t.Errorf("calls %v, want each node once", ids)
+	}
+}
+
+// A second run on the same thread resumes each role's own session.
+func TestThreadResumesSessions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	first := start(t, b.eng, "linear", map[string]any{"task": "x"})
+	v1 := waitStatus(t, b.eng, first.ID, runstate.RunSucceeded)
+	second, err := b.eng.StartRun(context.Background(), engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "y"}, Thread: first.Thread})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, b.eng, second.ID, runstate.RunSucceeded)
+	for _, c := range b.exec.Calls() {
+		if c.RunID == second.ID && c.SessionID != v1.Sessions[c.RoleName] {
+			t.Errorf("run 2 node %s used session %q, want role %s's %q", c.NodeID, c.SessionID, c.RoleName, v1.Sessions[c.RoleName])
+		}
+	}
+}
+
+// The bounded loop follows next at most max_iterations times; a false when
+// skips a node.
+func TestLoopAndWhen(t *testing.T) {
+	t.Parallel()
+	t.Run("bounded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(r executor.Request) (string, error) {
+			if r.NodeID == "review" {
+				return "CHANGES please", nil
+			}
+			return "ok", nil
+		})
+		run := start(t, b.eng, "loop", nil)
+		v := waitStatus(t, b.eng, run.ID, runstate.RunSucceeded)
+		count := map[string]int{}
+		for _, c := range b.exec.Calls() {
+			count[c.NodeID]++
+		}
+		// next followed twice: write, review and revise run three times.
+		if count["write"] != 3 || count["review"] != 3 || count["revise"] != 3 || count["done"] != 1 {
+			t.Errorf("calls per node %v, want write/review/revise 3 and done 1", count)
+		}
+		if v.Loops["revise"] != 2 {
+			t.Errorf("loops %v, want revise 2", v.Loops)
+		}
+	})
+	t.Run("when false skips", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(r executor.Request) (string, error) { return "APPROVED", nil })
+		run := start(t, b.eng, "loop", nil)
+		v := waitStatus(t, b.eng, run.ID, runstate.RunSucceeded)
+		for _, n := range v.Nodes {
+			if n.ID == "revise" && n.Status != pipeline.StatusSkipped {
+				t.Errorf("revise is %s, want skipped", n.Status)
+			}
+		}
+		for _, c := range b.exec.Calls() {
+			if c.NodeID == "revise" {
+				t.Error("revise ran although its when was false")
+			}
+		}
+	})
+}
+
+// Failed attempts are retried with backoff and recorded; the last failure
+// fails the run.
+func TestRetries(t *testing.T) {
+	t.Parallel()
+	t.Run("succeeds on the third attempt", func(t *testing.T) {
+		t.Parallel()
+		var n atomic.Int32
+		b := setup(t, func(r executor.Request) (string, error) {
+			if r.NodeID == "flaky" && n.Add(1) < 3 {
+				return "partial", errors.New("agent crashed")
+			}
+			return "fine", nil
+		})
+		run := start(t, b.eng, "retry", nil)
+		v := waitStatus(t, b.eng, run.ID, runstate.RunSucceeded)
+		var statuses []string
+		for _, a := range v.Attempts {
+			if a.NodeID == "flaky" {
+				statuses = append(statuses, fmt.Sprintf("%d:%s", a.Attempt, a.Status))
+			}
+		}
+		if fmt.Sprint(statuses) != "[1:failed 2:failed 3:succeeded]" {
+			t.Errorf("flaky's attempts %v", statuses)
+		}
+		for _, n := range v.Nodes {
+			if n.ID == "flaky" && n.Attempts != 3 {
+				t.Errorf("flaky's state says %d attempts, want 3", n.Attempts)
+			}
+		}
+	})
+	t.Run("fails after max_attempts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(r executor.Request) (string, error) { return "", errors.New("always broken") })
+		run := start(t, b.eng, "retry", nil)
+		v := waitStatus(t, b.eng, run.ID, runstate.RunFailed)
+		if !contains(v.Error, "flaky failed after 3 attempt(s): always broken") {
+			t.Errorf("run error %q", v.Error)
+		}
+		if len(v.Attempts) != 3 {
+			t.Errorf("%d attempts recorded, want 3", len(v.Attempts))
+		}
+		// A failed run can be resumed: the failed node runs again.
+		if _, err := b.eng.Resume(context.Background(), engine.ResumeRequest{RunID: run.ID}); err != nil {
+			t.Fatal(err)
+		}
+		waitStatus(t, b.eng, run.ID, runstate.RunFailed)
+		v, _ = b.eng.GetRun(context.Background(), run.ID)
+		if len(v.Attempts) != 6 {
+			t.Errorf("%d attempts after the resume, want 6", len(v.Attempts))
+		}
+	})
+}
+
+// An approval parks the run; resuming the interrupt by id continues it and
+// records the decision; a second resume is refused.
+func TestApproval(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	run := start(t, b.eng, "approval", nil)
+	v := waitStatus(t, b.eng, run.ID, runstate.RunWaiting)
+	if len(v.Interrupts) != 1 || v.Interrupts[0].Status != "pending" || v.Interrupts[0].NodeID != "approve" {
+		t.Fatalf("interrupts %+v", v.Interrupts)
+	}
+	for _, c := range b.exec.Calls() {
+		if c.NodeID == "publish" {
+			t.Fatal("publish ran before the approval")
+		}
+	}
+	id := v.Interrupts[0].ID
+	if _, err := b.eng.Resume(ctx, engine.ResumeRequest{InterruptID: id, Value: json.RawMessage(`"approved by legal"`), DecidedBy: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	v = waitStatus(t, b.eng, run.ID, runstate.RunSucceeded)
+	if got := v.Outputs["publish"]; got != "a: publish with approved by legal" {
+		t.Errorf("publish output %q", got)
+	}
+	if in := v.Interrupts[0]; in.Status != "resumed" || in.DecidedBy != "alice" || string(in.Value) != `"approved by legal"` {
+		t.Errorf("recorded decision %+v", in)
+	}
+	_, err := b.eng.Resume(ctx, engine.ResumeRequest{InterruptID: id, Value: json.RawMessage(`"again"`)})
+	if !errIs(err, engine.ErrConflict) {
+		t.Errorf("second resume: %v, want ErrConflict", err)
+	}
+}
+
+// foreach fans out over items and joins their outputs.
+func TestForeach(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(r executor.Request) (string, error) {
+		if r.NodeID == "split" {
+			return "x,y,z", nil
+		}
+		return r.Task, nil
+	})
+	run := start(t, b.eng, "fanout", map[string]any{"topics": "t"})
+	v := waitStatus(t, b.eng, run.ID, runstate.RunSucceeded)
+	if got := v.Outputs["each"]; got != `["about x","about y","about z"]` {
+		t.Errorf("each's output %q", got)
+	}
+}
+
+// Forking from the checkpoint after the first node re-runs only the nodes
+// after it, and copies no checkpoint.
+func TestFork(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	run := start(t, b.eng, "linear", map[string]any{"task": "orig"})
+	waitStatus(t, b.eng, run.ID, runstate.RunSucceeded)
+	before := len(b.exec.Calls())
+
+	fork, err := b.eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := waitStatus(t, b.eng, fork.ID, runstate.RunSucceeded)
+	var rerun []string
+	for _, c := range b.exec.Calls()[before:] {
+		rerun = append(rerun, c.NodeID)
+	}
+	if fmt.Sprint(rerun) != "[two three]" {
+		t.Errorf("the fork ran %v, want [two three]", rerun)
+	}
+	if v.ForkedFromRun != run.ID || *v.ForkedFromSeq != 1 {
+		t.Errorf("fork's origin %s@%v", v.ForkedFromRun, v.ForkedFromSeq)
+	}
+	cps, _ := b.eng.Checkpoints(ctx, fork.ID)
+	if len(cps) != 3 || cps[0].ParentRun != run.ID || len(cps[0].Delta.Nodes) != 0 {
+		t.Errorf("fork's checkpoints %+v: want a first one that is an empty delta over the source", cps)
+	}
+	if v.Outputs["one"] != "a: one: orig" {
+		t.Errorf("the fork sees one's output %q", v.Outputs["one"])
+	}
+
+	// A patch changes inputs: forking from the start re-runs everything.
+	patched, err := b.eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: 0, Patch: &runstate.State{Inputs: map[string]any{"task": "patched"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = waitStatus(t, b.eng, patched.ID, runstate.RunSucceeded)
+	if v.Outputs["three"] != "a: three: b: two: a: one: patched" {
+		t.Errorf("patched fork's output %q", v.Outputs["three"])
+	}
+
+	// Pruning the source keeps the fork whole.
+	n, err := b.eng.Prune(ctx, run.ID, 1)
+	if err != nil || n != 3 {
+		t.Fatalf("prune deleted %d, %v; want 3", n, err)
+	}
+	v, err = b.eng.GetRun(ctx, fork.ID)
+	if err != nil || v.Outputs["one"] != "a: one: orig" {
+		t.Fatalf("fork after pruning its source: %v %q", err, v.Outputs["one"])
+	}
+	src, err := b.eng.GetRun(ctx, run.ID)
+	if err != nil || src.Outputs["three"] == "" {
+		t.Fatalf("source after pruning: %v %+v", err, src.Outputs)
+	}
+}
+
+// Bad input gets a clear error and changes nothing.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	count := func() int {
+		var n int
+		if err := b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM checkpoints) + (SELECT count(*) FROM interrupts)").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	var inv *engine.InvalidError
+	_, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "nope"})
+	if !errIs(err, engine.ErrNotFound) || !contains(err.Error(), "known: ") {
+		t.Errorf("unknown pipeline: %v", err)
+	}
+	_, err = b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear"})
+	if !errors.As(err, &inv) || !contains(err.Error(), "task") {
+		t.Errorf("missing required input: %v", err)
+	}
+	_, err = b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": 3}})
+	if !errors.As(err, &inv) {
+		t.Errorf("wrongly typed input: %v", err)
+	}
+	_, err = b.eng.Resume(ctx, engine.ResumeRequest{InterruptID: "00000000-0000-0000-0000-000000000000", Value: json.RawMessage(`"x"`)})
+	if !errIs(err, engine.ErrNotFound) {
+		t.Errorf("unknown interrupt: %v", err)
+	}
+	_, err = b.eng.Resume(ctx, engine.ResumeRequest{InterruptID: "not-a-uuid", Value: json.RawMessage(`"x"`)})
+	if !errIs(err, engine.ErrNotFound) {
+		t.Errorf("malformed interrupt id: %v", err)
+	}
+	_, err = b.eng.GetRun(ctx, "nope")
+	if !errIs(err, engine.ErrNotFound) {
+		t.Errorf("unknown run: %v", err)
+	}
+	_, err = b.eng.Fork(ctx, engine.ForkRequest{RunID: "00000000-0000-0000-0000-000000000000"})
+	if !errIs(err, engine.ErrNotFound) {
+		t.Errorf("fork of an unknown run: %v", err)
+	}
+	if after := count(); after != before {
+		t.Errorf("rows went from %d to %d", before, after)
+	}
+	// A fork patch naming an unknown node, and a bad checkpoint.
+	run := start(t, b.eng, "linear", map[string]any{"task": "x"})
+	waitStatus(t, b.eng, run.ID, runstate.RunSucceeded)
+	_, err = b.eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: 1, Patch: &runstate.State{Nodes: map[string]pipeline.NodeState{"ghost": {Status: "pending"}}}})
+	if !errors.As(err, &inv) || !contains(err.Error(), "ghost") {
+		t.Errorf("patch with an unknown node: %v", err)
+	}
+	_, err = b.eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: 99})
+	if !errIs(err, engine.ErrNotFound) {
+		t.Errorf("fork from a missing checkpoint: %v", err)
+	}
+	_, err = b.eng.Cancel(ctx, run.ID)
+	if !errIs(err, engine.ErrConflict) {
+		t.Errorf("cancelling a finished run: %v", err)
+	}
+	var _ store.Run
+}

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// Event is one thing that happened in a run, for watchers (SSE, meshctl).
+type Event struct {
+	// Type is "checkpoint" (a node finished, was skipped or started to
+	// wait, or the run started), "attempt" (a node attempt finished; failed
+	// ones are retried), or "run" (the run ended or parked; the last event).
+	Type   string `json:"type"`
+	RunID  string `json:"run_id"`
+	Seq    int    `json:"seq,omitempty"`
+	NodeID string `json:"node_id,omitempty"`
+	// Nodes holds the nodes a checkpoint changed.
+	Nodes map[string]pipeline.NodeState `json:"nodes,omitempty"`
+	// Attempt is set on attempt events.
+	Attempt *store.Attempt `json:"attempt,omitempty"`
+	// Status and Error are the run's, on run events.
+	Status string    `json:"status,omitempty"`
+	Error  string    `json:"error,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// WatchInterval is how often Watch looks for news. Checkpoints are in
+// Postgres, written by whichever replica works the run, so a watcher polls
+// the database rather than listening to one replica.
+const WatchInterval = 200 * time.Millisecond
+
+// Watch calls emit with the run's events, from its checkpoints after
+// afterSeq (-1 for all) on, until the run ends or waits for an approval
+// (then a "run" event is the last), ctx ends, or emit fails.
+func (e *Engine) Watch(ctx context.Context, runID string, afterSeq int, emit func(Event) error) error {
+	if _, err := store.GetRun(ctx, e.pool, runID); err != nil {
+		return fmt.Errorf("run %q: %w", runID, err)
+	}
+	var lastAttempt int64
+	tick := time.NewTicker(WatchInterval)
+	defer tick.Stop()
+	for {
+		run, err := store.GetRun(ctx, e.pool, runID)
+		if err != nil {
+			return err
+		}
+		cps, err := store.ListCheckpointsAfter(ctx, e.pool, runID, afterSeq)
+		if err != nil {
+			return err
+		}
+		attempts, err := store.ListAttemptsAfter(ctx, e.pool, runID, lastAttempt)
+		if err != nil {
+			return err
+		}
+		for i := range attempts {
+			a := attempts[i]
+			lastAttempt = a.ID
+			if err := emit(Event{Type: "attempt", RunID: runID, NodeID: a.NodeID, Attempt: &a, At: a.StartedAt}); err != nil {
+				return err
+			}
+		}
+		for _, c := range cps {
+			afterSeq = c.Seq
+			if err := emit(Event{Type: "checkpoint", RunID: runID, Seq: c.Seq, NodeID: c.NodeID, Nodes: c.Delta.Nodes, At: c.CreatedAt}); err != nil {
+				return err
+			}
+		}
+		if run.Status != runstate.RunRunning && afterSeq >= run.HeadSeq {
+			return emit(Event{Type: "run", RunID: runID, Seq: run.HeadSeq, Status: run.Status, Error: run.Error, At: run.UpdatedAt})
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// leaseTable holds the runs this replica is working on. Jobs of one run on
+// this replica share the replica's lease: the first claims it in the
+// database, the last gives it up in its commit. Each run's entry has its own
+// mutex, so claim, commit and release of one run never interleave here.
+type leaseTable struct {
+	e  *Engine
+	mu sync.Mutex
+	m  map[string]*runLease
+}
+
+type runLease struct {
+	mu    sync.Mutex
+	dead  bool // removed from the table; take a fresh entry
+	refs  int
+	fence int64
+	run   store.Run
+	// cancels stops the run's running nodes when the run is cancelled or
+	// taken over.
+	cancels map[*context.CancelFunc]struct{}
+}
+
+func newLeaseTable(e *Engine) *leaseTable { return &leaseTable{e: e, m: map[string]*runLease{}} }
+
+// acquire returns the run's entry, locked.
+func (t *leaseTable) acquire(runID string) *runLease {
+	for {
+		t.mu.Lock()
+		l := t.m[runID]
+		if l == nil {
+			l = &runLease{cancels: map[*context.CancelFunc]struct{}{}}
+			t.m[runID] = l
+		}
+		t.mu.Unlock()
+		l.mu.Lock()
+		if !l.dead {
+			return l
+		}
+		l.mu.Unlock()
+	}
+}
+
+// remove drops a locked entry whose refs reached zero.
+func (t *leaseTable) remove(runID string, l *runLease) {
+	l.dead = true
+	t.mu.Lock()
+	if t.m[runID] == l {
+		delete(t.m, runID)
+	}
+	t.mu.Unlock()
+}
+
+// claim takes a reference on the run's lease, claiming it in the database if
+// this replica does not hold it yet. ok is false when another replica holds
+// a live lease.
+func (t *leaseTable) claim(ctx context.Context, runID string) (fence int64, run store.Run, ok bool, err error) {
+	l := t.acquire(runID)
+	defer l.mu.Unlock()
+	if l.refs > 0 {
+		l.refs++
+		return l.fence, l.run, true, nil
+	}
+	lease, ok, err := store.ClaimLease(ctx, t.e.pool, runID, t.e.cfg.ReplicaID, t.e.cfg.LeaseTTL)
+	if err != nil || !ok {
+		t.remove(runID, l)
+		return 0, store.Run{}, false, err
+	}
+	l.refs, l.fence, l.run = 1, lease.Fence, lease.Run
+	return l.fence, l.run, true, nil
+}
+
+// release drops a reference; the last one gives the lease up.
+func (t *leaseTable) release(ctx context.Context, runID string) {
+	l := t.acquire(runID)
+	defer l.mu.Unlock()
+	if l.refs == 0 {
+		t.remove(runID, l)
+		return
+	}
+	l.refs--
+	if l.refs == 0 {
+		if err := store.ReleaseLease(context.WithoutCancel(ctx), t.e.pool, runID, t.e.cfg.ReplicaID, l.fence); err != nil {
+			t.e.logger.WarnContext(ctx, "releasing a run's lease failed; it expires by itself", slog.String("run", runID), slog.Any("error", err))
+		}
+		t.remove(runID, l)
+	}
+}
+
+// commit runs fn, the commit of one node of the run, under the run's entry
+// lock; fn is told whether it must give the lease up (this is the last
+// reference), and the reference is dropped if fn succeeds.
+func (t *leaseTable) commit(runID string, fn func(fence int64, release bool) error) error {
+	l := t.acquire(runID)
+	defer l.mu.Unlock()
+	release := l.refs <= 1
+	if err := fn(l.fence, release); err != nil {
+		return err
+	}
+	if l.refs > 0 {
+		l.refs--
+	}
+	if l.refs == 0 {
+		t.remove(runID, l)
+	}
+	return nil
+}
+
+// track registers a running node's cancel func with its run.
+func (t *leaseTable) track(runID string, cancel *context.CancelFunc) func() {
+	l := t.acquire(runID)
+	l.cancels[cancel] = struct{}{}
+	l.mu.Unlock()
+	return func() {
+		l := t.acquire(runID)
+		delete(l.cancels, cancel)
+		if l.refs == 0 {
+			t.remove(runID, l)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// heartbeat renews this replica's leases every LeaseTTL/3, and stops the
+// nodes of runs that were cancelled, ended, or taken over.
+func (t *leaseTable) heartbeat(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(t.e.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		t.mu.Lock()
+		ids := make([]string, 0, len(t.m))
+		for id := range t.m {
+			ids = append(ids, id)
+		}
+		t.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		held, err := store.RenewLeases(ctx, t.e.pool, t.e.cfg.ReplicaID, ids, t.e.cfg.LeaseTTL)
+		if err != nil {
+			t.e.logger.WarnContext(ctx, "renewing leases failed", slog.Any("error", err))
+			continue
+		}
+		for _, id := range ids {
+			status, ok := held[id]
+			if ok && status == runstate.RunRunning {
+				continue
+			}
+			l := t.acquire(id)
+			if l.refs > 0 || len(l.cancels) > 0 {
+				t.e.logger.InfoContext(ctx, "stopping the run's nodes", slog.String("run", id), slog.String("status", status), slog.Bool("lease_lost", !ok))
+				for c := range l.cancels {
+					(*c)()
+				}
+			}
+			l.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,417 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// nodeArgs is the River job of one attempt of one iteration of one node.
+// River refuses a second job with the same args, so scheduling is
+// idempotent; a takeover job names the job of a dead replica it replaces.
+type nodeArgs struct {
+	RunID     string `json:"run_id"`
+	NodeID    string `json:"node_id"`
+	Iteration int    `json:"iteration"`
+	Attempt   int    `json:"attempt"`
+	Takeover  int64  `json:"takeover,omitempty"`
+	// NotBefore delays a retry whose backoff is shorter than River's
+	// scheduler interval (which promotes scheduled jobs only every few
+	// seconds): the job is available at once and waits itself.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+}
+
+// schedulerInterval is how often River's scheduler makes scheduled jobs
+// available (River's default); shorter backoffs wait in the job instead.
+const schedulerInterval = 5 * time.Second
+
+func (nodeArgs) Kind() string { return "meshwork_node" }
+
+func (nodeArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+type nodeWorker struct {
+	river.WorkerDefaults[nodeArgs]
+	e *Engine
+}
+
+// errNodeDone ends a job whose node needs nothing more from it.
+var errNodeDone = errors.New("node needs no work")
+
+func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
+	e, a := w.e, job.Args
+	if a.NotBefore != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(*a.NotBefore)):
+		}
+	}
+	log := e.logger.With(slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Int("iteration", a.Iteration), slog.Int("attempt", a.Attempt))
+	fence, run, ok, err := e.leases.claim(ctx, a.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // the run was deleted
+	}
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Another replica works on this run: try again once it is done.
+		return river.JobSnooze(e.cfg.LeaseTTL / 5)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			e.leases.release(ctx, a.RunID)
+		}
+	}()
+
+	p, st, err := e.prepare(ctx, run, a)
+	if errors.Is(err, errNodeDone) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	nodeCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	untrack := e.leases.track(a.RunID, &cancel)
+	started := time.Now()
+	res, execErr := e.execute(nodeCtx, run, p, st, a, fence)
+	untrack()
+	if ctx.Err() != nil {
+		return ctx.Err() // this replica is stopping: River retries the job
+	}
+
+	err = e.leases.commit(a.RunID, func(fence int64, release bool) error {
+		return e.commitNode(ctx, run, p, job, fence, release, started, res, execErr)
+	})
+	switch {
+	case err == nil:
+		committed = true
+		return nil
+	case errors.Is(err, errNodeDone):
+		return nil
+	case errors.Is(err, store.ErrStaleLease):
+		// Another replica took the run over; River retries this job, which
+		// then finds the node done or waits for the run's lease.
+		log.WarnContext(ctx, "the run was taken over: result not committed")
+		return err
+	default:
+		return err
+	}
+}
+
+// prepare loads the run's state and decides whether the job has work to do.
+func (e *Engine) prepare(ctx context.Context, run store.Run, a nodeArgs) (*pipeline.Pipeline, runstate.State, error) {
+	if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
+		return nil, runstate.State{}, errNodeDone
+	}
+	p, ok := e.catalog.Lookup(run.Pipeline)
+	if !ok || p.Hash() != run.PipelineHash {
+		msg := fmt.Sprintf("pipeline %s changed since the run started (or is no longer in the catalog): resume the run with migrate to run it under the new definition", run.Pipeline)
+		if err := e.parkChanged(ctx, run.ID, msg); err != nil {
+			return nil, runstate.State{}, err
+		}
+		return nil, runstate.State{}, errNodeDone
+	}
+	st, err := e.stateAt(ctx, e.pool, run.ID, run.HeadSeq)
+	if err != nil {
+		return nil, runstate.State{}, err
+	}
+	if st.Node(a.NodeID).Iteration >= a.Iteration {
+		return nil, runstate.State{}, errNodeDone // committed already (a duplicate or late job)
+	}
+	return p, st, nil
+}
+
+// parkChanged fails a run whose pipeline changed under it; ResumeRun with
+// migrate continues it.
+func (e *Engine) parkChanged(ctx context.Context, runID, msg string) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		run, err := store.LockRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
+			return nil
+		}
+		return store.UpdateRun(ctx, tx, runID, store.RunUpdate{HeadSeq: run.HeadSeq, Status: runstate.RunFailed, Error: msg})
+	})
+}
+
+func (e *Engine) stateAt(ctx context.Context, q store.Querier, runID string, seq int) (runstate.State, error) {
+	if st, ok := e.cache.get(runID, seq); ok {
+		return st, nil
+	}
+	st, err := store.LoadState(ctx, q, runID, seq)
+	if err != nil {
+		return runstate.State{}, err
+	}
+	e.cache.put(runID, seq, st.Clone())
+	return st, nil
+}
+
+// nodeResult is what one attempt produced.
+type nodeResult struct {
+	output  string
+	session string
+	role    string
+	cost    float64
+}
+
+// execute runs one attempt of an agent node: its task rendered over the
+// run's state, through its role's executor, resuming the role's session.
+func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipeline, st runstate.State, a nodeArgs, fence int64) (nodeResult, error) {
+	n, ok := p.Node(a.NodeID)
+	if !ok {
+		return nodeResult{}, fmt.Errorf("pipeline %s has no node %q", p.Name(), a.NodeID)
+	}
+	role, _ := p.Role(a.NodeID)
+	res := nodeResult{role: n.Role}
+	ex := e.cfg.Executors[role.Via]
+	if ex == nil {
+		return res, fmt.Errorf("role %s works via %s, and this orchestrator has no %s executor configured: %w", n.Role, role.Via, role.Via, executor.ErrUnavailable)
+	}
+	if n.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(n.Timeout))
+		defer cancel()
+	}
+	req := executor.Request{
+		RunID: run.ID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, Thread: run.Thread,
+		RoleName: n.Role, Role: role, Timeout: time.Duration(role.Timeout) * time.Millisecond,
+	}
+	ps := st.Pipeline()
+	if n.IsForeach() {
+		out, err := e.executeItems(ctx, p, n, ps, ex, req)
+		res.output = out
+		if err == nil {
+			res.output, err = p.RenderOutput(a.NodeID, ps, out)
+		}
+		return res, err
+	}
+	task, err := p.RenderTask(a.NodeID, ps)
+	if err != nil {
+		return res, err
+	}
+	session, err := store.RoleSession(ctx, e.pool, run.Thread, n.Role)
+	if err != nil {
+		return res, err
+	}
+	req.Task, req.SessionID = task, session
+	var saveMu sync.Mutex
+	saved := session
+	req.OnSession = func(id string) {
+		// Saved the moment the agent names it: a crash in the middle of
+		// the node then resumes this session rather than starting over.
+		saveMu.Lock()
+		defer saveMu.Unlock()
+		if id == "" || id == saved {
+			return
+		}
+		if _, err := store.SaveRoleSession(context.WithoutCancel(ctx), e.pool, run.Thread, n.Role, id, run.ID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
+			e.logger.WarnContext(ctx, "saving a role's session failed", slog.String("run", run.ID), slog.Any("error", err))
+			return
+		}
+		saved = id
+	}
+	r, err := ex.Execute(ctx, req)
+	res.session, res.cost = r.SessionID, r.CostUSD
+	if res.session == "" {
+		res.session = saved
+	}
+	if err != nil {
+		res.output = r.Output
+		return res, err
+	}
+	res.output, err = p.RenderOutput(a.NodeID, ps, r.Output)
+	return res, err
+}
+
+// executeItems runs a foreach node's items, at most MaxConcurrency at once,
+// each in a session of its own; the node's result is the JSON array of the
+// items' outputs, in item order.
+func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipeline.Node, ps pipeline.State, ex executor.Executor, base executor.Request) (string, error) {
+	items, err := p.ForeachItems(n.ID, ps)
+	if err != nil {
+		return "", err
+	}
+	outs := make([]string, len(items))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(n.MaxConcurrency, 1))
+	for i, item := range items {
+		g.Go(func() error {
+			task, err := p.RenderItemTask(n.ID, ps, i, item)
+			if err != nil {
+				return err
+			}
+			req := base
+			req.Task = task
+			r, err := ex.Execute(gctx, req)
+			if err != nil {
+				return fmt.Errorf("item %d: %w", i, err)
+			}
+			outs[i] = r.Output
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(outs)
+	return string(b), err
+}
+
+// commitNode commits an attempt's outcome in one transaction: on success the
+// node's result, the new checkpoint, the role's session and the successor
+// jobs; on a failure with attempts left the failed attempt and its retry
+// job; on the last failure the failed node and the failed run.
+func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipeline, job *river.Job[nodeArgs], fence int64, release bool,
+	started time.Time, res nodeResult, execErr error,
+) error {
+	a := job.Args
+	var next runstate.State
+	var headSeq int
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		locked, err := store.LockRun(ctx, tx, a.RunID)
+		if err != nil {
+			return err
+		}
+		if err := store.CheckLease(ctx, tx, a.RunID, e.cfg.ReplicaID, fence); err != nil {
+			return err
+		}
+		if locked.Status != runstate.RunRunning && locked.Status != runstate.RunWaiting {
+			return errNodeDone // cancelled or ended while the node ran
+		}
+		st, err := e.stateAt(ctx, tx, a.RunID, locked.HeadSeq)
+		if err != nil {
+			return err
+		}
+		if st.Node(a.NodeID).Iteration >= a.Iteration {
+			return errNodeDone
+		}
+		attempt := store.Attempt{
+			RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, JobID: job.ID,
+			Replica: e.cfg.ReplicaID, Status: "succeeded", SessionID: res.session, CostUSD: res.cost, StartedAt: started,
+		}
+		var step runstate.Step
+		if execErr != nil {
+			attempt.Status, attempt.Error = "failed", truncate(execErr.Error(), 4000)
+			retry := nodeRetry(p, a.NodeID)
+			if a.Attempt < retry.MaxAttempts {
+				if err := store.InsertAttempt(ctx, tx, attempt); err != nil {
+					return err
+				}
+				if res.session != "" {
+					if _, err := store.SaveRoleSession(ctx, tx, run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
+						return err
+					}
+				}
+				retryArgs := nodeArgs{RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt + 1}
+				at := time.Now().Add(retry.Delay(a.Attempt))
+				opts := &river.InsertOpts{ScheduledAt: at}
+				if retry.Delay(a.Attempt) < schedulerInterval {
+					retryArgs.NotBefore, opts = &at, nil
+				}
+				if _, err := e.river.InsertTx(ctx, tx, retryArgs, opts); err != nil {
+					return err
+				}
+				headSeq, next = locked.HeadSeq, st
+				return store.UpdateRun(ctx, tx, a.RunID, store.RunUpdate{HeadSeq: locked.HeadSeq, Status: locked.Status, Release: release})
+			}
+			step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, execErr.Error())
+		} else {
+			step = runstate.Complete(p, st, a.NodeID, a.Iteration, a.Attempt, res.output)
+		}
+		if res.session != "" && res.role != "" && st.Sessions[res.role] != res.session {
+			step.Delta.Apply(runstate.SetSession(res.role, res.session))
+			step.Next.Apply(runstate.SetSession(res.role, res.session))
+			if _, err := store.SaveRoleSession(ctx, tx, run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
+				return err
+			}
+		}
+		if err := store.InsertAttempt(ctx, tx, attempt); err != nil {
+			return err
+		}
+		headSeq, next = locked.HeadSeq+1, step.Next
+		if err := e.applyStep(ctx, tx, a.RunID, locked.HeadSeq, a.NodeID, a.Iteration, step, release, ""); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrDuplicateResult) {
+			return errNodeDone
+		}
+		e.cache.drop(a.RunID)
+		return err
+	}
+	e.cache.put(a.RunID, headSeq, next)
+	return nil
+}
+
+// applyStep writes a step as checkpoint head+1 (a child of head) and does
+// what it asks for: interrupts, successor jobs, the run's new status.
+func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, runID string, head int, nodeID string, iteration int, step runstate.Step, release bool, newHash string) error {
+	seq := head + 1
+	parent := head
+	if err := store.InsertCheckpoint(ctx, tx, store.Checkpoint{RunID: runID, Seq: seq, ParentRun: runID, ParentSeq: &parent, NodeID: nodeID, Iteration: iteration, Delta: step.Delta}); err != nil {
+		return err
+	}
+	return e.afterCheckpoint(ctx, tx, runID, seq, step, release, newHash)
+}
+
+// afterCheckpoint opens the step's interrupts, inserts its jobs and writes
+// the run's new head and status.
+func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, runID string, seq int, step runstate.Step, release bool, newHash string) error {
+	for _, id := range step.Interrupts {
+		if err := store.InsertInterrupt(ctx, tx, runID, id, step.Next.Node(id).Iteration+1); err != nil {
+			return err
+		}
+	}
+	if len(step.Schedule) > 0 {
+		params := make([]river.InsertManyParams, 0, len(step.Schedule))
+		for _, id := range step.Schedule {
+			params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1}})
+		}
+		if _, err := e.river.InsertManyTx(ctx, tx, params); err != nil {
+			return fmt.Errorf("inserting the successor jobs: %w", err)
+		}
+	}
+	if step.Status != runstate.RunRunning && step.Status != runstate.RunWaiting {
+		if err := store.CancelInterrupts(ctx, tx, runID); err != nil {
+			return err
+		}
+	}
+	return store.UpdateRun(ctx, tx, runID, store.RunUpdate{HeadSeq: seq, Status: step.Status, Error: step.Error, Release: release, PipelineHash: newHash})
+}
+
+func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {
+	if n, ok := p.Node(id); ok && n.Retry != nil {
+		return *n.Retry
+	}
+	return pipeline.Retry{MaxAttempts: 1}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

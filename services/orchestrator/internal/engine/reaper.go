@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// reapArgs is the reaper's periodic job.
+type reapArgs struct{}
+
+func (reapArgs) Kind() string { return "meshwork_reap" }
+
+func (reapArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: time.Second}}
+}
+
+// reapWorker takes over the nodes of dead replicas. River marks a job stuck
+// in the running state as retryable only after RescueStuckJobsAfter (an
+// hour: it cannot tell a dead worker from a long node); a run's lease tells
+// sooner. A running node job whose run has had no live lease for a lease's
+// time belongs to a replica that died: the reaper inserts a takeover job
+// for the same node, which resumes it with the role's saved session. When
+// River finally rescues the old job, it finds the node done.
+type reapWorker struct {
+	river.WorkerDefaults[reapArgs]
+	e *Engine
+}
+
+func (w *reapWorker) Work(ctx context.Context, _ *river.Job[reapArgs]) error {
+	_, err := w.e.Reap(ctx)
+	return err
+}
+
+// Reap inserts takeover jobs for the node jobs of dead replicas and returns
+// how many it inserted.
+func (e *Engine) Reap(ctx context.Context) (int, error) {
+	res, err := e.river.JobList(ctx, river.NewJobListParams().Kinds(nodeArgs{}.Kind()).States(rivertype.JobStateRunning).First(1000))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, j := range res.Jobs {
+		if j.AttemptedAt == nil || time.Since(*j.AttemptedAt) < e.cfg.LeaseTTL {
+			continue
+		}
+		var a nodeArgs
+		if err := json.Unmarshal(j.EncodedArgs, &a); err != nil {
+			continue
+		}
+		live, err := store.LeaseLive(ctx, e.pool, a.RunID)
+		if err != nil {
+			return n, err
+		}
+		if live {
+			continue
+		}
+		t := a
+		t.Takeover = j.ID
+		r, err := e.river.Insert(ctx, t, nil)
+		if err != nil {
+			return n, err
+		}
+		if !r.UniqueSkippedAsDuplicate {
+			n++
+			e.logger.InfoContext(ctx, "took over a node of a dead replica", slog.String("run", a.RunID), slog.String("node", a.NodeID),
+				slog.Int64("job", j.ID), slog.Any("replica", j.AttemptedBy))
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,214 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+func TestMain(m *testing.M) {
+	pgtest.Main(m)
+}
+
+// testPipelines are small pipelines for the engine's rules, all of whose
+// roles are via mesh (served by scriptedExecutor).
+var testPipelines = fstest.MapFS{
+	"linear.yaml": {Data: []byte(`
+name: linear
+inputs: {task: {type: string, required: true}}
+roles:
+  a: {via: mesh, repository: a}
+  b: {via: mesh, repository: b}
+nodes:
+  - {id: one, role: a, task: "one: {{ .inputs.task }}"}
+  - {id: two, role: b, needs: [one], task: "two: {{ .nodes.one.output }}"}
+  - {id: three, role: a, needs: [two], task: "three: {{ .nodes.two.output }}"}
+`)},
+	"loop.yaml": {Data: []byte(`
+name: loop
+roles:
+  w: {via: mesh, repository: w}
+  r: {via: mesh, repository: r}
+nodes:
+  - {id: write, role: w, task: "write"}
+  - {id: review, role: r, needs: [write], task: "review {{ .nodes.write.output }}"}
+  - {id: revise, role: w, needs: [review], when: "nodes.review.output.contains('CHANGES')", task: "revise", next: write, max_iterations: 2}
+  - {id: done, role: r, needs: [review, revise], task: "done"}
+`)},
+	"retry.yaml": {Data: []byte(`
+name: retry
+roles:
+  a: {via: mesh, repository: a}
+nodes:
+  - id: flaky
+    role: a
+    task: flaky
+    retry: {max_attempts: 3, backoff: 10ms}
+  - {id: after, role: a, needs: [flaky], task: "after {{ .nodes.flaky.output }}"}
+`)},
+	"approval.yaml": {Data: []byte(`
+name: approval
+roles:
+  a: {via: mesh, repository: a}
+nodes:
+  - {id: draft, role: a, task: draft}
+  - {id: approve, type: approval, needs: [draft]}
+  - {id: publish, role: a, needs: [approve], task: "publish with {{ .nodes.approve.output }}"}
+`)},
+	"fanout.yaml": {Data: []byte(`
+name: fanout
+inputs: {topics: {type: string, required: true}}
+roles:
+  a: {via: mesh, repository: a}
+nodes:
+  - {id: split, role: a, task: "{{ .inputs.topics }}"}
+  - {id: each, role: a, needs: [split], foreach: "nodes.split.output.split(',')", max_concurrency: 2, task: "about {{ .item }}"}
+  - {id: join, role: a, needs: [each], task: "join {{ .nodes.each.output }}"}
+`)},
+}
+
+// scriptedExecutor is the test double of an agent executor: it answers each
+// task at once with "<role>: <task>" (or what reply says), keeps one
+// session per role and thread, and records every call.
+type scriptedExecutor struct {
+	mu       sync.Mutex
+	calls    []executor.Request
+	sessions map[string]string
+	reply    func(req executor.Request) (string, error)
+}
+
+func (s *scriptedExecutor) Execute(ctx context.Context, req executor.Request) (executor.Result, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, req)
+	key := req.Thread + "/" + req.RoleName
+	if s.sessions == nil {
+		s.sessions = map[string]string{}
+	}
+	sess := req.SessionID
+	if sess == "" {
+		sess = fmt.Sprintf("sess-%s-%d", req.RoleName, len(s.sessions)+1)
+		s.sessions[key] = sess
+	}
+	reply := s.reply
+	s.mu.Unlock()
+	if req.OnSession != nil {
+		req.OnSession(sess)
+	}
+	out := req.RoleName + ": " + req.Task
+	if reply != nil {
+		var err error
+		if out, err = reply(req); err != nil {
+			return executor.Result{Output: out, SessionID: sess}, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return executor.Result{}, err
+	}
+	return executor.Result{Output: out, SessionID: sess}, nil
+}
+
+func (s *scriptedExecutor) Calls() []executor.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]executor.Request(nil), s.calls...)
+}
+
+type bundle struct {
+	pool *pgxpool.Pool
+	dsn  string
+	eng  *engine.Engine
+	exec *scriptedExecutor
+	cat  *pipeline.Catalog
+}
+
+func loadTestCatalog(t testing.TB) *pipeline.Catalog {
+	t.Helper()
+	cat, err := pipeline.LoadDir(testPipelines)
+	if err != nil {
+		t.Fatalf("loading the test pipelines: %v", err)
+	}
+	return cat
+}
+
+// setup starts an engine on a fresh database with the test pipelines and a
+// scripted executor.
+func setup(t *testing.T, reply func(executor.Request) (string, error)) *bundle {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b := &bundle{pool: pool, dsn: dsn, exec: &scriptedExecutor{reply: reply}, cat: loadTestCatalog(t)}
+	b.eng = startEngine(t, pool, b.cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.exec}, "")
+	return b
+}
+
+func startEngine(t testing.TB, pool *pgxpool.Pool, cat *pipeline.Catalog, ex map[pipeline.Via]executor.Executor, replica string) *engine.Engine {
+	t.Helper()
+	eng, err := engine.New(engine.Config{Pool: pool, Catalog: cat, Executors: ex, ReplicaID: replica, LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = eng.Stop(ctx)
+	})
+	return eng
+}
+
+// waitStatus waits until the run reaches one of the statuses.
+func waitStatus(t testing.TB, eng *engine.Engine, runID string, statuses ...string) engine.RunView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := eng.Watch(ctx, runID, -1, func(engine.Event) error { return nil })
+	if err != nil {
+		t.Fatalf("watching run %s: %v", runID, err)
+	}
+	v, err := eng.GetRun(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range statuses {
+		if v.Status == s {
+			return v
+		}
+	}
+	t.Fatalf("run %s is %s (%s), want one of %v", runID, v.Status, v.Error, statuses)
+	return v
+}
+
+func start(t testing.TB, eng *engine.Engine, name string, inputs map[string]any) store.Run {
+	t.Helper()
+	run, err := eng.StartRun(context.Background(), engine.StartRequest{Pipeline: name, Inputs: inputs})
+	if err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	return run
+}
+
+func errIs(err, target error) bool { return errors.Is(err, target) }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+var _ = goleak.IgnoreCurrent

@@ -1,0 +1,65 @@
+// Package executor is the seam between the orchestrator's engine and whoever
+// does a node's work: an agent behind mesh-exec's mesh_execute (package
+// executor/mesh) or a worker of the marketplace (package executor/marketplace).
+// The engine declares what it needs here; each implementation is an MCP
+// client on the official SDK.
+package executor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+)
+
+// Request is one attempt of one agent node (or one item of a foreach node).
+type Request struct {
+	// RunID, NodeID, Iteration and Attempt identify the attempt, for logs
+	// and for names the executor derives (a marketplace journey).
+	RunID     string
+	NodeID    string
+	Iteration int
+	Attempt   int
+	// Thread is the run's thread: runs on one thread share their roles'
+	// sessions (and a marketplace role's journey).
+	Thread string
+	// RoleName and Role say who does the work.
+	RoleName string
+	Role     pipeline.Role
+	// Task is the rendered task.
+	Task string
+	// SessionID continues the role's agent session; empty starts one.
+	SessionID string
+	// Timeout bounds the attempt; 0 means none beyond the context's.
+	Timeout time.Duration
+	// OnSession, when set, is called as soon as the agent reports its
+	// session id, before the attempt ends, so that a crash in the middle of
+	// the node can resume the same session. It may be called more than once
+	// with the same id.
+	OnSession func(sessionID string)
+}
+
+// Result is what an attempt produced.
+type Result struct {
+	// Output is the agent's reply.
+	Output string
+	// SessionID is the role's session after the attempt; empty when the
+	// executor has none.
+	SessionID string
+	// CostUSD is what the attempt cost, when the agent says.
+	CostUSD float64
+}
+
+// Executor runs agent nodes. Implementations are safe for concurrent use.
+type Executor interface {
+	// Execute runs one attempt. An error is a failed attempt, retried under
+	// the node's retry policy; its text is recorded. A Result may come with
+	// an error (the agent reported a failure), carrying the partial output
+	// and the session.
+	Execute(ctx context.Context, req Request) (Result, error)
+}
+
+// ErrUnavailable marks an executor that is not configured, such as a role via
+// marketplace on an orchestrator without a marketplace URL.
+var ErrUnavailable = errors.New("executor not configured")

@@ -1,0 +1,323 @@
+// Package marketplace is the executor of roles via marketplace: it runs a
+// node's task as a task action of a marketplace worker, in a journey of its
+// own per thread and role, over the marketplace's MCP tools (spawn_worker,
+// get_worker_state, execute_in_worker) on streamable HTTP.
+//
+// The journey, not the request, carries the agent session: the marketplace
+// stores the session of each journey and resumes it on the next action, so
+// runs on one thread continue the role's conversation and workspace.
+package marketplace
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
+)
+
+// Config configures an Executor.
+type Config struct {
+	// Endpoint is the marketplace's streamable HTTP URL, such as
+	// http://127.0.0.1:8080/mcp. Required.
+	Endpoint string
+	// Token is the orchestrator's bearer token at the marketplace, sent in
+	// the Authorization header; its caller owns the journeys. Required.
+	Token string
+	// HTTPClient sends the requests; it must have no Timeout, as an agent's
+	// task lasts as long as it runs. Defaults to one on
+	// http.DefaultTransport.
+	HTTPClient *http.Client
+	// Logger receives operational logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Executor runs nodes in marketplace workers. It keeps one MCP session to
+// the marketplace, opened on the first call, and spawns each journey once
+// per process. It is safe for concurrent use.
+type Executor struct {
+	conn   *mcpconn.Conn
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	journeys map[string]*journey // by journey id
+}
+
+// journey is what the executor knows of one journey.
+type journey struct {
+	mu      sync.Mutex // held while spawning
+	spawned bool       // spawned (or found active) by this process
+}
+
+var _ executor.Executor = (*Executor)(nil)
+
+// New checks cfg and returns an Executor; it connects on the first call.
+func New(cfg Config) (*Executor, error) {
+	if cfg.Endpoint == "" || cfg.Token == "" {
+		return nil, errors.New("marketplace executor: Endpoint and Token are required")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	conn, err := mcpconn.New(mcpconn.Config{
+		Endpoint: cfg.Endpoint, Token: cfg.Token, HTTPClient: cfg.HTTPClient, Logger: logger,
+		Options: &mcp.ClientOptions{Logger: logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marketplace executor: %w", err)
+	}
+	return &Executor{conn: conn, logger: logger, journeys: map[string]*journey{}}, nil
+}
+
+// Close ends the session with the marketplace. Journeys keep running: the
+// next process finds them active.
+func (e *Executor) Close() error { return e.conn.Close() }
+
+// journeyPattern is the marketplace's journey id format.
+var journeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// JourneyID is the journey of a role on a thread: "<role>-<the first 12 hex
+// digits of the thread's SHA-256>", so that every run of the thread finds
+// the same worker, workspace and agent session, and a journey's name says
+// whose it is. Role names (^[a-z][a-z0-9_]{0,63}$) make it a valid journey
+// id; JourneyID reports an error for anything else.
+func JourneyID(role, thread string) (string, error) {
+	sum := sha256.Sum256([]byte(thread))
+	id := role + "-" + hex.EncodeToString(sum[:])[:12]
+	if !journeyPattern.MatchString(id) {
+		return "", fmt.Errorf("role %q makes journey id %q, which the marketplace does not accept (1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit)", role, id)
+	}
+	return id, nil
+}
+
+// RefusedError is an action the worker's constraint gate refused: it never
+// ran. Running it again is refused again, unless the worker's limits
+// changed.
+type RefusedError struct {
+	// Message is the marketplace's, listing every violation.
+	Message    string
+	Violations []meshtype.Violation
+}
+
+func (e *RefusedError) Error() string { return "execute_in_worker refused the task: " + e.Message }
+
+// executeOut is execute_in_worker's result.
+type executeOut struct {
+	Executed   bool                 `json:"executed"`
+	Output     json.RawMessage      `json:"output"`
+	SessionID  string               `json:"session_id"`
+	Violations []meshtype.Violation `json:"violations"`
+	Message    string               `json:"message"`
+}
+
+// agentOutput is the output of a task run by an agent worker: what
+// mesh_execute returned.
+type agentOutput struct {
+	SessionID *string `json:"session_id"`
+	Output    *string `json:"output"`
+	Metadata  struct {
+		CostUSD float64 `json:"cost_usd"`
+	} `json:"metadata"`
+}
+
+// Execute runs one attempt as a task action in the journey of the request's
+// thread and role, spawning the worker first if this process has not.
+// req.SessionID is not used: the journey resumes its own agent session.
+func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.Result, error) {
+	if req.Role.Worker == "" {
+		return executor.Result{}, fmt.Errorf("role %q names no marketplace worker", req.RoleName)
+	}
+	thread := req.Thread
+	if thread == "" {
+		thread = req.RunID // a run without a thread is its own thread
+	}
+	id, err := JourneyID(req.RoleName, thread)
+	if err != nil {
+		return executor.Result{}, err
+	}
+	log := e.logger.With(slog.String("run", req.RunID), slog.String("node", req.NodeID), slog.String("journey", id))
+	j := e.journey(id)
+	if err := e.ensure(ctx, log, j, id, req.Role.Worker); err != nil {
+		return executor.Result{}, err
+	}
+	out, err := e.execute(ctx, id, req.Task)
+	if errors.Is(err, errNotLive) {
+		// Stopped or orphaned since it was spawned (the marketplace
+		// restarted, say): the action never ran, so resume the journey and
+		// run it once more.
+		log.InfoContext(ctx, "journey is not live; resuming it", slog.Any("error", err))
+		j.mu.Lock()
+		j.spawned = false
+		j.mu.Unlock()
+		if err := e.ensure(ctx, log, j, id, req.Role.Worker); err != nil {
+			return executor.Result{}, err
+		}
+		out, err = e.execute(ctx, id, req.Task)
+	}
+	if err != nil {
+		var refused *RefusedError
+		if !errors.As(err, &refused) {
+			// Maybe the worker is gone: check again before the next attempt.
+			j.mu.Lock()
+			j.spawned = false
+			j.mu.Unlock()
+		}
+		return executor.Result{}, err
+	}
+
+	res := executor.Result{SessionID: out.SessionID}
+	var agent agentOutput
+	var plain string
+	switch {
+	case json.Unmarshal(out.Output, &plain) == nil:
+		res.Output = plain
+	case json.Unmarshal(out.Output, &agent) == nil && agent.Output != nil && agent.SessionID != nil:
+		// An agent worker's task: mesh_execute's result.
+		res.Output, res.CostUSD = *agent.Output, agent.Metadata.CostUSD
+		if res.SessionID == "" {
+			res.SessionID = *agent.SessionID
+		}
+	case len(out.Output) > 0:
+		res.Output = string(out.Output) // any other worker's output, as JSON
+	}
+	if res.SessionID != "" && req.OnSession != nil {
+		req.OnSession(res.SessionID)
+	}
+	log.DebugContext(ctx, "task done", slog.String("session", res.SessionID))
+	return res, nil
+}
+
+func (e *Executor) journey(id string) *journey {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := e.journeys[id]
+	if j == nil {
+		j = &journey{}
+		e.journeys[id] = j
+	}
+	return j
+}
+
+// ensure spawns the journey's worker unless this process already did: a
+// journey that does not exist yet is spawned (mode normal), a stopped,
+// orphaned or failed one is resumed with its workspace and agent session,
+// and a live one is reported already_active.
+func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id, worker string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.spawned {
+		return nil
+	}
+	mode := "normal"
+	state, err := e.state(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch state {
+	case "stopped", "orphaned", "failed":
+		mode = "resume"
+	}
+	res, err := e.conn.CallTool(ctx, &mcp.CallToolParams{Name: "spawn_worker", Arguments: map[string]any{
+		"worker_id": worker, "journey_id": id, "mode": mode,
+	}})
+	if err != nil {
+		return fmt.Errorf("spawn_worker: %w", err)
+	}
+	if res.IsError {
+		return fmt.Errorf("spawn_worker %s for journey %s: %s", worker, id, text(res))
+	}
+	var out struct {
+		State string `json:"state"`
+	}
+	_ = decode(res, &out)
+	log.InfoContext(ctx, "worker spawned", slog.String("worker", worker), slog.String("mode", mode), slog.String("state", out.State))
+	j.spawned = true
+	return nil
+}
+
+// state is the journey's state, or "" when the marketplace has no such
+// journey (get_worker_state fails for it, as for any other failure; a real
+// fault shows at spawn_worker).
+func (e *Executor) state(ctx context.Context, id string) (string, error) {
+	res, err := e.conn.CallTool(ctx, &mcp.CallToolParams{Name: "get_worker_state", Arguments: map[string]any{"journey_id": id}})
+	if err != nil {
+		return "", fmt.Errorf("get_worker_state: %w", err)
+	}
+	if res.IsError {
+		return "", nil
+	}
+	var out struct {
+		State string `json:"state"`
+	}
+	if err := decode(res, &out); err != nil {
+		return "", fmt.Errorf("get_worker_state: %w", err)
+	}
+	return out.State, nil
+}
+
+// errNotLive marks an execute_in_worker refused because the journey is not
+// running; the action did not run.
+var errNotLive = errors.New("journey is not live")
+
+// execute runs the task in the journey.
+func (e *Executor) execute(ctx context.Context, id, task string) (executeOut, error) {
+	res, err := e.conn.CallTool(ctx, &mcp.CallToolParams{Name: "execute_in_worker", Arguments: map[string]any{
+		"journey_id": id, "action": map[string]any{"type": "task", "task": task},
+	}})
+	if err != nil {
+		return executeOut{}, fmt.Errorf("execute_in_worker: %w", err)
+	}
+	var out executeOut
+	decoded := decode(res, &out) == nil
+	switch {
+	case decoded && !out.Executed && (out.Message != "" || len(out.Violations) > 0):
+		return out, &RefusedError{Message: out.Message, Violations: out.Violations}
+	case res.IsError:
+		msg := text(res)
+		// The marketplace checks that the journey runs before it runs
+		// anything, and then says to resume it.
+		if strings.Contains(msg, "spawn_worker with mode resume") {
+			return out, fmt.Errorf("execute_in_worker: %s: %w", msg, errNotLive)
+		}
+		return out, fmt.Errorf("execute_in_worker: %s", msg)
+	case !decoded || !out.Executed:
+		return out, fmt.Errorf("execute_in_worker: unexpected result %q", text(res))
+	}
+	return out, nil
+}
+
+// decode reads a tool result's structured content, or else its text as
+// JSON, into v.
+func decode(res *mcp.CallToolResult, v any) error {
+	raw := []byte(text(res))
+	if res.StructuredContent != nil {
+		var err error
+		if raw, err = json.Marshal(res.StructuredContent); err != nil {
+			return err
+		}
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// text is a tool result's first text content.
+func text(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return ""
+}

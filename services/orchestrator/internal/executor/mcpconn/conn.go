@@ -1,0 +1,237 @@
+// Package mcpconn is the executors' connection to one MCP server (mesh-exec
+// or the marketplace): a client session on the official SDK, opened on first
+// use over streamable HTTP with a bearer token, or over the stdio of a child
+// process, shared by every call, and opened again when it broke.
+package mcpconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/pkg/buildinfo"
+)
+
+// Config configures a Conn. One of Endpoint and Command is required.
+type Config struct {
+	// Endpoint is the server's streamable HTTP URL, such as
+	// http://127.0.0.1:8081/mcp.
+	Endpoint string
+	// Token is the bearer token sent in the Authorization header of every
+	// HTTP request. Defaults to none.
+	Token string
+	// HTTPClient sends the HTTP requests; its Transport is wrapped to add
+	// the token. It must have no Timeout: calls and their event streams last
+	// as long as an agent runs. Defaults to a client on
+	// http.DefaultTransport.
+	HTTPClient *http.Client
+	// Command, instead of Endpoint, is the argv of a server on stdio, such
+	// as mesh-exec serve --transport stdio; it is started on first use and
+	// again after it exited.
+	Command []string
+	// Env is Command's environment. Defaults to the orchestrator's.
+	Env []string
+	// Name names the client to the server. Defaults to
+	// "meshwork-orchestrator".
+	Name string
+	// Options are the client's options, such as its progress notification
+	// handler. Defaults to none.
+	Options *mcp.ClientOptions
+	// Logger receives operational logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Conn is a lazily opened MCP client session. It is safe for concurrent
+// use: calls share the session.
+type Conn struct {
+	cfg    Config
+	client *mcp.Client
+	bearer *bearerTransport // nil without a token
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	ended   chan struct{} // closed when session's connection is gone
+	closed  bool
+}
+
+// New checks cfg and returns a Conn; it connects on the first call.
+func New(cfg Config) (*Conn, error) {
+	if (cfg.Endpoint == "") == (len(cfg.Command) == 0) {
+		return nil, errors.New("mcpconn: exactly one of Endpoint and Command is required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "meshwork-orchestrator"
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	hc := &http.Client{}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		hc = &c
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	var bearer *bearerTransport
+	if cfg.Token != "" {
+		bearer = &bearerTransport{token: cfg.Token, base: base}
+		hc.Transport = bearer
+	}
+	cfg.HTTPClient = hc
+	return &Conn{
+		cfg:    cfg,
+		bearer: bearer,
+		client: mcp.NewClient(&mcp.Implementation{Name: cfg.Name, Version: buildinfo.Version}, cfg.Options),
+		logger: logger,
+	}, nil
+}
+
+// ErrClosed is returned by calls on a closed Conn.
+var ErrClosed = errors.New("mcpconn: connection closed")
+
+// CallTool calls a tool. The first call opens the session. A session found
+// broken before the call is opened again; so is one the server no longer
+// knows (it restarted), and then the call is made once more, as the server
+// refused it without running it. A call cut off in the middle is not
+// repeated, since it may have run: its error is returned, and the next call
+// opens a new session.
+func (c *Conn) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	cs, err := c.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := cs.CallTool(ctx, params)
+	if err == nil || ctx.Err() != nil || !broken(err) {
+		return res, err
+	}
+	c.drop(cs)
+	if !errors.Is(err, mcp.ErrSessionMissing) {
+		return nil, err
+	}
+	c.logger.InfoContext(ctx, "MCP session lost; reconnecting", slog.String("server", c.where()), slog.Any("error", err))
+	if cs, err = c.open(ctx); err != nil {
+		return nil, err
+	}
+	res, err = cs.CallTool(ctx, params)
+	if err != nil && ctx.Err() == nil && broken(err) {
+		c.drop(cs)
+	}
+	return res, err
+}
+
+// broken tells whether a call's error leaves the session unusable: anything
+// but an error response of the server (which answered, so the session
+// works).
+func broken(err error) bool {
+	var wire *jsonrpc.Error
+	return !errors.As(err, &wire)
+}
+
+// Close ends the session (and stops the child of a Command). Later calls
+// fail with ErrClosed.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	cs := c.session
+	c.session, c.closed = nil, true
+	c.mu.Unlock()
+	if cs == nil {
+		return nil
+	}
+	return cs.Close()
+}
+
+// open returns the session, connecting when there is none or it ended.
+func (c *Conn) open(ctx context.Context) (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.session != nil {
+		select {
+		case <-c.ended:
+			c.logger.InfoContext(ctx, "MCP session ended; reconnecting", slog.String("server", c.where()))
+			_ = c.session.Close()
+			c.session = nil
+		default:
+			return c.session, nil
+		}
+	}
+	t := c.transport()
+	// The session outlives this call: the transports detach what they keep
+	// from ctx, and a Command is started without it.
+	cs, err := c.client.Connect(ctx, t, nil)
+	if err != nil {
+		if c.bearer != nil && c.bearer.refused.Swap(false) {
+			return nil, fmt.Errorf("connecting to %s: the server refused the bearer token (HTTP 401): %w", c.where(), err)
+		}
+		return nil, fmt.Errorf("connecting to %s: %w", c.where(), err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		_ = cs.Wait()
+		close(ended)
+	}()
+	c.session, c.ended = cs, ended
+	c.logger.DebugContext(ctx, "MCP session opened", slog.String("server", c.where()))
+	return cs, nil
+}
+
+// drop forgets cs after a failed call, so that the next call connects again.
+func (c *Conn) drop(cs *mcp.ClientSession) {
+	c.mu.Lock()
+	if c.session == cs {
+		c.session = nil
+	}
+	c.mu.Unlock()
+	_ = cs.Close()
+}
+
+func (c *Conn) transport() mcp.Transport {
+	if c.cfg.Endpoint != "" {
+		return &mcp.StreamableClientTransport{Endpoint: c.cfg.Endpoint, HTTPClient: c.cfg.HTTPClient}
+	}
+	//nolint:noctx // the child serves the session, which outlives any one call's context
+	cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
+	cmd.Env = c.cfg.Env
+	return &mcp.CommandTransport{Command: cmd}
+}
+
+// where names the server in errors and logs.
+func (c *Conn) where() string {
+	if c.cfg.Endpoint != "" {
+		return c.cfg.Endpoint
+	}
+	return c.cfg.Command[0]
+}
+
+// bearerTransport puts the token in the Authorization header of every
+// request, and notes a refusal, which the SDK reports only as
+// "Unauthorized".
+type bearerTransport struct {
+	token   string
+	base    http.RoundTripper
+	refused atomic.Bool
+}
+
+func (b *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := b.base.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		b.refused.Store(true)
+	}
+	return resp, err
+}

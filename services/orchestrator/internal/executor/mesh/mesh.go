@@ -1,0 +1,269 @@
+// Package mesh is the executor of roles via mesh: it runs a node's task
+// with mesh-exec's mesh_execute tool, over streamable HTTP (or the stdio of a
+// mesh-exec child), and continues the role's agent session across nodes.
+//
+// Every call asks for progress; mesh-exec names the agent's session in the
+// _meta of the progress notification of the agent's init event (key
+// "meshwork/session_id"), and the executor hands it to
+// [executor.Request.OnSession] at once, so the engine can save it before the
+// node ends and resume the same session after a crash.
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
+)
+
+// SessionMetaKey is the _meta key of the progress notification in which
+// mesh-exec reports the agent's session id (mesh-exec's
+// server.SessionMetaKey; the two must match).
+const SessionMetaKey = "meshwork/session_id"
+
+// ToolName is mesh-exec's tool.
+const ToolName = "mesh_execute"
+
+// timeoutMargin is how much longer than mesh_execute's own timeout the
+// executor waits for its result: mesh-exec stops the agent at the timeout
+// (SIGTERM, a grace period, SIGKILL) and still returns the partial output.
+const timeoutMargin = 30 * time.Second
+
+// Config configures an Executor. One of Endpoint and Command is required.
+type Config struct {
+	// Endpoint is mesh-exec's streamable HTTP URL, such as
+	// http://127.0.0.1:8081/mcp.
+	Endpoint string
+	// Token is mesh-exec's bearer token (its MESH_EXEC_TOKEN), sent in the
+	// Authorization header. Required with Endpoint.
+	Token string
+	// HTTPClient sends the requests; it must have no Timeout, as a call
+	// lasts as long as the agent runs. Defaults to one on
+	// http.DefaultTransport.
+	HTTPClient *http.Client
+	// Command, instead of Endpoint, runs mesh-exec as a child and talks to
+	// it over its stdio: the argv of `mesh-exec serve --transport stdio
+	// ...`. The child starts on the first call.
+	Command []string
+	// Env is Command's environment. Defaults to the orchestrator's.
+	Env []string
+	// Logger receives operational logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Executor runs nodes with mesh_execute. It keeps one MCP session to
+// mesh-exec, opened on the first call. It is safe for concurrent use.
+type Executor struct {
+	conn   *mcpconn.Conn
+	logger *slog.Logger
+
+	next  atomic.Uint64 // progress tokens
+	mu    sync.Mutex
+	calls map[string]*call // in-flight calls by progress token
+}
+
+var _ executor.Executor = (*Executor)(nil)
+
+// New checks cfg and returns an Executor; it connects on the first call.
+func New(cfg Config) (*Executor, error) {
+	if cfg.Endpoint != "" && cfg.Token == "" {
+		return nil, errors.New("mesh executor: Token is required with Endpoint (mesh-exec requires a bearer token)")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Executor{logger: logger, calls: map[string]*call{}}
+	conn, err := mcpconn.New(mcpconn.Config{
+		Endpoint: cfg.Endpoint, Token: cfg.Token, HTTPClient: cfg.HTTPClient,
+		Command: cfg.Command, Env: cfg.Env, Logger: logger,
+		Options: &mcp.ClientOptions{Logger: logger, ProgressNotificationHandler: e.progress},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mesh executor: %w", err)
+	}
+	e.conn = conn
+	return e, nil
+}
+
+// Close ends the session with mesh-exec (and stops a Command child).
+func (e *Executor) Close() error { return e.conn.Close() }
+
+// executeIn is mesh_execute's input.
+type executeIn struct {
+	Repository string `json:"repository,omitempty"`
+	Task       string `json:"task"`
+	SessionID  string `json:"session_id,omitempty"`
+	Timeout    int64  `json:"timeout,omitempty"`
+}
+
+// executeOut is the part of mesh_execute's output the orchestrator uses.
+type executeOut struct {
+	SessionID string `json:"session_id"`
+	Output    string `json:"output"`
+	Metadata  struct {
+		IsError bool    `json:"is_error"`
+		CostUSD float64 `json:"cost_usd"`
+	} `json:"metadata"`
+}
+
+// Execute runs one attempt with mesh_execute. A failure the agent reported
+// (is_error) returns the partial output, the session and the cost together
+// with an error holding mesh-exec's message.
+func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.Result, error) {
+	in := executeIn{Repository: req.Role.Repository, Task: req.Task, SessionID: req.SessionID}
+	// mesh_execute has no per-call system prompt (mesh-exec takes one for
+	// all its runs, --append-system-prompt), so the role's prompt opens the
+	// first task of a session instead; the agent keeps it in its context
+	// for the rest of the session, so a resume does not repeat it.
+	if req.SessionID == "" && strings.TrimSpace(req.Role.SystemPromptText) != "" {
+		in.Task = strings.TrimSpace(req.Role.SystemPromptText) + "\n\n" + req.Task
+	}
+	// req.Role.Model is not passed: mesh_execute has no per-call model
+	// either; the model is mesh-exec's (--model).
+	timeout := req.Timeout
+	if timeout <= 0 && req.Role.Timeout > 0 {
+		timeout = time.Duration(req.Role.Timeout) * time.Millisecond
+	}
+	if timeout > 0 {
+		in.Timeout = max(timeout.Milliseconds(), 1)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout+timeoutMargin)
+		defer cancel()
+	}
+
+	c := &call{onSession: req.OnSession}
+	token := "meshwork-" + strconv.FormatUint(e.next.Add(1), 10)
+	e.mu.Lock()
+	e.calls[token] = c
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.calls, token)
+		e.mu.Unlock()
+		c.finish()
+	}()
+
+	params := &mcp.CallToolParams{Name: ToolName, Arguments: in}
+	params.SetProgressToken(token)
+	log := e.logger.With(slog.String("run", req.RunID), slog.String("node", req.NodeID), slog.String("role", req.RoleName))
+	log.DebugContext(ctx, "calling mesh_execute", slog.Bool("resume", req.SessionID != ""), slog.Int64("timeout_ms", in.Timeout))
+	res, err := e.conn.CallTool(ctx, params)
+	if err != nil {
+		// The session may have been reported before the call broke.
+		return executor.Result{SessionID: c.sessionID()}, fmt.Errorf("mesh_execute: %w", err)
+	}
+
+	var out executeOut
+	structured := res.StructuredContent != nil
+	if structured {
+		raw, err := json.Marshal(res.StructuredContent)
+		if err == nil {
+			err = json.Unmarshal(raw, &out)
+		}
+		if err != nil {
+			return executor.Result{SessionID: c.sessionID()}, fmt.Errorf("mesh_execute: decoding the result: %w", err)
+		}
+	}
+	if out.SessionID == "" {
+		out.SessionID = c.sessionID()
+	}
+	c.report(out.SessionID)
+	result := executor.Result{Output: out.Output, SessionID: out.SessionID, CostUSD: out.Metadata.CostUSD}
+	if res.IsError || out.Metadata.IsError {
+		msg := text(res)
+		if msg == "" {
+			msg = out.Output
+		}
+		if msg == "" {
+			msg = "the agent failed without a message"
+		}
+		log.InfoContext(ctx, "mesh_execute failed", slog.String("session", out.SessionID), slog.String("error", msg))
+		return result, fmt.Errorf("mesh_execute: %s", msg)
+	}
+	if !structured {
+		return result, errors.New("mesh_execute: the result has no structured content")
+	}
+	log.DebugContext(ctx, "mesh_execute done", slog.String("session", out.SessionID), slog.Float64("cost_usd", out.Metadata.CostUSD))
+	return result, nil
+}
+
+// text is a tool result's first text content.
+func text(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return ""
+}
+
+// progress routes a progress notification to its call by token and reports
+// the session it names.
+func (e *Executor) progress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	if req == nil || req.Params == nil {
+		return
+	}
+	token, _ := req.Params.ProgressToken.(string)
+	e.mu.Lock()
+	c := e.calls[token]
+	e.mu.Unlock()
+	if c == nil {
+		return
+	}
+	if id, _ := req.Params.GetMeta()[SessionMetaKey].(string); id != "" {
+		c.report(id)
+	}
+}
+
+// call is one in-flight mesh_execute.
+type call struct {
+	onSession func(string)
+
+	mu       sync.Mutex
+	session  string
+	reported bool
+	done     bool
+}
+
+// report hands a session id to OnSession once per id, and never after the
+// call returned (a late notification).
+func (c *call) report(id string) {
+	if id == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done || (c.reported && c.session == id) {
+		return
+	}
+	c.session, c.reported = id, true
+	if c.onSession != nil {
+		// Under the lock, so that it never runs after Execute returned.
+		c.onSession(id)
+	}
+}
+
+func (c *call) sessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
+}
+
+func (c *call) finish() {
+	c.mu.Lock()
+	c.done = true
+	c.mu.Unlock()
+}

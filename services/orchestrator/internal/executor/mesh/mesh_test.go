@@ -1,0 +1,314 @@
+package mesh_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	meshexectest.RemoveBinaries()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// newExecutor returns an executor on srv's endpoint with token, closed at
+// the end of the test with its HTTP connections.
+func newExecutor(t *testing.T, endpoint, token string) *mesh.Executor {
+	t.Helper()
+	return newExecutorLogging(t, endpoint, token, nil)
+}
+
+func newExecutorLogging(t *testing.T, endpoint, token string, logger *slog.Logger) *mesh.Executor {
+	t.Helper()
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	ex, err := mesh.New(mesh.Config{Endpoint: endpoint, Token: token, HTTPClient: &http.Client{Transport: transport}, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ex.Close()
+		transport.CloseIdleConnections()
+	})
+	return ex
+}
+
+func setup(t *testing.T, opts meshexectest.Options) (*mesh.Executor, *meshexectest.Server) {
+	t.Helper()
+	srv := meshexectest.Start(t, opts)
+	return newExecutor(t, srv.Endpoint, srv.Token), srv
+}
+
+// sessions records what OnSession was given.
+type sessions struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *sessions) record(id string) {
+	s.mu.Lock()
+	s.ids = append(s.ids, id)
+	s.mu.Unlock()
+}
+
+func (s *sessions) get() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ids)
+}
+
+func request(task, session string, on func(string)) executor.Request {
+	return executor.Request{
+		RunID: "run-1", NodeID: "research", Thread: "thread-1", RoleName: "researcher",
+		Role: pipeline.Role{Via: pipeline.ViaMesh, Repository: "research"},
+		Task: task, SessionID: session, OnSession: on,
+	}
+}
+
+// A first call starts a session and reports it; a second one resumes it.
+// The role's system prompt opens the first task only.
+func TestExecuteStartsAndResumes(t *testing.T) {
+	t.Parallel()
+	ex, srv := setup(t, meshexectest.Options{})
+	var got sessions
+	req := request("first task", "", got.record)
+	req.Role.SystemPromptText = "You are a careful researcher.\n"
+	res, err := ex.Execute(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ok: You are a careful researcher.\n\nfirst task"; res.Output != want {
+		t.Errorf("output %q; want %q", res.Output, want)
+	}
+	if res.SessionID == "" || res.CostUSD <= 0 {
+		t.Fatalf("result %+v: want a session and a cost", res)
+	}
+	// OnSession ran before Execute returned, with that session only.
+	if ids := got.get(); len(ids) != 1 || ids[0] != res.SessionID {
+		t.Errorf("OnSession got %q; want [%s]", ids, res.SessionID)
+	}
+
+	var again sessions
+	req = request("second task", res.SessionID, again.record)
+	req.Role.SystemPromptText = "You are a careful researcher.\n"
+	res2, err := ex.Execute(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.Output != "ok: second task" || res2.SessionID != res.SessionID {
+		t.Errorf("resume: %+v; want output %q in session %s", res2, "ok: second task", res.SessionID)
+	}
+	if ids := again.get(); len(ids) != 1 || ids[0] != res.SessionID {
+		t.Errorf("resume: OnSession got %q; want [%s]", ids, res.SessionID)
+	}
+	runs := srv.Invocations(t)
+	if len(runs) != 2 {
+		t.Fatalf("%d agent runs; want 2", len(runs))
+	}
+	argv := fmt.Sprint(runs[1]["argv"])
+	if !strings.Contains(argv, "--resume "+res.SessionID) {
+		t.Errorf("second run's argv %s does not resume %s", argv, res.SessionID)
+	}
+}
+
+// The session is reported while the agent still runs (from the progress
+// notification of its init event), to the right one of concurrent calls,
+// so that a node cut off in the middle can resume it.
+func TestSessionReportedWhileRunning(t *testing.T) {
+	t.Parallel()
+	// The first turn of a session hangs until stopped; a resume replies.
+	ex, _ := setup(t, meshexectest.Options{Script: map[string]any{"turns": []any{
+		map[string]any{"steps": []any{map[string]any{"hang": map[string]any{}}}},
+		map[string]any{},
+	}}})
+	type outcome struct {
+		res executor.Result
+		err error
+	}
+	const calls = 2
+	reported := make([]chan string, calls)
+	done := make([]chan outcome, calls)
+	for i := range calls {
+		reported[i], done[i] = make(chan string, 4), make(chan outcome, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go func() {
+			res, err := ex.Execute(ctx, request(fmt.Sprintf("task %d", i), "", func(id string) {
+				reported[i] <- id
+				cancel() // the node is cut off once its session is known
+			}))
+			done[i] <- outcome{res, err}
+		}()
+	}
+	ids := make([]string, calls)
+	for i := range calls {
+		select {
+		case ids[i] = <-reported[i]:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("call %d: no session reported while the agent runs", i)
+		}
+	}
+	if ids[0] == "" || ids[0] == ids[1] {
+		t.Fatalf("sessions %q: want two distinct ones", ids)
+	}
+	for i := range calls {
+		o := <-done[i]
+		if !errors.Is(o.err, context.Canceled) {
+			t.Errorf("call %d: error %v; want context.Canceled", i, o.err)
+		}
+		if o.res.SessionID != ids[i] {
+			t.Errorf("call %d: result session %q; want %s", i, o.res.SessionID, ids[i])
+		}
+	}
+	// The interrupted session resumes.
+	res, err := ex.Execute(context.Background(), request("go on", ids[0], nil))
+	if err != nil || res.Output != "ok: go on" || res.SessionID != ids[0] {
+		t.Fatalf("resume: %+v, %v; want ok: go on in session %s", res, err, ids[0])
+	}
+}
+
+// A failure the agent reports is an error with mesh-exec's message, and
+// the partial result still carries the session and the cost.
+func TestAgentFailure(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		opts meshexectest.Options
+		want string
+	}{
+		"fail step":     {meshexectest.Options{Script: map[string]any{"steps": []any{map[string]any{"text": "working"}, map[string]any{"fail": "boom"}}}}, "mesh_execute: boom"},
+		"not logged in": {meshexectest.Options{LoggedOut: true}, "mesh_execute: Claude Code is not logged in"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ex, _ := setup(t, tc.opts)
+			var got sessions
+			res, err := ex.Execute(context.Background(), request("try", "", got.record))
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("error %v; want %q...", err, tc.want)
+			}
+			if res.SessionID == "" || !strings.Contains(err.Error(), res.Output) {
+				t.Errorf("partial result %+v: want the session and the agent's message", res)
+			}
+			if ids := got.get(); len(ids) == 0 || ids[0] != res.SessionID {
+				t.Errorf("OnSession got %q; want %s", ids, res.SessionID)
+			}
+		})
+	}
+}
+
+// The role's timeout goes to mesh_execute (in milliseconds), which stops
+// the agent and returns what it had.
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	ex, _ := setup(t, meshexectest.Options{Script: map[string]any{"steps": []any{map[string]any{"hang": map[string]any{}}}}})
+	req := request("hang", "", nil)
+	req.Role.Timeout = 1500
+	start := time.Now()
+	res, err := ex.Execute(context.Background(), req)
+	if err == nil || !strings.HasPrefix(err.Error(), "mesh_execute: ") || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("error %v; want mesh_execute's timeout", err)
+	}
+	if res.SessionID == "" {
+		t.Errorf("result %+v: want the session", res)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %s; the timeout was 1.5s", d)
+	}
+}
+
+// A wrong token fails clearly, without a retry loop.
+func TestBadToken(t *testing.T) {
+	t.Parallel()
+	srv := meshexectest.Start(t, meshexectest.Options{})
+	ex := newExecutor(t, srv.Endpoint, "not-the-token-0123456789")
+	_, err := ex.Execute(context.Background(), request("x", "", nil))
+	if err == nil || !strings.Contains(err.Error(), "refused the bearer token") || !strings.Contains(err.Error(), srv.Endpoint) {
+		t.Fatalf("error %v; want a refused token at %s", err, srv.Endpoint)
+	}
+	if _, err := mesh.New(mesh.Config{Endpoint: srv.Endpoint}); err == nil {
+		t.Error("New without a token: no error")
+	}
+}
+
+// After mesh-exec restarts, the executor opens a new session and the agent
+// session resumes.
+func TestReconnectsAfterRestart(t *testing.T) {
+	t.Parallel()
+	srv := meshexectest.Start(t, meshexectest.Options{})
+	var logs syncBuffer
+	ex := newExecutorLogging(t, srv.Endpoint, srv.Token, slog.New(slog.NewTextHandler(&logs, nil)))
+	res, err := ex.Execute(context.Background(), request("one", "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t)
+	res2, err := ex.Execute(context.Background(), request("two", res.SessionID, nil))
+	if err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+	if res2.SessionID != res.SessionID || res2.Output != "ok: two" {
+		t.Errorf("after a restart: %+v; want ok: two in session %s", res2, res.SessionID)
+	}
+	if !strings.Contains(logs.String(), "reconnecting") {
+		t.Errorf("no reconnection logged:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger used from several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// mesh-exec can also run as a child, over stdio.
+func TestStdio(t *testing.T) {
+	t.Parallel()
+	argv, env := meshexectest.StdioCommand(t, meshexectest.Options{})
+	ex, err := mesh.New(mesh.Config{Command: argv, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ex.Close() })
+	res, err := ex.Execute(context.Background(), request("over stdio", "", nil))
+	if err != nil || res.Output != "ok: over stdio" || res.SessionID == "" {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	res2, err := ex.Execute(context.Background(), request("again", res.SessionID, nil))
+	if err != nil || res2.SessionID != res.SessionID {
+		t.Fatalf("resume: %+v, %v", res2, err)
+	}
+}
