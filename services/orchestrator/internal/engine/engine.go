@@ -63,8 +63,25 @@ type Config struct {
 	// WorkDisabled makes the engine an API only: it inserts jobs but works
 	// none (for tests and for API-only replicas). Defaults to false.
 	WorkDisabled bool
+	// OnCommit, when set, is called after each node's result commits, for
+	// metrics and tests. It must not block. Defaults to none.
+	OnCommit func(CommitInfo)
 	// Logger receives operational logs. Defaults to discarding them.
 	Logger *slog.Logger
+}
+
+// CommitInfo describes one committed node result.
+type CommitInfo struct {
+	RunID, NodeID string
+	// Status is the node's outcome: succeeded, failed (for good) or retry.
+	Status string
+	// RunStatus is the run's status after the commit.
+	RunStatus string
+	// Attempt is the attempt's number, from 1.
+	Attempt int
+	// Duration is how long the node's attempt ran; CommitDuration how long
+	// its transaction took.
+	Duration, CommitDuration time.Duration
 }
 
 // Engine runs pipelines. It is safe for concurrent use.

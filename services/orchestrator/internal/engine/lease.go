@@ -63,21 +63,22 @@ func (t *leaseTable) remove(runID string, l *runLease) {
 
 // claim takes a reference on the run's lease, claiming it in the database if
 // this replica does not hold it yet. ok is false when another replica holds
-// a live lease.
-func (t *leaseTable) claim(ctx context.Context, runID string) (fence int64, run store.Run, ok bool, err error) {
+// a live lease. When it claims in the database, it also returns the
+// session of role on the run's thread (sessionKnown).
+func (t *leaseTable) claim(ctx context.Context, runID, role string) (lease store.Lease, sessionKnown, ok bool, err error) {
 	l := t.acquire(runID)
 	defer l.mu.Unlock()
 	if l.refs > 0 {
 		l.refs++
-		return l.fence, l.run, true, nil
+		return store.Lease{Fence: l.fence, Run: l.run}, false, true, nil
 	}
-	lease, ok, err := store.ClaimLease(ctx, t.e.pool, runID, t.e.cfg.ReplicaID, t.e.cfg.LeaseTTL)
+	lease, ok, err = store.ClaimLease(ctx, t.e.pool, runID, t.e.cfg.ReplicaID, t.e.cfg.LeaseTTL, role)
 	if err != nil || !ok {
 		t.remove(runID, l)
-		return 0, store.Run{}, false, err
+		return store.Lease{}, false, false, err
 	}
 	l.refs, l.fence, l.run = 1, lease.Fence, lease.Run
-	return l.fence, l.run, true, nil
+	return lease, true, true, nil
 }
 
 // release drops a reference; the last one gives the lease up.

@@ -28,6 +28,9 @@ type nodeArgs struct {
 	Iteration int    `json:"iteration"`
 	Attempt   int    `json:"attempt"`
 	Takeover  int64  `json:"takeover,omitempty"`
+	// Role is the node's role, so that claiming the run's lease also reads
+	// the role's session.
+	Role string `json:"role,omitempty"`
 	// NotBefore delays a retry whose backoff is shorter than River's
 	// scheduler interval (which promotes scheduled jobs only every few
 	// seconds): the job is available at once and waits itself.
@@ -62,7 +65,7 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 		}
 	}
 	log := e.logger.With(slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Int("iteration", a.Iteration), slog.Int("attempt", a.Attempt))
-	fence, run, ok, err := e.leases.claim(ctx, a.RunID)
+	lease, sessionKnown, ok, err := e.leases.claim(ctx, a.RunID, a.Role)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // the run was deleted
 	}
@@ -72,6 +75,10 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	if !ok {
 		// Another replica works on this run: try again once it is done.
 		return river.JobSnooze(e.cfg.LeaseTTL / 5)
+	}
+	fence, run := lease.Fence, lease.Run
+	if !sessionKnown {
+		lease.Session = ""
 	}
 	committed := false
 	defer func() {
@@ -92,7 +99,7 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	defer cancel()
 	untrack := e.leases.track(a.RunID, &cancel)
 	started := time.Now()
-	res, execErr := e.execute(nodeCtx, run, p, st, a, fence)
+	res, execErr := e.execute(nodeCtx, run, p, st, a, fence, lease.Session, sessionKnown)
 	untrack()
 	if ctx.Err() != nil {
 		return ctx.Err() // this replica is stopping: River retries the job
@@ -177,7 +184,8 @@ type nodeResult struct {
 
 // execute runs one attempt of an agent node: its task rendered over the
 // run's state, through its role's executor, resuming the role's session.
-func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipeline, st runstate.State, a nodeArgs, fence int64) (nodeResult, error) {
+// session is the role's session when sessionKnown (read with the lease).
+func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipeline, st runstate.State, a nodeArgs, fence int64, session string, sessionKnown bool) (nodeResult, error) {
 	n, ok := p.Node(a.NodeID)
 	if !ok {
 		return nodeResult{}, fmt.Errorf("pipeline %s has no node %q", p.Name(), a.NodeID)
@@ -210,9 +218,10 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	if err != nil {
 		return res, err
 	}
-	session, err := store.RoleSession(ctx, e.pool, run.Thread, n.Role)
-	if err != nil {
-		return res, err
+	if !sessionKnown {
+		if session, err = store.RoleSession(ctx, e.pool, run.Thread, n.Role); err != nil {
+			return res, err
+		}
 	}
 	req.Task, req.SessionID = task, session
 	var saveMu sync.Mutex
@@ -288,14 +297,14 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 	a := job.Args
 	var next runstate.State
 	var headSeq int
+	info := CommitInfo{RunID: a.RunID, NodeID: a.NodeID, Attempt: a.Attempt, Duration: time.Since(started), Status: "succeeded"}
+	commitStart := time.Now()
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		locked, err := store.LockRun(ctx, tx, a.RunID)
+		locked, err := store.LockRunForCommit(ctx, tx, a.RunID, e.cfg.ReplicaID, fence)
 		if err != nil {
 			return err
 		}
-		if err := store.CheckLease(ctx, tx, a.RunID, e.cfg.ReplicaID, fence); err != nil {
-			return err
-		}
+		batch := &store.Batch{}
 		if locked.Status != runstate.RunRunning && locked.Status != runstate.RunWaiting {
 			return errNodeDone // cancelled or ended while the node ran
 		}
@@ -315,15 +324,15 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 			attempt.Status, attempt.Error = "failed", truncate(execErr.Error(), 4000)
 			retry := nodeRetry(p, a.NodeID)
 			if a.Attempt < retry.MaxAttempts {
-				if err := store.InsertAttempt(ctx, tx, attempt); err != nil {
+				if err := store.InsertAttempt(ctx, batch, attempt); err != nil {
 					return err
 				}
 				if res.session != "" {
-					if _, err := store.SaveRoleSession(ctx, tx, run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
+					if _, err := store.SaveRoleSession(ctx, batch, run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
 						return err
 					}
 				}
-				retryArgs := nodeArgs{RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt + 1}
+				retryArgs := nodeArgs{RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt + 1, Role: a.Role}
 				at := time.Now().Add(retry.Delay(a.Attempt))
 				opts := &river.InsertOpts{ScheduledAt: at}
 				if retry.Delay(a.Attempt) < schedulerInterval {
@@ -333,27 +342,30 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 					return err
 				}
 				headSeq, next = locked.HeadSeq, st
-				return store.UpdateRun(ctx, tx, a.RunID, store.RunUpdate{HeadSeq: locked.HeadSeq, Status: locked.Status, Release: release})
+				info.Status, info.RunStatus = "retry", locked.Status
+				if err := store.UpdateRun(ctx, batch, a.RunID, store.RunUpdate{HeadSeq: locked.HeadSeq, Status: locked.Status, Release: release}); err != nil {
+					return err
+				}
+				return batch.Send(ctx, tx)
 			}
 			step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, execErr.Error())
+			info.Status = "failed"
 		} else {
 			step = runstate.Complete(p, st, a.NodeID, a.Iteration, a.Attempt, res.output)
 		}
 		if res.session != "" && res.role != "" && st.Sessions[res.role] != res.session {
 			step.Delta.Apply(runstate.SetSession(res.role, res.session))
 			step.Next.Apply(runstate.SetSession(res.role, res.session))
-			if _, err := store.SaveRoleSession(ctx, tx, run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
+			if _, err := store.SaveRoleSession(ctx, batch, run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
 				return err
 			}
 		}
-		if err := store.InsertAttempt(ctx, tx, attempt); err != nil {
+		if err := store.InsertAttempt(ctx, batch, attempt); err != nil {
 			return err
 		}
 		headSeq, next = locked.HeadSeq+1, step.Next
-		if err := e.applyStep(ctx, tx, a.RunID, locked.HeadSeq, a.NodeID, a.Iteration, step, release, ""); err != nil {
-			return err
-		}
-		return nil
+		info.RunStatus = step.Status
+		return e.applyStep(ctx, tx, batch, p, a.RunID, locked.HeadSeq, a.NodeID, a.Iteration, step, release, "")
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrDuplicateResult) {
@@ -363,43 +375,53 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		return err
 	}
 	e.cache.put(a.RunID, headSeq, next)
+	if e.cfg.OnCommit != nil {
+		info.CommitDuration = time.Since(commitStart)
+		e.cfg.OnCommit(info)
+	}
 	return nil
 }
 
 // applyStep writes a step as checkpoint head+1 (a child of head) and does
-// what it asks for: interrupts, successor jobs, the run's new status.
-func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, runID string, head int, nodeID string, iteration int, step runstate.Step, release bool, newHash string) error {
+// what it asks for: interrupts, successor jobs, the run's new status. The
+// writes are queued on batch, which it sends.
+func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, head int, nodeID string, iteration int, step runstate.Step, release bool, newHash string) error {
 	seq := head + 1
 	parent := head
-	if err := store.InsertCheckpoint(ctx, tx, store.Checkpoint{RunID: runID, Seq: seq, ParentRun: runID, ParentSeq: &parent, NodeID: nodeID, Iteration: iteration, Delta: step.Delta}); err != nil {
+	if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: runID, Seq: seq, ParentRun: runID, ParentSeq: &parent, NodeID: nodeID, Iteration: iteration, Delta: step.Delta}); err != nil {
 		return err
 	}
-	return e.afterCheckpoint(ctx, tx, runID, seq, step, release, newHash)
+	return e.afterCheckpoint(ctx, tx, batch, p, runID, seq, step, release, newHash)
 }
 
 // afterCheckpoint opens the step's interrupts, inserts its jobs and writes
-// the run's new head and status.
-func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, runID string, seq int, step runstate.Step, release bool, newHash string) error {
+// the run's new head and status, then sends batch: every write of the step
+// in one round trip besides River's insert.
+func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, seq int, step runstate.Step, release bool, newHash string) error {
 	for _, id := range step.Interrupts {
-		if err := store.InsertInterrupt(ctx, tx, runID, id, step.Next.Node(id).Iteration+1); err != nil {
+		if err := store.InsertInterrupt(ctx, batch, runID, id, step.Next.Node(id).Iteration+1); err != nil {
 			return err
 		}
 	}
 	if len(step.Schedule) > 0 {
 		params := make([]river.InsertManyParams, 0, len(step.Schedule))
 		for _, id := range step.Schedule {
-			params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1}})
+			n, _ := p.Node(id)
+			params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Role: n.Role}})
 		}
 		if _, err := e.river.InsertManyTx(ctx, tx, params); err != nil {
 			return fmt.Errorf("inserting the successor jobs: %w", err)
 		}
 	}
 	if step.Status != runstate.RunRunning && step.Status != runstate.RunWaiting {
-		if err := store.CancelInterrupts(ctx, tx, runID); err != nil {
+		if err := store.CancelInterrupts(ctx, batch, runID); err != nil {
 			return err
 		}
 	}
-	return store.UpdateRun(ctx, tx, runID, store.RunUpdate{HeadSeq: seq, Status: step.Status, Error: step.Error, Release: release, PipelineHash: newHash})
+	if err := store.UpdateRun(ctx, batch, runID, store.RunUpdate{HeadSeq: seq, Status: step.Status, Error: step.Error, Release: release, PipelineHash: newHash}); err != nil {
+		return err
+	}
+	return batch.Send(ctx, tx)
 }
 
 func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {

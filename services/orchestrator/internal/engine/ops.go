@@ -71,10 +71,11 @@ func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, err
 		if _, err := store.InsertRun(ctx, tx, store.NewRun{ID: id, Pipeline: p.Name(), PipelineHash: p.Hash(), Thread: thread, Caller: req.Caller, Status: runstate.RunRunning}); err != nil {
 			return err
 		}
-		if err := store.InsertCheckpoint(ctx, tx, store.Checkpoint{RunID: id, Seq: 0, Delta: step.Delta}); err != nil {
+		batch := &store.Batch{}
+		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: id, Seq: 0, Delta: step.Delta}); err != nil {
 			return err
 		}
-		return e.afterCheckpoint(ctx, tx, id, 0, step, false, "")
+		return e.afterCheckpoint(ctx, tx, batch, p, id, 0, step, false, "")
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -246,15 +247,16 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
 			Status: runstate.RunRunning, ForkedFromRun: src.ID, ForkedFromSeq: &seq}); err != nil {
 			return err
 		}
-		if err := store.InsertCheckpoint(ctx, tx, store.Checkpoint{RunID: id, Seq: 0, ParentRun: src.ID, ParentSeq: &seq, Delta: step.Delta}); err != nil {
+		batch := &store.Batch{}
+		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: id, Seq: 0, ParentRun: src.ID, ParentSeq: &seq, Delta: step.Delta}); err != nil {
 			return err
 		}
 		if req.Thread == "" {
-			if err := store.SeedRoleSessions(ctx, tx, thread, id, step.Next.Sessions); err != nil {
+			if err := store.SeedRoleSessions(ctx, batch, thread, id, step.Next.Sessions); err != nil {
 				return err
 			}
 		}
-		return e.afterCheckpoint(ctx, tx, id, 0, step, false, "")
+		return e.afterCheckpoint(ctx, tx, batch, p, id, 0, step, false, "")
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -373,7 +375,7 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		if p.Hash() != run.PipelineHash {
 			newHash = p.Hash()
 		}
-		return e.applyStep(ctx, tx, run.ID, run.HeadSeq, in.NodeID, in.Iteration, step, false, newHash)
+		return e.applyStep(ctx, tx, &store.Batch{}, p, run.ID, run.HeadSeq, in.NodeID, in.Iteration, step, false, newHash)
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -433,10 +435,11 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 		}
 		seq := run.HeadSeq + 1
 		parent := run.HeadSeq
-		if err := store.InsertCheckpoint(ctx, tx, store.Checkpoint{RunID: run.ID, Seq: seq, ParentRun: run.ID, ParentSeq: &parent, Delta: step.Delta}); err != nil {
+		batch := &store.Batch{}
+		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: run.ID, Seq: seq, ParentRun: run.ID, ParentSeq: &parent, Delta: step.Delta}); err != nil {
 			return err
 		}
-		return e.afterCheckpoint(ctx, tx, run.ID, seq, step, false, newHash)
+		return e.afterCheckpoint(ctx, tx, batch, p, run.ID, seq, step, false, newHash)
 	})
 	if err != nil {
 		return store.Run{}, err

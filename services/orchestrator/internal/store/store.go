@@ -25,6 +25,40 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Execer is what the store's writes need: a Querier, or a [Batch] that
+// queues them for one round trip.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Batch queues writes and sends them in one round trip ([Batch.Send]), in
+// the order they were queued. Its Exec reports no rows affected: use it
+// only for writes whose count does not matter.
+type Batch struct{ b pgx.Batch }
+
+// Exec queues a statement.
+func (b *Batch) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b.b.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+// Send runs the queued statements in tx. A second result for one node
+// iteration fails with ErrDuplicateResult.
+func (b *Batch) Send(ctx context.Context, tx pgx.Tx) error {
+	if b.b.Len() == 0 {
+		return nil
+	}
+	return duplicateResult(tx.SendBatch(ctx, &b.b).Close())
+}
+
+func duplicateResult(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "checkpoints_node_once_idx" {
+		return ErrDuplicateResult
+	}
+	return err
+}
+
 // ErrNotFound is returned for a run, checkpoint or interrupt that does not
 // exist.
 var ErrNotFound = errors.New("not found")
@@ -129,19 +163,29 @@ func ListRuns(ctx context.Context, q Querier, f ListFilter) ([]Run, error) {
 type Lease struct {
 	Fence int64
 	Run   Run
+	// Session is the run's thread's session of the role ClaimLease was
+	// asked for, read in the same statement ("" when none).
+	Session string
 }
 
 // ClaimLease takes the run's lease for owner until ttl from now, unless
 // another owner holds a live one (ok false). The fencing token is raised at
 // every claim that is not a renewal of owner's live lease.
-func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Duration) (Lease, bool, error) {
+//
+// It also reads the session of role on the run's thread, which the node
+// about to run resumes: one round trip for both.
+func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Duration, role string) (Lease, bool, error) {
 	var l Lease
+	if !validUUID(runID) {
+		return Lease{}, false, ErrNotFound
+	}
 	row := q.QueryRow(ctx, `UPDATE runs SET lease_owner = $2, lease_expires_at = now() + $3 * interval '1 millisecond',
 			fence = CASE WHEN lease_owner = $2 AND lease_expires_at > now() THEN fence ELSE fence + 1 END
 		WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at <= now())
-		RETURNING fence, `+runColumns, runID, owner, ttl.Milliseconds())
+		RETURNING fence, coalesce((SELECT session_id FROM role_sessions s WHERE s.thread = runs.thread AND s.role = $4), ''), `+runColumns,
+		runID, owner, ttl.Milliseconds(), role)
 	r := &l.Run
-	err := row.Scan(&l.Fence, &r.ID, &r.Pipeline, &r.PipelineHash, &r.Thread, &r.Caller, &r.Status, &r.Error, &r.HeadSeq,
+	err := row.Scan(&l.Fence, &l.Session, &r.ID, &r.Pipeline, &r.PipelineHash, &r.Thread, &r.Caller, &r.Status, &r.Error, &r.HeadSeq,
 		&r.ForkedFromRun, &r.ForkedFromSeq, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := GetRun(ctx, q, runID); err != nil {
@@ -150,6 +194,24 @@ func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Du
 		return Lease{}, false, nil
 	}
 	return l, err == nil, err
+}
+
+// LockRunForCommit locks a run's row like LockRun and checks, in the same
+// statement, that owner still holds its lease with fence: ErrStaleLease if
+// not.
+func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence int64) (Run, error) {
+	var r Run
+	var held bool
+	err := tx.QueryRow(ctx, `SELECT `+runColumns+`, coalesce(lease_owner = $2 AND fence = $3, false) FROM runs WHERE id = $1 FOR UPDATE`, id, owner, fence).Scan(
+		&r.ID, &r.Pipeline, &r.PipelineHash, &r.Thread, &r.Caller, &r.Status, &r.Error, &r.HeadSeq,
+		&r.ForkedFromRun, &r.ForkedFromSeq, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &held)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, ErrNotFound
+	}
+	if err == nil && !held {
+		err = ErrStaleLease
+	}
+	return r, err
 }
 
 // CheckLease verifies, in a transaction holding the run's row lock, that
@@ -168,7 +230,7 @@ func CheckLease(ctx context.Context, tx pgx.Tx, runID, owner string, fence int64
 
 // ReleaseLease gives up owner's lease on a run if it still holds it with
 // fence.
-func ReleaseLease(ctx context.Context, q Querier, runID, owner string, fence int64) error {
+func ReleaseLease(ctx context.Context, q Execer, runID, owner string, fence int64) error {
 	_, err := q.Exec(ctx, `UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2 AND fence = $3`, runID, owner, fence)
 	return err
 }
@@ -209,7 +271,7 @@ type RunUpdate struct {
 }
 
 // UpdateRun writes a run's new head, status and error.
-func UpdateRun(ctx context.Context, q Querier, id string, u RunUpdate) error {
+func UpdateRun(ctx context.Context, q Execer, id string, u RunUpdate) error {
 	_, err := q.Exec(ctx, `UPDATE runs SET head_seq = $2, status = $3, error = nullif($4, ''), updated_at = now(),
 			pipeline_hash = coalesce(nullif($5, ''), pipeline_hash),
 			finished_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END,
@@ -235,7 +297,7 @@ type Checkpoint struct {
 
 // InsertCheckpoint inserts a checkpoint. A second result for the same node
 // and iteration of a run fails with ErrDuplicateResult.
-func InsertCheckpoint(ctx context.Context, q Querier, c Checkpoint) error {
+func InsertCheckpoint(ctx context.Context, q Execer, c Checkpoint) error {
 	delta, err := json.Marshal(c.Delta)
 	if err != nil {
 		return err
@@ -250,11 +312,7 @@ func InsertCheckpoint(ctx context.Context, q Querier, c Checkpoint) error {
 	}
 	_, err = q.Exec(ctx, `INSERT INTO checkpoints (run_id, seq, parent_run, parent_seq, node_id, iteration, delta) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		c.RunID, c.Seq, parentRun, c.ParentSeq, node, iteration, delta)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "checkpoints_node_once_idx" {
-		return ErrDuplicateResult
-	}
-	return err
+	return duplicateResult(err)
 }
 
 // ErrDuplicateResult is returned for a second result of one node iteration.
@@ -334,7 +392,7 @@ type Attempt struct {
 }
 
 // InsertAttempt records a finished attempt.
-func InsertAttempt(ctx context.Context, q Querier, a Attempt) error {
+func InsertAttempt(ctx context.Context, q Execer, a Attempt) error {
 	_, err := q.Exec(ctx, `INSERT INTO node_attempts (run_id, node_id, iteration, attempt, job_id, replica, status, error, session_id, cost_usd, started_at, heartbeat_at, finished_at)
 		VALUES ($1, $2, $3, $4, nullif($5, 0), $6, $7, nullif($8, ''), nullif($9, ''), nullif($10, 0), $11, now(), now())`,
 		a.RunID, a.NodeID, a.Iteration, a.Attempt, a.JobID, a.Replica, a.Status, a.Error, a.SessionID, a.CostUSD, a.StartedAt)
@@ -374,7 +432,7 @@ func RoleSession(ctx context.Context, q Querier, thread, role string) (string, e
 // SaveRoleSession records a role's session on a thread, if the run's lease
 // is still owner's with fence (a stale replica cannot overwrite it); it
 // reports whether it did.
-func SaveRoleSession(ctx context.Context, q Querier, thread, role, session, runID, nodeID, owner string, fence int64) (bool, error) {
+func SaveRoleSession(ctx context.Context, q Execer, thread, role, session, runID, nodeID, owner string, fence int64) (bool, error) {
 	tag, err := q.Exec(ctx, `INSERT INTO role_sessions (thread, role, session_id, run_id, node_id)
 		SELECT $1, $2, $3, $4, $5 FROM runs WHERE id = $4 AND lease_owner = $6 AND fence = $7
 		ON CONFLICT (thread, role) DO UPDATE SET session_id = excluded.session_id, run_id = excluded.run_id, node_id = excluded.node_id, updated_at = now()`,
@@ -383,7 +441,7 @@ func SaveRoleSession(ctx context.Context, q Querier, thread, role, session, runI
 }
 
 // SeedRoleSessions gives a new thread the sessions of a state (a fork).
-func SeedRoleSessions(ctx context.Context, q Querier, thread, runID string, sessions map[string]string) error {
+func SeedRoleSessions(ctx context.Context, q Execer, thread, runID string, sessions map[string]string) error {
 	for role, s := range sessions {
 		if _, err := q.Exec(ctx, `INSERT INTO role_sessions (thread, role, session_id, run_id, node_id) VALUES ($1, $2, $3, $4, '')
 			ON CONFLICT (thread, role) DO NOTHING`, thread, role, s, runID); err != nil {
@@ -432,7 +490,7 @@ func scanInterrupt(row pgx.Row) (Interrupt, error) {
 }
 
 // InsertInterrupt opens an interrupt for an approval node's iteration.
-func InsertInterrupt(ctx context.Context, q Querier, runID, nodeID string, iteration int) error {
+func InsertInterrupt(ctx context.Context, q Execer, runID, nodeID string, iteration int) error {
 	_, err := q.Exec(ctx, `INSERT INTO interrupts (run_id, node_id, iteration, status) VALUES ($1, $2, $3, 'pending') ON CONFLICT DO NOTHING`, runID, nodeID, iteration)
 	return err
 }
@@ -446,13 +504,13 @@ func LockInterrupt(ctx context.Context, tx pgx.Tx, id string) (Interrupt, error)
 }
 
 // ResolveInterrupt records an interrupt's decision.
-func ResolveInterrupt(ctx context.Context, q Querier, id, status string, value json.RawMessage, by string) error {
+func ResolveInterrupt(ctx context.Context, q Execer, id, status string, value json.RawMessage, by string) error {
 	_, err := q.Exec(ctx, `UPDATE interrupts SET status = $2, value = $3, decided_by = nullif($4, ''), resumed_at = now() WHERE id = $1`, id, status, []byte(value), by)
 	return err
 }
 
 // CancelInterrupts cancels a run's pending interrupts.
-func CancelInterrupts(ctx context.Context, q Querier, runID string) error {
+func CancelInterrupts(ctx context.Context, q Execer, runID string) error {
 	_, err := q.Exec(ctx, `UPDATE interrupts SET status = 'cancelled', resumed_at = now() WHERE run_id = $1 AND status = 'pending'`, runID)
 	return err
 }

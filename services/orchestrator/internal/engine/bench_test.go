@@ -1,0 +1,150 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// instantExecutor answers every task at once with a short output: the
+// benchmarks measure the engine (River hand-out, checkpoint commits), not
+// an agent.
+type instantExecutor struct{}
+
+func (instantExecutor) Execute(_ context.Context, req executor.Request) (executor.Result, error) {
+	return executor.Result{Output: "done " + req.NodeID, SessionID: "s-" + req.RoleName}, nil
+}
+
+// benchEngine is an engine on a fresh database whose commits report to a
+// channel per run, so a benchmark waits for a run without polling.
+type benchEngine struct {
+	eng  *engine.Engine
+	pool *pgxpool.Pool
+	mu   sync.Mutex
+	done map[string]chan struct{}
+	lat  []time.Duration
+}
+
+func newBenchEngine(b *testing.B) *benchEngine {
+	b.Helper()
+	pool, err := pgxpool.New(context.Background(), pgtest.DSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	be := &benchEngine{pool: pool, done: map[string]chan struct{}{}}
+	eng, err := engine.New(engine.Config{
+		Pool: pool, Catalog: loadTestCatalog(b), Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: instantExecutor{}},
+		OnCommit: func(c engine.CommitInfo) {
+			be.mu.Lock()
+			defer be.mu.Unlock()
+			be.lat = append(be.lat, c.CommitDuration)
+			if c.RunStatus != runstate.RunRunning {
+				if ch, ok := be.done[c.RunID]; ok {
+					close(ch)
+					delete(be.done, c.RunID)
+				}
+			}
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = eng.Stop(context.Background()) })
+	be.eng = eng
+	return be
+}
+
+// run starts one linear run and waits for it to end.
+func (be *benchEngine) run(b *testing.B) {
+	ch := make(chan struct{})
+	// The run id is known only after the start commits; register under a
+	// lock so a fast run cannot finish before its channel exists.
+	be.mu.Lock()
+	run, err := be.eng.StartRun(context.Background(), engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "t"}})
+	if err != nil {
+		be.mu.Unlock()
+		b.Fatal(err)
+	}
+	be.done[run.ID] = ch
+	be.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		b.Fatalf("run %s did not finish", run.ID)
+	}
+}
+
+func (be *benchEngine) report(b *testing.B, runs int, elapsed time.Duration) {
+	const stepsPerRun = 3
+	b.ReportMetric(float64(runs*stepsPerRun)/elapsed.Seconds(), "steps/s")
+	be.mu.Lock()
+	lat := slices.Clone(be.lat)
+	be.mu.Unlock()
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "commit-p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "commit-p99-ms")
+	}
+	count, bytes, err := store.CheckpointBytes(context.Background(), be.pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Checkpoints per step: a run's start is one more checkpoint than its
+	// node steps; the bytes are divided by the node steps, so the start's
+	// share is included.
+	steps := count * stepsPerRun / (stepsPerRun + 1)
+	if steps > 0 {
+		b.ReportMetric(float64(bytes)/float64(steps), "checkpoint-B/step")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkLinearRuns measures node-steps per second of 3-node linear runs
+// with a checkpoint after every node, one run at a time and 8 at once, the
+// commit latency, and the stored checkpoint size per step.
+func BenchmarkLinearRuns(b *testing.B) {
+	for _, concurrency := range []int{1, 8} {
+		b.Run(fmt.Sprintf("concurrent=%d", concurrency), func(b *testing.B) {
+			be := newBenchEngine(b)
+			be.run(b) // warm up: River's leader, the pool, the caches
+			be.mu.Lock()
+			be.lat = nil
+			be.mu.Unlock()
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			next := make(chan struct{}, b.N)
+			for range b.N {
+				next <- struct{}{}
+			}
+			close(next)
+			for range concurrency {
+				wg.Go(func() {
+					for range next {
+						be.run(b)
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			be.report(b, b.N, elapsed)
+		})
+	}
+}
