@@ -53,9 +53,15 @@ var server struct {
 // Main runs the package's tests, then removes the Postgres container and the
 // template database, and exits with the tests' status.
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main without the exit, for a TestMain with more to clean up: it
+// returns the tests' status.
+func Run(m *testing.M) int {
 	code := m.Run()
 	stop()
-	os.Exit(code)
+	return code
 }
 
 // DSN returns the URL of a new database with every migration applied, dropped

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"os"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,12 +17,15 @@ import (
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.Main(m)
+	code := pgtest.Run(m)
+	meshexectest.RemoveBinaries()
+	os.Exit(code)
 }
 
 // testPipelines are small pipelines for the engine's rules, all of whose
