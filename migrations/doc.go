@@ -5,6 +5,7 @@
 // the marketplace or the orchestrator starting at once apply each migration
 // exactly once: the others wait for the lock, then find nothing pending.
 package migrations
+
 //
 // After its own migrations, Apply applies those of River, the orchestrator's
 // job queue, with River's migrator: River defines its tables, and they live

@@ -11,30 +11,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/spf13/cobra"
-
-	"github.com/meshwork/meshwork/migrations/migratecmd"
-	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/cli"
 )
 
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	root := &cobra.Command{
-		Use:   "orchestrator",
-		Short: "Runs multi-agent pipelines as checkpointed graphs",
-		Long: `orchestrator runs pipelines written in YAML (researcher -> writer ->
-reviewer), checkpointing every node's result and every role's agent session
-in Postgres (DATABASE_URL).
-
-Configuration precedence is flag > environment > file. Secrets and the
-database (DATABASE_URL) come from the environment only.`,
-		Version:       buildinfo.Version,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(buildinfo.Command("orchestrator"), migratecmd.New(logger))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := root.ExecuteContext(ctx)
+	err := cli.NewRoot(logger).ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "orchestrator:", err)

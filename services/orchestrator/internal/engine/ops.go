@@ -32,7 +32,9 @@ type InvalidError struct{ Msg string }
 
 func (e *InvalidError) Error() string { return e.Msg }
 
-func invalid(format string, args ...any) error { return &InvalidError{Msg: fmt.Sprintf(format, args...)} }
+func invalid(format string, args ...any) error {
+	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
+}
 
 // StartRequest starts a run.
 type StartRequest struct {
@@ -115,13 +117,13 @@ type NodeView struct {
 // RunView is a run with its state at its head.
 type RunView struct {
 	store.Run
-	Inputs     map[string]any      `json:"inputs"`
-	Nodes      []NodeView          `json:"nodes"`
-	Outputs    map[string]string   `json:"outputs"`
-	Sessions   map[string]string   `json:"sessions"`
-	Interrupts []store.Interrupt   `json:"interrupts"`
-	Attempts   []store.Attempt     `json:"attempts,omitempty"`
-	Loops      map[string]int      `json:"loops,omitempty"`
+	Inputs     map[string]any    `json:"inputs"`
+	Nodes      []NodeView        `json:"nodes"`
+	Outputs    map[string]string `json:"outputs"`
+	Sessions   map[string]string `json:"sessions"`
+	Interrupts []store.Interrupt `json:"interrupts"`
+	Attempts   []store.Attempt   `json:"attempts,omitempty"`
+	Loops      map[string]int    `json:"loops,omitempty"`
 }
 
 // GetRun returns a run with its state, its role sessions, its interrupts and

@@ -2,9 +2,9 @@ package engine_test
 
 import (
 	"context"
-	"os"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"

@@ -100,8 +100,8 @@ func scanRun(row pgx.Row) (Run, error) {
 // NewRun is what InsertRun needs.
 type NewRun struct {
 	ID, Pipeline, PipelineHash, Thread, Caller, Status, Error string
-	ForkedFromRun                                            string
-	ForkedFromSeq                                            *int
+	ForkedFromRun                                             string
+	ForkedFromSeq                                             *int
 }
 
 // InsertRun inserts a run with head_seq 0 and returns it.
