@@ -61,7 +61,8 @@
 //	    {"stderr": "a line for stderr"},
 //	    {"fail": "the message"},        // an is_error result with this message, exit 1; later steps are skipped
 //	    {"crash": {"exit_code": 3, "stderr": "boom"}},  // exit with no result event
-//	    {"hang": {"pid_file": "/tmp/p", "ignore_sigterm": false, "child_ignores_sigterm": false}}
+//	    {"hang": {"pid_file": "/tmp/p", "ignore_sigterm": false, "child_ignores_sigterm": false}},
+//	    {"sleep_ms": 1500}              // a slow turn: pause, then go on
 //	  ],
 //	  "reply": "Done.",       // the final answer; default: the last text step, else "ok: <task>"
 //	  "cost_usd": 0.25,       // total_cost_usd; default 0.0012

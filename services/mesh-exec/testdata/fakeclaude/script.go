@@ -30,6 +30,9 @@ type step struct {
 	Fail         *string         `json:"fail"`
 	Crash        *crashStep      `json:"crash"`
 	Hang         *hangStep       `json:"hang"`
+	// SleepMS pauses the "agent" for that long, as a slow model turn would:
+	// for tests that stop things in the middle of a run.
+	SleepMS int `json:"sleep_ms"`
 }
 
 type writeStep struct {
@@ -117,7 +120,7 @@ func (st step) actions() int {
 	n := 0
 	for _, set := range []bool{
 		st.Text != "", st.Write != nil, st.Edit != nil, st.MCPCall != nil, st.UnknownEvent,
-		st.Event != nil, st.Stderr != "", st.Fail != nil, st.Crash != nil, st.Hang != nil,
+		st.Event != nil, st.Stderr != "", st.Fail != nil, st.Crash != nil, st.Hang != nil, st.SleepMS > 0,
 	} {
 		if set {
 			n++

@@ -153,6 +153,8 @@ func (t *turn) steps() int {
 			return max(st.Crash.ExitCode, 1)
 		case st.Hang != nil:
 			t.hang(*st.Hang) // never returns
+		case st.SleepMS > 0:
+			time.Sleep(time.Duration(st.SleepMS) * time.Millisecond)
 		}
 	}
 	reply := t.script.Reply

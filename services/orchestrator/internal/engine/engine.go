@@ -9,8 +9,8 @@
 // fencing token, and a commit must present the token it claimed with, so a
 // replica that lost its lease (a long pause, a partition) cannot commit. A
 // replica that dies holding a lease leaves River jobs in the running state;
-// the reaper, a periodic River job, finds those whose run has no live lease
-// and inserts a takeover job, which resumes the node with the role's saved
+// every replica's reaper finds those whose run has no live lease and
+// inserts a takeover job (River refuses a second one with the same args), which resumes the node with the role's saved
 // session. A late duplicate of a node's job finds the node's result already
 // in the run's state and does nothing.
 package engine
@@ -45,8 +45,10 @@ type Config struct {
 	// Executors run agent nodes, by their role's via. A role whose via has
 	// no executor fails its node with a clear error. Defaults to none.
 	Executors map[pipeline.Via]executor.Executor
-	// ReplicaID names this engine in leases and attempts; unique per
-	// process. Defaults to hostname-pid-random.
+	// ReplicaID names this engine in leases and attempts. A random suffix
+	// is always added, so that a restarted replica with the same name never
+	// passes for the process that held its leases before (and River's
+	// client ids stay unique). Defaults to hostname-pid.
 	ReplicaID string
 	// LeaseTTL is how long a run's lease lasts without renewal, and so how
 	// long a dead replica's runs wait before another takes them over.
@@ -96,6 +98,7 @@ type Engine struct {
 
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
+	reaperDone    chan struct{}
 	startOnce     sync.Once
 }
 
@@ -106,8 +109,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.ReplicaID == "" {
 		host, _ := os.Hostname()
-		cfg.ReplicaID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4))
+		cfg.ReplicaID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	cfg.ReplicaID += "-" + randomHex(4)
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 15 * time.Second
 	}
@@ -134,9 +138,6 @@ func New(cfg Config) (*Engine, error) {
 	if err := river.AddWorkerSafely(workers, &nodeWorker{e: e}); err != nil {
 		return nil, err
 	}
-	if err := river.AddWorkerSafely(workers, &reapWorker{e: e}); err != nil {
-		return nil, err
-	}
 	rc := &river.Config{
 		ID:                cfg.ReplicaID,
 		Logger:            logger,
@@ -152,8 +153,6 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if !cfg.WorkDisabled {
 		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}}
-		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.ReapInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return reapArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true, ID: "reap"})}
 	}
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), rc)
 	if err != nil {
@@ -177,7 +176,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.stopHeartbeat = cancel
 	e.heartbeatDone = make(chan struct{})
+	e.reaperDone = make(chan struct{})
 	go e.leases.heartbeat(hbCtx, e.heartbeatDone)
+	go e.reapLoop(hbCtx, e.reaperDone)
 	e.logger.InfoContext(ctx, "engine started", slog.String("replica", e.cfg.ReplicaID))
 	return nil
 }
@@ -197,6 +198,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	if e.stopHeartbeat != nil {
 		e.stopHeartbeat()
 		<-e.heartbeatDone
+		<-e.reaperDone
 	}
 	return err
 }

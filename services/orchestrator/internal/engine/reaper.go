@@ -12,30 +12,31 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
-// reapArgs is the reaper's periodic job.
-type reapArgs struct{}
-
-func (reapArgs) Kind() string { return "meshwork_reap" }
-
-func (reapArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: time.Second}}
-}
-
-// reapWorker takes over the nodes of dead replicas. River marks a job stuck
-// in the running state as retryable only after RescueStuckJobsAfter (an
-// hour: it cannot tell a dead worker from a long node); a run's lease tells
-// sooner. A running node job whose run has had no live lease for a lease's
-// time belongs to a replica that died: the reaper inserts a takeover job
-// for the same node, which resumes it with the role's saved session. When
-// River finally rescues the old job, it finds the node done.
-type reapWorker struct {
-	river.WorkerDefaults[reapArgs]
-	e *Engine
-}
-
-func (w *reapWorker) Work(ctx context.Context, _ *river.Job[reapArgs]) error {
-	_, err := w.e.Reap(ctx)
-	return err
+// reapLoop runs Reap every ReapInterval until ctx ends. Every replica
+// reaps (not only River's leader, which may be the replica that died): a
+// takeover job's args name the job it replaces, so River inserts it once.
+//
+// River marks a job stuck in the running state as retryable only after
+// RescueStuckJobsAfter (an hour: it cannot tell a dead worker from a long
+// node); a run's lease tells sooner. A running node job whose run has had
+// no live lease for a lease's time belongs to a replica that died: the
+// reaper inserts a takeover job for the same node, which resumes it with
+// the role's saved session. When River finally rescues the old job, it
+// finds the node done.
+func (e *Engine) reapLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(e.cfg.ReapInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := e.Reap(ctx); err != nil && ctx.Err() == nil {
+			e.logger.WarnContext(ctx, "reaping the jobs of dead replicas failed", slog.Any("error", err))
+		}
+	}
 }
 
 // Reap inserts takeover jobs for the node jobs of dead replicas and returns
