@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -337,4 +339,50 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("cancelling a finished run: %v", err)
 	}
 	var _ store.Run
+}
+
+// A run whose pipeline changed since it started is not resumed under the new
+// definition unless the caller asks to migrate.
+func TestResumeRefusesAChangedPipeline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	run := start(t, b.eng, "approval", nil)
+	v := waitStatus(t, b.eng, run.ID, runstate.RunWaiting)
+
+	changed := fstest.MapFS{"approval.yaml": {Data: []byte(strings.Replace(string(testPipelines["approval.yaml"].Data),
+		"publish with", "publish (v2) with", 1))}}
+	cat, err := pipeline.LoadDir(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replica is replaced by one that loaded the new definition.
+	if err := b.eng.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := startEngine(t, b.pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.exec}, "v2")
+	req := engine.ResumeRequest{InterruptID: v.Interrupts[0].ID, Value: json.RawMessage(`"ok"`)}
+	if _, err := other.Resume(ctx, req); !errIs(err, engine.ErrPipelineChanged) || !contains(err.Error(), "migrate") {
+		t.Fatalf("resume under a changed definition: %v, want ErrPipelineChanged", err)
+	}
+	if v2, _ := b.eng.GetRun(ctx, run.ID); v2.Status != runstate.RunWaiting || v2.Interrupts[0].Status != "pending" {
+		t.Fatalf("the refused resume changed the run: %s, %s", v2.Status, v2.Interrupts[0].Status)
+	}
+	req.Migrate = true
+	if _, err := other.Resume(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	v = waitStatus(t, other, run.ID, runstate.RunSucceeded)
+	if v.PipelineHash != mustLookup(t, cat, "approval").Hash() {
+		t.Errorf("the migrated run records hash %s", v.PipelineHash)
+	}
+}
+
+func mustLookup(t *testing.T, cat *pipeline.Catalog, name string) *pipeline.Pipeline {
+	t.Helper()
+	p, ok := cat.Lookup(name)
+	if !ok {
+		t.Fatalf("no pipeline %s", name)
+	}
+	return p
 }
