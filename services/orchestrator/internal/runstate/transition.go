@@ -47,7 +47,7 @@ func Fork(p *pipeline.Pipeline, at State, patch State) Step {
 	next := at.Clone()
 	next.Apply(patch)
 	// Everything ready is new to the fork: nothing runs for it yet.
-	return advance(p, nil, next, patch)
+	return advance(p, nil, next, patch.Clone())
 }
 
 // Resume continues a run from its state as it stands, scheduling every ready
@@ -64,6 +64,9 @@ func Complete(p *pipeline.Pipeline, prev State, id string, iteration, attempts i
 	next := prev.Clone()
 	delta := State{}
 	set(&next, &delta, id, pipeline.NodeState{Output: output, Status: pipeline.StatusSucceeded, Attempts: attempts, Iteration: iteration})
+	// What was ready before had a job, except this node (now done) and the
+	// nodes a loop sends back: those need new jobs if ready again.
+	readyBefore := slices.DeleteFunc(Ready(p, prev), func(r string) bool { return r == id })
 	if n, ok := p.Node(id); ok && n.Next != "" && next.Loops[id] < n.MaxIterations {
 		loops := next.Loops[id] + 1
 		next.Loops = merge(next.Loops, map[string]int{id: loops})
@@ -76,8 +79,10 @@ func Complete(p *pipeline.Pipeline, prev State, id string, iteration, attempts i
 			ns.Status, ns.Attempts = pipeline.StatusPending, 0
 			set(&next, &delta, r, ns)
 		}
+		body := loopBody(p, n.Next)
+		readyBefore = slices.DeleteFunc(readyBefore, func(r string) bool { return slices.Contains(body, r) })
 	}
-	return advance(p, Ready(p, prev), next, delta)
+	return advance(p, readyBefore, next, delta)
 }
 
 // Approve is the step for approval node id resumed with value.

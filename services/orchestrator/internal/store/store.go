@@ -200,6 +200,9 @@ func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Du
 // statement, that owner still holds its lease with fence: ErrStaleLease if
 // not.
 func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence int64) (Run, error) {
+	if !validUUID(id) {
+		return Run{}, ErrNotFound
+	}
 	var r Run
 	var held bool
 	err := tx.QueryRow(ctx, `SELECT `+runColumns+`, coalesce(lease_owner = $2 AND fence = $3, false) FROM runs WHERE id = $1 FOR UPDATE`, id, owner, fence).Scan(
@@ -212,20 +215,6 @@ func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence in
 		err = ErrStaleLease
 	}
 	return r, err
-}
-
-// CheckLease verifies, in a transaction holding the run's row lock, that
-// owner still holds the lease with fence.
-func CheckLease(ctx context.Context, tx pgx.Tx, runID, owner string, fence int64) error {
-	var ok bool
-	err := tx.QueryRow(ctx, `SELECT lease_owner = $2 AND fence = $3 FROM runs WHERE id = $1`, runID, owner, fence).Scan(&ok)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return ErrStaleLease
-	}
-	return nil
 }
 
 // ReleaseLease gives up owner's lease on a run if it still holds it with
@@ -252,6 +241,9 @@ func RenewLeases(ctx context.Context, q Querier, owner string, runIDs []string, 
 
 // LeaseLive reports whether some replica holds a live lease on the run.
 func LeaseLive(ctx context.Context, q Querier, runID string) (bool, error) {
+	if !validUUID(runID) {
+		return false, nil
+	}
 	var live bool
 	err := q.QueryRow(ctx, `SELECT coalesce(lease_expires_at > now(), false) FROM runs WHERE id = $1`, runID).Scan(&live)
 	if errors.Is(err, pgx.ErrNoRows) {
