@@ -4,30 +4,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/spf13/cobra"
-
-	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/meshctl"
 )
 
 func main() {
-	root := &cobra.Command{
-		Use:           "meshctl",
-		Short:         "Command line for Meshwork pipelines",
-		Version:       buildinfo.Version,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(buildinfo.Command("meshctl"))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := root.ExecuteContext(ctx)
+	code := meshctl.Execute(ctx, meshctl.NewRoot())
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "meshctl:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }

@@ -1,0 +1,554 @@
+package meshctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient/apiclienttest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+const watching = "Watching run " + runID + "; Ctrl-C stops watching, not the run.\n"
+
+func TestRunWatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		scenario func() scenario
+		drops    []int
+		code     int
+	}{
+		{"succeeded", succeeded, nil, 0},
+		{"waiting", waiting, nil, 2},
+		{"failed", failed, nil, 1},
+		// A stream that drops twice is followed to the end, and prints
+		// every line once.
+		{"succeeded", succeeded, []int{3, 0}, 0},
+		{"failed", failed, []int{4}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			s := tt.scenario()
+			b.fake.NextRun(s.view)
+			b.fake.SetStream(runID, &apiclienttest.Stream{Events: s.events, Drops: tt.drops})
+			r := b.exec(t, "run", "research_pipeline", "--input", "task=dinosaurs", "--input", "depth=2", "--watch")
+			r.check(t, tt.code)
+			golden(t, "run_watch_"+tt.name, r.stdout)
+			if r.stderr != watching {
+				t.Errorf("stderr = %q", r.stderr)
+			}
+			if got := len(b.fake.StreamAfters(runID)); got != len(tt.drops)+1 {
+				t.Errorf("%d connections, want %d", got, len(tt.drops)+1)
+			}
+		})
+	}
+}
+
+func TestRunWatchJSON(t *testing.T) {
+	t.Parallel()
+	for name, tt := range map[string]struct {
+		scenario func() scenario
+		code     int
+	}{"succeeded": {succeeded, 0}, "waiting": {waiting, 2}, "failed": {failed, 1}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			s := tt.scenario()
+			b.fake.NextRun(s.view)
+			b.fake.SetStream(runID, &apiclienttest.Stream{Events: s.events})
+			r := b.exec(t, "-o", "json", "run", "research_pipeline", "--input", "task=x", "--watch")
+			r.check(t, tt.code)
+			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+			var got []engine.Event
+			for _, l := range lines {
+				var ev engine.Event
+				if err := json.Unmarshal([]byte(l), &ev); err != nil {
+					t.Fatalf("line %q: %v", l, err)
+				}
+				got = append(got, ev)
+			}
+			if !reflect.DeepEqual(got, s.events) {
+				t.Errorf("events:\n got %+v\nwant %+v", got, s.events)
+			}
+			if r.stderr != "" {
+				t.Errorf("stderr = %q", r.stderr)
+			}
+		})
+	}
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+
+	t.Run("PrintsID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.fake.NextRun(baseView("running"))
+		r := b.exec(t, "run", "research_pipeline", "-i", "task=a=b", "--thread", "team-a")
+		r.check(t, 0)
+		if r.stdout != runID+"\n" || r.stderr != "" {
+			t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
+		}
+		checkBody(t, b.fake, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"task":"a=b"},"thread":"team-a"}`)
+	})
+
+	t.Run("JSON", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.fake.NextRun(baseView("running"))
+		r := b.exec(t, "run", "research_pipeline", "--output", "json")
+		r.check(t, 0)
+		var run store.Run
+		if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || run.ID != runID || run.Status != "running" {
+			t.Errorf("stdout %q: %+v, %v", r.stdout, run, err)
+		}
+	})
+
+	t.Run("Inputs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.fake.NextRun(baseView("running"))
+		file := filepath.Join(t.TempDir(), "inputs.json")
+		if err := os.WriteFile(file, []byte(`{"task": "from the file", "depth": 5, "extra": true}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := b.exec(t, "run", "research_pipeline", "--inputs-file", file, "--input", "task=from a flag", "--input", "depth=x", "--input-json", `tags=["a", 1]`)
+		r.check(t, 0)
+		// depth=x is not a number: it goes as a string, for the server
+		// to refuse.
+		checkBody(t, b.fake, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"depth":"x","extra":true,"tags":["a",1],"task":"from a flag"}}`)
+	})
+
+	t.Run("InputsFromStdin", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.fake.NextRun(baseView("running"))
+		b.stdin = `{"task": "piped"}`
+		b.exec(t, "run", "research_pipeline", "--inputs-file", "-").check(t, 0)
+		checkBody(t, b.fake, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"task":"piped"}}`)
+	})
+
+	for name, tt := range map[string]struct {
+		args   []string
+		stderr string
+	}{
+		"twice":     {[]string{"-i", "task=a", "--input-json", `task="b"`}, `meshctl: input "task" is given twice (--input and --input-json)` + "\n"},
+		"no equals": {[]string{"-i", "task"}, `meshctl: --input "task": want key=value` + "\n"},
+		"bad JSON":  {[]string{"--input-json", "tags=[a]"}, "meshctl: --input-json tags: [a] is not JSON: invalid character 'a' looking for beginning of value\n"},
+		"no file":   {[]string{"--inputs-file", "/nonexistent/x.json"}, "meshctl: --inputs-file: open /nonexistent/x.json: no such file or directory\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			r := b.exec(t, append([]string{"run", "research_pipeline"}, tt.args...)...)
+			r.check(t, 1)
+			if r.stderr != tt.stderr || r.stdout != "" {
+				t.Errorf("stderr %q, want %q; stdout %q", r.stderr, tt.stderr, r.stdout)
+			}
+			if _, ok := b.fake.LastRequest("POST", "/v1/runs"); ok {
+				t.Error("the run was started")
+			}
+		})
+	}
+}
+
+func checkBody(t *testing.T, f *apiclienttest.Fake, method, path, want string) {
+	t.Helper()
+	r, ok := f.LastRequest(method, path)
+	if !ok {
+		t.Fatalf("no %s %s", method, path)
+	}
+	if r.Body != want {
+		t.Errorf("%s %s body:\n got %s\nwant %s", method, path, r.Body, want)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		stderr string
+	}{
+		{
+			"unknown pipeline", nil,
+			[]string{"run", "nope"},
+			"meshctl: pipeline \"nope\": not found (known: research_pipeline)\n",
+		},
+		{
+			"unknown run", nil,
+			[]string{"runs", "show", "nope"},
+			"meshctl: run \"nope\": not found\n",
+		},
+		{
+			"conflict", nil,
+			[]string{"runs", "resume", runID},
+			"meshctl: conflict: run " + runID + " is waiting; only a failed run can be resumed (an approval is resumed by its interrupt id)\n",
+		},
+		{
+			"wrong token",
+			map[string]string{"MESHCTL_TOKEN": "wrong"},
+			[]string{"runs", "list"},
+			"meshctl: missing or wrong bearer token\n",
+		},
+		{
+			"no token",
+			map[string]string{"MESHCTL_TOKEN": ""},
+			[]string{"runs", "list"},
+			"meshctl: missing or wrong bearer token\nmeshctl: no token was given: set MESHCTL_TOKEN\n",
+		},
+		{
+			"token flag",
+			map[string]string{"MESHCTL_TOKEN": ""},
+			[]string{"runs", "show", "nope", "--token", token},
+			"meshctl: run \"nope\": not found\n",
+		},
+		{
+			"server flag over env", nil,
+			[]string{"pipelines", "list", "--server", "ftp://x"},
+			"meshctl: server \"ftp://x\" (--server or MESHCTL_SERVER) is not a URL such as http://127.0.0.1:8090\n",
+		},
+		{
+			"output", nil,
+			[]string{"runs", "list", "-o", "yaml"},
+			"meshctl: --output \"yaml\": want text or json\n",
+		},
+		{
+			"missing arg", nil,
+			[]string{"runs", "cancel"},
+			"meshctl: missing RUN_ID (usage: meshctl runs cancel RUN_ID [flags])\n",
+		},
+		{
+			"no value", nil,
+			[]string{"runs", "approve", iid},
+			"meshctl: give the decision with --value (such as --value approved) or --value-json\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.fake.AddRun(waiting().view)
+			for k, v := range tt.env {
+				b.env[k] = v
+			}
+			r := b.exec(t, tt.args...)
+			r.check(t, 1)
+			if r.stderr != tt.stderr || r.stdout != "" {
+				t.Errorf("stderr:\n got %q\nwant %q\nstdout %q", r.stderr, tt.stderr, r.stdout)
+			}
+		})
+	}
+}
+
+func TestApprove(t *testing.T) {
+	t.Parallel()
+	const approved = `{"value":"approved"}`
+
+	t.Run("RunID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		v := waiting().view
+		// An older interrupt of the run, resumed, does not count.
+		v.Interrupts = append([]store.Interrupt{{ID: iid2, RunID: runID, NodeID: "approve", Status: "resumed", Value: json.RawMessage(`"no"`)}}, v.Interrupts...)
+		b.fake.AddRun(v)
+		r := b.exec(t, "runs", "approve", runID, "--value", "approved")
+		r.check(t, 0)
+		if want := "Interrupt " + iid + " resumed with approved: run " + runID + " is running.\n"; r.stdout != want {
+			t.Errorf("stdout %q, want %q", r.stdout, want)
+		}
+		checkBody(t, b.fake, "POST", "/v1/interrupts/"+iid+"/resume", approved)
+	})
+
+	t.Run("InterruptID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.fake.AddRun(waiting().view)
+		r := b.exec(t, "runs", "approve", iid, "--value-json", `{"decision": "rejected"}`, "--migrate", "-o", "json")
+		r.check(t, 0)
+		checkBody(t, b.fake, "POST", "/v1/interrupts/"+iid+"/resume", `{"value":{"decision":"rejected"},"migrate":true}`)
+		var run store.Run
+		if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || run.ID != runID {
+			t.Errorf("stdout %q: %v", r.stdout, err)
+		}
+	})
+
+	t.Run("Several", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		v := waiting().view
+		v.Interrupts = append(v.Interrupts, store.Interrupt{ID: iid2, RunID: runID, NodeID: "legal", Iteration: 1, Status: "pending"})
+		b.fake.AddRun(v)
+		r := b.exec(t, "runs", "approve", runID, "--value", "approved")
+		r.check(t, 1)
+		golden(t, "approve_several", r.stderr)
+		if _, ok := b.fake.LastRequest("POST", "/v1/interrupts/"+iid+"/resume"); ok {
+			t.Error("an interrupt was resumed")
+		}
+	})
+
+	t.Run("None", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.fake.AddRun(succeeded().view)
+		r := b.exec(t, "runs", "approve", runID, "--value", "approved")
+		r.check(t, 1)
+		if want := "meshctl: run " + runID + " has no pending interrupt (it is succeeded)\n"; r.stderr != want {
+			t.Errorf("stderr %q, want %q", r.stderr, want)
+		}
+	})
+
+	t.Run("Watch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		v := waiting().view
+		v.HeadSeq = 3 // after the approval
+		// An attempt from before, which the stream sends again.
+		v.Attempts = []store.Attempt{*attempt(9, "research", 1, "failed", "old news").Attempt}
+		b.fake.AddRun(v)
+		b.fake.SetStream(runID, &apiclienttest.Stream{Events: []engine.Event{
+			attempt(9, "research", 1, "failed", "old news"),
+			checkpoint(0, nil),
+			checkpoint(1, map[string]pipeline.NodeState{"research": done(1, 1, "facts")}),
+			checkpoint(2, map[string]pipeline.NodeState{"approve": {Status: "waiting"}}),
+			checkpoint(3, map[string]pipeline.NodeState{"approve": done(1, 1, "approved")}),
+			runEvent("succeeded", ""),
+		}})
+		r := b.exec(t, "runs", "approve", runID, "--value", "approved", "--watch")
+		r.check(t, 0)
+		golden(t, "approve_watch", r.stdout)
+		if afters := b.fake.StreamAfters(runID); !reflect.DeepEqual(afters, []string{"2"}) {
+			t.Errorf("afters = %q, want the stream from the approval on", afters)
+		}
+	})
+}
+
+func TestRunsCommands(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := waiting().view
+	f := failed().view
+	f.ID, f.CreatedAt, f.Thread = forkID, t0.Add(-3600e9), "team-a"
+	b.fake.AddRun(w)
+	b.fake.AddRun(f)
+	zero, parent := 0, 1
+	b.fake.SetCheckpoints(runID, []store.Checkpoint{
+		{RunID: runID, Seq: 0, Delta: stateWithInputs(), Bytes: 120, CreatedAt: t0},
+		{
+			RunID: runID, Seq: 1, ParentRun: runID, ParentSeq: &zero, NodeID: "research", Iteration: 1, Bytes: 250, CreatedAt: t0.Add(61e9),
+			Delta: deltaOf(map[string]pipeline.NodeState{"research": done(1, 1, "facts")}, map[string]string{"researcher": "sess-r1"}),
+		},
+		{
+			RunID: runID, Seq: 2, ParentRun: runID, ParentSeq: &parent, NodeID: "research", Iteration: 1, Bytes: 90, CreatedAt: t0.Add(62e9),
+			Delta: deltaOf(map[string]pipeline.NodeState{"approve": {Status: "waiting"}, "write": {Status: "skipped"}}, nil),
+		},
+	})
+
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"runs_list", []string{"runs", "list"}},
+		{"runs_show_waiting", []string{"runs", "show", runID}},
+		{"runs_show_failed", []string{"runs", "show", forkID}},
+		{"runs_history", []string{"runs", "history", runID}},
+		{"pipelines_list", []string{"pipelines", "list"}},
+	} {
+		r := b.exec(t, tt.args...)
+		r.check(t, 0)
+		golden(t, tt.name, r.stdout)
+	}
+
+	r := b.exec(t, "runs", "list", "--status", "failed", "--limit", "1", "-o", "json")
+	r.check(t, 0)
+	var list struct {
+		Runs []store.Run `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Runs) != 1 || list.Runs[0].ID != forkID {
+		t.Errorf("runs list -o json: %q, %v", r.stdout, err)
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr %q, want nothing with JSON", r.stderr)
+	}
+	if req, _ := b.fake.LastRequest("GET", "/v1/runs"); req.Query != "limit=1&status=failed" {
+		t.Errorf("query %q", req.Query)
+	}
+
+	r = b.exec(t, "runs", "show", runID, "-o", "json")
+	r.check(t, 0)
+	var v engine.RunView
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || !reflect.DeepEqual(v, w) {
+		t.Errorf("runs show -o json: %+v, %v", v, err)
+	}
+
+	r = b.exec(t, "runs", "history", runID, "-o", "json")
+	r.check(t, 0)
+	var h struct {
+		Checkpoints []store.Checkpoint `json:"checkpoints"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &h); err != nil || len(h.Checkpoints) != 3 {
+		t.Errorf("runs history -o json: %q, %v", r.stdout, err)
+	}
+
+	r = b.exec(t, "runs", "resume", forkID, "--migrate")
+	r.check(t, 0)
+	if want := "Run " + forkID + " resumed: it is running.\n"; r.stdout != want {
+		t.Errorf("resume: %q, want %q", r.stdout, want)
+	}
+	checkBody(t, b.fake, "POST", "/v1/runs/"+forkID+"/resume", `{"migrate":true}`)
+
+	r = b.exec(t, "runs", "cancel", runID)
+	r.check(t, 0)
+	if want := "Run " + runID + " cancelled.\n"; r.stdout != want {
+		t.Errorf("cancel: %q, want %q", r.stdout, want)
+	}
+
+	r = b.exec(t, "runs", "prune", runID, "--keep", "1", "-o", "json")
+	r.check(t, 0)
+	if r.stdout != "{\n  \"deleted\": 2\n}\n" {
+		t.Errorf("prune -o json: %q", r.stdout)
+	}
+	r = b.exec(t, "runs", "prune", runID, "--keep", "1")
+	r.check(t, 0)
+	if want := "Deleted 0 checkpoints of run " + runID + ".\n"; r.stdout != want {
+		t.Errorf("prune: %q, want %q", r.stdout, want)
+	}
+}
+
+func TestListMore(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fake.AddRun(waiting().view)
+	r := b.exec(t, "runs", "list", "--limit", "1")
+	r.check(t, 0)
+	if want := "More runs may follow: add --before " + runID + "\n"; r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+}
+
+func TestFork(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fake.AddRun(failed().view)
+	fork := baseView("running")
+	fork.ID = forkID
+	b.fake.NextRun(fork)
+	patch := filepath.Join(t.TempDir(), "patch.json")
+	if err := os.WriteFile(patch, []byte(`{"inputs": {"task": "again"}, "nodes": {"review": {"status": "pending"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := b.exec(t, "runs", "fork", runID, "--seq", "1", "--patch-file", patch, "--thread", "team-b")
+	r.check(t, 0)
+	if r.stdout != forkID+"\n" {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	checkBody(t, b.fake, "POST", "/v1/runs/"+runID+"/fork",
+		`{"seq":1,"patch":{"inputs":{"task":"again"},"nodes":{"review":{"output":"","status":"pending","attempts":0,"iteration":0}}},"thread":"team-b"}`)
+
+	if err := os.WriteFile(patch, []byte(`{"node": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = b.exec(t, "runs", "fork", runID, "--seq", "1", "--patch-file", patch)
+	r.check(t, 1)
+	if want := "meshctl: --patch-file: " + patch + ": json: unknown field \"node\"\n"; r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+}
+
+func TestForkWatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fake.AddRun(failed().view)
+	s := succeeded()
+	s.view.ID = forkID
+	b.fake.NextRun(s.view)
+	for i := range s.events {
+		s.events[i].RunID = forkID
+	}
+	b.fake.SetStream(forkID, &apiclienttest.Stream{Events: s.events})
+	r := b.exec(t, "runs", "fork", runID, "--seq", "1", "-w")
+	r.check(t, 0)
+	golden(t, "fork_watch", r.stdout)
+}
+
+// TestWatchInterrupted checks that Ctrl-C (the context's end) stops
+// watching with exit status 130, and says the run goes on.
+func TestWatchInterrupted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := waiting()
+	s.view.Status = "running"
+	b.fake.AddRun(s.view)
+	b.fake.SetStream(runID, &apiclienttest.Stream{Events: s.events[:2], Hold: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &signalWriter{want: "research", seen: make(chan struct{})}
+	var errOut bytes.Buffer
+	codec := make(chan int, 1)
+	go func() { codec <- b.execTo(ctx, out, &errOut, "runs", "watch", runID) }()
+	<-out.seen
+	cancel()
+	if code := <-codec; code != 130 {
+		t.Fatalf("exit %d, want 130; stderr %q", code, errOut.String())
+	}
+	want := watching + "meshctl: stopped watching; run " + runID + " goes on (meshctl runs watch " + runID + " follows it again, meshctl runs cancel " + runID + " stops it)\n"
+	if errOut.String() != want {
+		t.Errorf("stderr:\n got %q\nwant %q", errOut.String(), want)
+	}
+}
+
+// signalWriter closes seen once what was written contains want.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+func stateWithInputs() (s runstate.State) {
+	s.Inputs = map[string]any{"task": "dinosaurs"}
+	return s
+}
+
+func deltaOf(nodes map[string]pipeline.NodeState, sessions map[string]string) (s runstate.State) {
+	s.Nodes, s.Sessions = nodes, sessions
+	return s
+}
+
+// The fake answers errors of its own; make sure they render as is too.
+func TestFakeFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.fake.Fail("GET", "/v1/pipelines", apiclient.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the catalog is reloading"})
+	r := b.exec(t, "pipelines", "list")
+	r.check(t, 1)
+	if r.stderr != "meshctl: the catalog is reloading\n" {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
