@@ -1,0 +1,346 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/pflag"
+
+	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const token = "tester-token-0123456789"
+
+// env is a fake environment.
+type env map[string]string
+
+func (e env) get(k string) string { return e[k] }
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// parseServe parses serve's flags and resolves its settings as the command
+// does, without running it.
+func parseServe(t *testing.T, args []string, e env) (serveConfig, error) {
+	t.Helper()
+	var cfg serveConfig
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	cfg.bindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	return cfg, resolveSettings(fs, e.get)
+}
+
+func TestSettingsPrecedence(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "orchestrator.yaml", `
+addr: 127.0.0.1:1
+lease_ttl: 40s
+max-workers: 7
+migrate: false
+replica_id: from-file
+mesh_url: http://file/mcp
+`)
+	cfg, err := parseServe(t, []string{"--max-workers", "9", "--config", file}, env{
+		"ORCHESTRATOR_ADDR":        "127.0.0.1:2",
+		"ORCHESTRATOR_REPLICA_ID":  "from-env",
+		"ORCHESTRATOR_MAX_WORKERS": "8",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := serveConfig{
+		Addr: "127.0.0.1:2", ReplicaID: "from-env", // env over file
+		MaxWorkers: 9,                                                            // flag over env and file
+		LeaseTTL:   40 * time.Second, Migrate: false, MeshURL: "http://file/mcp", // file over default
+		ShutdownTimeout: 30 * time.Second, // default
+	}
+	if cfg != want {
+		t.Errorf("resolved\n%+v\nwant\n%+v", cfg, want)
+	}
+
+	// The config file can come from the environment too.
+	cfg, err = parseServe(t, nil, env{"ORCHESTRATOR_CONFIG": file})
+	if err != nil || cfg.Addr != "127.0.0.1:1" || cfg.MaxWorkers != 7 {
+		t.Errorf("config from ORCHESTRATOR_CONFIG: %+v, %v", cfg, err)
+	}
+	cfg, err = parseServe(t, nil, env{})
+	if err != nil || cfg.Addr != ":8090" || !cfg.Migrate || cfg.LeaseTTL != 15*time.Second || cfg.MaxWorkers != 50 {
+		t.Errorf("defaults: %+v, %v", cfg, err)
+	}
+
+	for _, tc := range []struct {
+		name, file string
+		env        env
+		want       string
+	}{
+		{"unknown key", "adress: x\n", nil, `unknown key "adress"`},
+		{"not a scalar", "addr: [a, b]\n", nil, "single value"},
+		{"bad file value", "lease_ttl: soon\n", nil, "lease-ttl"},
+		{"bad env value", "", env{"ORCHESTRATOR_MAX_WORKERS": "many"}, "ORCHESTRATOR_MAX_WORKERS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{}
+			if tc.file != "" {
+				args = append(args, "--config", writeFile(t, "c.yaml", tc.file))
+			}
+			_, err := parseServe(t, args, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadTokens(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "tokens", "# callers\ncarol carol-token-0123456789\n\ndave=dave-token-0123456789\n")
+	got, err := loadTokens("alice=alice-token-0123456789, bob=bob-token-0123456789", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got["bob"] != "bob-token-0123456789" || got["dave"] != "dave-token-0123456789" {
+		t.Errorf("tokens %v", got)
+	}
+	for _, bad := range []string{"alice", "=x", "alice=a,alice=b"} {
+		if _, err := loadTokens(bad, ""); err == nil {
+			t.Errorf("loadTokens(%q) accepted", bad)
+		}
+	}
+	if _, err := loadTokens("", writeFile(t, "bad", "carol a b\n")); err == nil {
+		t.Error("a line of three fields was accepted")
+	}
+}
+
+// lines is a log destination that hands each line to the test.
+type lines chan string
+
+func (l lines) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimSpace(string(p)), "\n") {
+		select {
+		case l <- line:
+		default: // the test stopped listening
+		}
+	}
+	return len(p), nil
+}
+
+// waitLog waits for a log line with msg and returns it decoded.
+func waitLog(t *testing.T, logs lines, msg string) map[string]any {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case line := <-logs:
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log line %q is not JSON: %v", line, err)
+			}
+			if rec["msg"] == msg {
+				return rec
+			}
+		case <-timeout:
+			t.Fatalf("no %q log line", msg)
+		}
+	}
+}
+
+// The serve command end to end, on an empty database it migrates: it logs
+// its real address, serves the API with the tokens of the environment, and
+// stops when its context ends.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, f := range enginetest.Pipelines {
+		if err := os.WriteFile(filepath.Join(dir, name), f.Data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := make(lines, 1000)
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	cmd := newServeCommand(logger, env{
+		"DATABASE_URL":        pgtest.EmptyDSN(t),
+		"ORCHESTRATOR_TOKENS": "tester=" + token,
+		"ORCHESTRATOR_ADDR":   "127.0.0.1:0",
+	}.get)
+	cmd.SetArgs([]string{"--pipelines", dir, "--replica-id", "r1", "--shutdown-timeout", "5s"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done, exited := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(exited)
+		done <- cmd.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-exited
+	})
+
+	serving := waitLog(t, logs, "serving")
+	addr, _ := serving["addr"].(string)
+	if !strings.HasPrefix(addr, "127.0.0.1:") || addr == "127.0.0.1:0" || !strings.HasPrefix(serving["replica"].(string), "r1") {
+		t.Fatalf("serving line %v: want the real address", serving)
+	}
+	base := "http://" + addr
+	get := func(path, tok string) (int, string) {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, base+path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/v1/pipelines": 401} {
+		if code, body := get(path, ""); code != want {
+			t.Errorf("%s: %d %s, want %d", path, code, body, want)
+		}
+	}
+	if code, body := get("/v1/pipelines", token); code != 200 || !strings.Contains(body, `"echo"`) {
+		t.Fatalf("pipelines: %d %s", code, body)
+	}
+
+	// No executor is configured: the run's first node fails, and says why.
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/v1/runs", strings.NewReader(`{"pipeline":"echo","inputs":{"task":"x"}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run store.Run
+	_ = json.NewDecoder(resp.Body).Decode(&run)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || run.Caller != "tester" {
+		t.Fatalf("start: %d %+v", resp.StatusCode, run)
+	}
+	req, _ = http.NewRequestWithContext(context.Background(), http.MethodGet, base+"/v1/runs/"+run.ID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			last = sc.Text()
+		}
+	}
+	resp.Body.Close()
+	if !strings.Contains(last, `"status":"failed"`) || !strings.Contains(last, "no mesh executor configured") {
+		t.Errorf("last event %s: want the run failed for want of a mesh executor", last)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	waitLog(t, logs, "stopped")
+}
+
+func TestServeRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  env
+		args []string
+		want string
+	}{
+		{"no tokens", env{"DATABASE_URL": "postgres://x"}, nil, "ORCHESTRATOR_TOKENS"},
+		{"short token", env{"ORCHESTRATOR_TOKENS": "a=short"}, nil, "16"},
+		{"no database", env{"ORCHESTRATOR_TOKENS": "tester=" + token}, nil, "DATABASE_URL"},
+		{"mesh url without its token", env{"ORCHESTRATOR_TOKENS": "tester=" + token, "DATABASE_URL": pgtest.DSN(t)}, []string{"--mesh-url", "http://127.0.0.1:1/mcp", "--migrate=false"}, "MESH_EXEC_TOKEN"},
+		{"bad pipelines", env{"ORCHESTRATOR_TOKENS": "tester=" + token}, []string{"--pipelines", t.TempDir()}, "no pipelines"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := newServeCommand(slog.New(slog.DiscardHandler), tc.env.get)
+			cmd.SetArgs(tc.args)
+			cmd.SilenceUsage, cmd.SilenceErrors = true, true
+			err := cmd.ExecuteContext(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// orchestrator mcp serves the tools over stdio, as an API-only engine.
+func TestMCPStdio(t *testing.T) {
+	t.Parallel()
+	eb := enginetest.Start(t) // migrates the database; its engine works nothing here
+	dir := t.TempDir()
+	for name, f := range enginetest.Pipelines {
+		if err := os.WriteFile(filepath.Join(dir, name), f.Data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	cmd := newMCPCommand(slog.New(slog.DiscardHandler), env{"DATABASE_URL": eb.DSN, "ORCHESTRATOR_CALLER": "dana"}.get)
+	cmd.SetArgs([]string{"--transport", "stdio", "--pipelines", dir})
+	cmd.SetIn(inR)
+	cmd.SetOut(outW)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(context.Background()) }()
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	session, err := client.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "run_pipeline", Arguments: map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}})
+	if err != nil || res.IsError {
+		t.Fatalf("run_pipeline: %v %+v", err, res)
+	}
+	data, _ := json.Marshal(res.StructuredContent)
+	var run store.Run
+	if err := json.Unmarshal(data, &run); err != nil || run.Caller != "dana" {
+		t.Errorf("run %s: want started by dana", data)
+	}
+	res, err = session.CallTool(ctx, &mcp.CallToolParams{Name: "get_run", Arguments: map[string]any{"run_id": "nope"}})
+	if err != nil || !res.IsError {
+		t.Errorf("get_run of nothing: %v %+v, want a tool error", err, res)
+	}
+	_ = session.Close()
+	_ = inW.Close()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			t.Errorf("mcp returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("mcp did not stop when its client left")
+	}
+}

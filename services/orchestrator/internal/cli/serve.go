@@ -1,0 +1,318 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/meshwork/meshwork/migrations"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/httpapi"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/mcptools"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+	"github.com/meshwork/meshwork/services/orchestrator/pipelines"
+)
+
+// serveConfig is `orchestrator serve`'s configuration, bound to its flags.
+type serveConfig struct {
+	// Addr is the HTTP listen address. Defaults to :8090.
+	Addr string
+	// Pipelines is a directory of pipeline files. Defaults to the built-in
+	// catalog.
+	Pipelines string
+	// MeshURL is mesh-exec's MCP URL, for roles via mesh; its token is
+	// MESH_EXEC_TOKEN. Defaults to none (such roles fail their nodes).
+	MeshURL string
+	// MarketplaceURL is the marketplace's MCP URL, for roles via
+	// marketplace; the token is MARKETPLACE_TOKEN. Defaults to none.
+	MarketplaceURL string
+	// ReplicaID names this replica; the engine adds a random suffix.
+	// Defaults to hostname-pid.
+	ReplicaID string
+	// LeaseTTL is how long a dead replica's runs wait for a takeover.
+	// Defaults to 15s.
+	LeaseTTL time.Duration
+	// MaxWorkers bounds the nodes worked at once. Defaults to 50.
+	MaxWorkers int
+	// APIOnly serves the API without working any node. Defaults to false.
+	APIOnly bool
+	// Migrate applies pending migrations at start. Defaults to true.
+	Migrate bool
+	// TokensFile holds bearer tokens, besides ORCHESTRATOR_TOKENS.
+	// Defaults to none.
+	TokensFile string
+	// ShutdownTimeout bounds how long running nodes are waited for on
+	// SIGTERM before they are cancelled (and taken over by another replica
+	// or retried). Defaults to 30s.
+	ShutdownTimeout time.Duration
+}
+
+// bindFlags defines serve's flags on fs, bound to c, with their defaults.
+func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
+	fs.String("config", "", "YAML config file whose keys are the flag names (env ORCHESTRATOR_CONFIG)")
+	fs.StringVar(&c.Addr, "addr", ":8090", "HTTP listen address")
+	fs.StringVar(&c.Pipelines, "pipelines", "", "directory of pipeline YAML files (default: the built-in catalog)")
+	fs.StringVar(&c.MeshURL, "mesh-url", "", "mesh-exec's MCP URL for roles via mesh, e.g. http://mesh-exec:8081/mcp (token: MESH_EXEC_TOKEN)")
+	fs.StringVar(&c.MarketplaceURL, "marketplace-url", "", "the marketplace's MCP URL for roles via marketplace, e.g. http://marketplace:8080/mcp (token: MARKETPLACE_TOKEN)")
+	fs.StringVar(&c.ReplicaID, "replica-id", "", "this replica's name in leases and attempts, to which a random suffix is added (default: hostname-pid)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 15*time.Second, "how long a run's lease lasts without renewal; a dead replica's runs are taken over after it")
+	fs.IntVar(&c.MaxWorkers, "max-workers", 50, "most nodes this replica works at once")
+	fs.BoolVar(&c.APIOnly, "api-only", false, "serve the API but work no nodes (other replicas work them)")
+	fs.BoolVar(&c.Migrate, "migrate", true, "apply pending database migrations at start")
+	fs.StringVar(&c.TokensFile, "tokens-file", "", `bearer tokens file, one "caller token" per line (besides ORCHESTRATOR_TOKENS)`)
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running nodes are waited for before they are cancelled")
+}
+
+const serveHelp = `serve runs the orchestrator: the engine that works pipeline runs (River jobs
+in Postgres, shared by every replica) and the HTTP API beside it:
+
+  /v1/...            REST API (OpenAPI at /v1/openapi.json), bearer token required
+  /mcp               the same as MCP tools (streamable HTTP), bearer token required
+  /healthz /readyz   liveness, readiness (the database answers)
+  /metrics           Prometheus metrics
+
+Configuration precedence: flag > environment > --config file > default. Every
+flag has an environment variable, ORCHESTRATOR_<FLAG> (--lease-ttl is
+ORCHESTRATOR_LEASE_TTL; --config is ORCHESTRATOR_CONFIG); the --config file is
+YAML whose keys are the flag names (lease_ttl: 30s).
+
+Secrets come from the environment only:
+  DATABASE_URL         Postgres, required
+  ORCHESTRATOR_TOKENS  the API's bearer tokens, "caller=token,caller2=token2"
+                       (or --tokens-file); at least one, 16+ characters each
+  MESH_EXEC_TOKEN      mesh-exec's bearer token, with --mesh-url
+  MARKETPLACE_TOKEN    the marketplace's bearer token, with --marketplace-url
+
+On SIGTERM or SIGINT it stops serving HTTP, then stops the engine, waiting up
+to --shutdown-timeout for running nodes.`
+
+func newServeCommand(logger *slog.Logger, getenv func(string) string) *cobra.Command {
+	var cfg serveConfig
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the engine and serve the HTTP API and MCP tools",
+		Long:  serveHelp,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := resolveSettings(cmd.Flags(), getenv); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg, getenv, logger)
+		},
+	}
+	cfg.bindFlags(cmd.Flags())
+	annotateEnv(cmd.Flags())
+	return cmd
+}
+
+// serve runs until ctx ends, then shuts down in order.
+func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, logger *slog.Logger) error {
+	if cfg.MaxWorkers < 1 || cfg.LeaseTTL < time.Second || cfg.ShutdownTimeout <= 0 {
+		return fmt.Errorf("max-workers must be at least 1, lease-ttl at least 1s and shutdown-timeout positive (have %d, %s, %s)", cfg.MaxWorkers, cfg.LeaseTTL, cfg.ShutdownTimeout)
+	}
+	byCaller, err := loadTokens(getenv("ORCHESTRATOR_TOKENS"), cfg.TokensFile)
+	if err != nil {
+		return err
+	}
+	tokens, err := httpapi.NewTokens(byCaller)
+	clear(byCaller) // only the hashes are kept
+	if err != nil {
+		return fmt.Errorf("bearer tokens: %w", err)
+	}
+	if tokens.Len() == 0 {
+		return errors.New("the API needs at least one bearer token: set ORCHESTRATOR_TOKENS=caller=token (16+ characters) or --tokens-file")
+	}
+	catalog, err := loadCatalog(cfg.Pipelines)
+	if err != nil {
+		return err
+	}
+	pool, err := openDatabase(ctx, getenv, cfg.Migrate, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	executors, closeExecutors, err := newExecutors(cfg, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer closeExecutors()
+	eng, err := engine.New(engine.Config{
+		Pool: pool, Catalog: catalog, Executors: executors, ReplicaID: cfg.ReplicaID,
+		LeaseTTL: cfg.LeaseTTL, MaxWorkers: cfg.MaxWorkers, WorkDisabled: cfg.APIOnly, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	// The engine outlives ctx: it is stopped below, after the HTTP server.
+	if err := eng.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	stopEngine := func() error {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := eng.Stop(stopCtx); err != nil {
+			return fmt.Errorf("stopping the engine: %w", err)
+		}
+		return nil
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), httpapi.NewRunsCollector(pool))
+	metrics := httpapi.NewMetrics(reg)
+	tools, err := mcptools.New(mcptools.Config{
+		Engine: eng, Caller: mcptools.TokenCaller, Logger: logger,
+		OnRunStarted: func(r store.Run) { metrics.RunStarted(r.Pipeline, "mcp") },
+	})
+	if err != nil {
+		return errors.Join(err, stopEngine())
+	}
+	api, err := httpapi.New(httpapi.Config{
+		Engine: eng, Tokens: tokens, Metrics: metrics, Gatherer: reg, Logger: logger,
+		MCP:   mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return tools }, &mcp.StreamableHTTPOptions{Logger: logger}),
+		Ready: pool.Ping,
+	})
+	if err != nil {
+		return errors.Join(err, stopEngine())
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("listening on %s: %w", cfg.Addr, err), stopEngine())
+	}
+	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	hs.RegisterOnShutdown(api.CloseStreams)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	logger.InfoContext(ctx, "serving", slog.String("addr", ln.Addr().String()), slog.String("replica", eng.ReplicaID()),
+		slog.Bool("api_only", cfg.APIOnly), slog.Int("pipelines", len(catalog.Pipelines())))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		logger.InfoContext(ctx, "shutting down")
+	case serveErr = <-served:
+		serveErr = fmt.Errorf("serving HTTP: %w", serveErr)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	if err := hs.Shutdown(shutdownCtx); err != nil {
+		logger.WarnContext(ctx, "closing the HTTP connections still open", slog.Any("error", err))
+		_ = hs.Close()
+	}
+	cancel()
+	err = errors.Join(serveErr, stopEngine())
+	if err == nil {
+		logger.InfoContext(ctx, "stopped")
+	}
+	return err
+}
+
+// loadCatalog loads the pipelines of dir, or the built-in ones.
+func loadCatalog(dir string) (*pipeline.Catalog, error) {
+	if dir == "" {
+		cat, err := pipelines.Load()
+		if err != nil {
+			return nil, fmt.Errorf("loading the built-in pipelines:\n%w", err)
+		}
+		return cat, nil
+	}
+	cat, err := pipeline.LoadDir(os.DirFS(dir))
+	if err != nil {
+		return nil, fmt.Errorf("loading the pipelines of %s:\n%w", dir, err)
+	}
+	if len(cat.Pipelines()) == 0 {
+		return nil, fmt.Errorf("%s holds no pipelines (*.yaml)", dir)
+	}
+	return cat, nil
+}
+
+// openDatabase connects to DATABASE_URL, migrating it first if asked.
+func openDatabase(ctx context.Context, getenv func(string) string, migrate bool, logger *slog.Logger) (*pgxpool.Pool, error) {
+	dsn := getenv("DATABASE_URL")
+	if dsn == "" {
+		return nil, errors.New("no database: set DATABASE_URL, e.g. postgres://meshwork:secret@localhost:5432/meshwork")
+	}
+	if migrate {
+		db, err := migrations.Open(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("DATABASE_URL: %w", err)
+		}
+		applied, err := migrations.Apply(ctx, db, logger)
+		_ = db.Close()
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range applied {
+			logger.InfoContext(ctx, "migration applied", slog.Int64("version", a.Version), slog.String("name", a.Name))
+		}
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, errors.New("DATABASE_URL is not a valid connection string")
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to the database: %w", err)
+	}
+	return pool, nil
+}
+
+// newExecutors builds the executors the URLs name; closeAll closes them.
+func newExecutors(cfg serveConfig, getenv func(string) string, logger *slog.Logger) (_ map[pipeline.Via]executor.Executor, closeAll func(), _ error) {
+	executors := map[pipeline.Via]executor.Executor{}
+	var closers []io.Closer
+	closeAll = func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	}
+	fail := func(err error) (map[pipeline.Via]executor.Executor, func(), error) {
+		closeAll()
+		return nil, func() {}, err
+	}
+	if cfg.MeshURL != "" {
+		token := getenv("MESH_EXEC_TOKEN")
+		if token == "" {
+			return fail(errors.New("--mesh-url needs mesh-exec's bearer token in MESH_EXEC_TOKEN"))
+		}
+		ex, err := mesh.New(mesh.Config{Endpoint: cfg.MeshURL, Token: token, Logger: logger.With(slog.String("executor", "mesh"))})
+		if err != nil {
+			return fail(err)
+		}
+		executors[pipeline.ViaMesh] = ex
+		closers = append(closers, ex)
+	}
+	if cfg.MarketplaceURL != "" {
+		token := getenv("MARKETPLACE_TOKEN")
+		if token == "" {
+			return fail(errors.New("--marketplace-url needs the orchestrator's marketplace bearer token in MARKETPLACE_TOKEN"))
+		}
+		ex, err := marketplace.New(marketplace.Config{Endpoint: cfg.MarketplaceURL, Token: token, Logger: logger.With(slog.String("executor", "marketplace"))})
+		if err != nil {
+			return fail(err)
+		}
+		executors[pipeline.ViaMarketplace] = ex
+		closers = append(closers, ex)
+	}
+	if !cfg.APIOnly && len(executors) == 0 {
+		logger.Warn("no executor configured (--mesh-url, --marketplace-url): agent nodes will fail")
+	}
+	return executors, closeAll, nil
+}

@@ -1,0 +1,133 @@
+// Package enginetest starts a real engine for the tests of the orchestrator's
+// surfaces (the HTTP API, the MCP tools, the serve command): on a fresh
+// migrated database from pgtest, with a small catalog of test pipelines and
+// [InstantExecutor] standing in for the agents. Only tests import it; their
+// package's TestMain must call pgtest.Main.
+package enginetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+)
+
+// Pipelines are the test pipelines, all of whose roles work via mesh:
+//
+//   - echo {task}: two nodes, one after the other;
+//   - approval: a draft, an approval, then a publish that uses its value.
+var Pipelines = fstest.MapFS{
+	"echo.yaml": {Data: []byte(`name: echo
+description: Two steps, one after the other.
+inputs:
+  task: {type: string, required: true, description: What to do.}
+  tone: {type: string, default: plain}
+roles:
+  a: {via: mesh, repository: a}
+  b: {via: mesh, repository: b}
+nodes:
+  - {id: first, role: a, task: "first: {{ .inputs.task }}"}
+  - {id: second, role: b, needs: [first], task: "second: {{ .nodes.first.output }}"}
+`)},
+	"approval.yaml": {Data: []byte(`name: approval
+description: A draft, approved by a human, then published.
+roles:
+  a: {via: mesh, repository: a}
+nodes:
+  - {id: draft, role: a, task: draft}
+  - {id: approve, type: approval, needs: [draft]}
+  - {id: publish, role: a, needs: [approve], task: "publish with {{ .nodes.approve.output }}"}
+`)},
+}
+
+// Catalog loads Pipelines.
+func Catalog(tb testing.TB) *pipeline.Catalog {
+	tb.Helper()
+	cat, err := pipeline.LoadDir(Pipelines)
+	if err != nil {
+		tb.Fatalf("enginetest: loading the test pipelines: %v", err)
+	}
+	return cat
+}
+
+// InstantExecutor is the test double of an agent: it answers every task at
+// once with "<role>: <task>", keeps one session per role and thread, and
+// records the tasks it was given.
+type InstantExecutor struct {
+	mu    sync.Mutex
+	tasks []string
+}
+
+// Execute answers req at once.
+func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (executor.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return executor.Result{}, err
+	}
+	x.mu.Lock()
+	x.tasks = append(x.tasks, req.Task)
+	x.mu.Unlock()
+	session := req.SessionID
+	if session == "" {
+		session = fmt.Sprintf("session-%s-%s", req.Thread, req.RoleName)
+	}
+	if req.OnSession != nil {
+		req.OnSession(session)
+	}
+	return executor.Result{Output: req.RoleName + ": " + req.Task, SessionID: session}, nil
+}
+
+// Tasks returns the tasks given so far, in order.
+func (x *InstantExecutor) Tasks() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]string(nil), x.tasks...)
+}
+
+// Bundle is a started engine and what it runs on.
+type Bundle struct {
+	Engine   *engine.Engine
+	Pool     *pgxpool.Pool
+	DSN      string
+	Executor *InstantExecutor
+}
+
+// Start starts an engine on a fresh database with Catalog and an
+// InstantExecutor for via mesh, stopped when the test ends.
+func Start(tb testing.TB) *Bundle {
+	tb.Helper()
+	dsn := pgtest.DSN(tb)
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		tb.Fatalf("enginetest: connecting: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	b := &Bundle{Pool: pool, DSN: dsn, Executor: &InstantExecutor{}}
+	b.Engine, err = engine.New(engine.Config{
+		Pool: pool, Catalog: Catalog(tb),
+		Executors:         map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.Executor},
+		FetchPollInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		tb.Fatalf("enginetest: %v", err)
+	}
+	if err := b.Engine.Start(context.Background()); err != nil {
+		tb.Fatalf("enginetest: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Engine.Stop(ctx); err != nil {
+			tb.Errorf("enginetest: stopping the engine: %v", err)
+		}
+	})
+	return b
+}

@@ -1,0 +1,223 @@
+// Package httpapi is the orchestrator's HTTP surface, on chi: the REST API
+// under /v1 (pipelines, runs, checkpoints, forks, interrupts, cancellation,
+// pruning, and a run's events as Server-Sent Events), its OpenAPI document at
+// /v1/openapi.json, the MCP tools at /mcp (streamable HTTP), and /healthz,
+// /readyz and /metrics beside them.
+//
+// /v1 and /mcp need a bearer token of a known caller ([Tokens]); the caller is
+// recorded with the runs it starts and the decisions it makes. Errors are
+// JSON: {"error":{"code":"not_found","message":"..."}}.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+)
+
+// Config configures the API.
+type Config struct {
+	// Engine serves the operations. Required.
+	Engine *engine.Engine
+	// Tokens authenticates /v1 and /mcp. Required; with no tokens every
+	// request to them is refused.
+	Tokens *Tokens
+	// MCP is the MCP server's streamable HTTP handler, served at /mcp
+	// behind the bearer tokens. The caller reaches its tools as the
+	// request's auth.TokenInfo UserID. Defaults to none (/mcp is 404).
+	MCP http.Handler
+	// Ready reports whether the orchestrator can serve, for /readyz (a
+	// database ping). Defaults to always ready.
+	Ready func(context.Context) error
+	// Metrics counts requests and runs started. Defaults to metrics on a
+	// registry of their own.
+	Metrics *Metrics
+	// Gatherer is what /metrics exposes. Defaults to Metrics' registry when
+	// Metrics is defaulted, else to none (/metrics is 404).
+	Gatherer prometheus.Gatherer
+	// Logger receives a line per request and the errors behind 500s.
+	// Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// API is the orchestrator's HTTP handler.
+type API struct {
+	eng     *engine.Engine
+	tokens  *Tokens
+	ready   func(context.Context) error
+	metrics *Metrics
+	logger  *slog.Logger
+	router  chi.Router
+
+	// closing is closed by CloseStreams to end the event streams.
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// New builds the API.
+func New(cfg Config) (*API, error) {
+	if cfg.Engine == nil || cfg.Tokens == nil {
+		return nil, errors.New("httpapi: Engine and Tokens are required")
+	}
+	a := &API{eng: cfg.Engine, tokens: cfg.Tokens, ready: cfg.Ready, metrics: cfg.Metrics, logger: cfg.Logger, closing: make(chan struct{})}
+	if a.logger == nil {
+		a.logger = slog.New(slog.DiscardHandler)
+	}
+	gatherer := cfg.Gatherer
+	if a.metrics == nil {
+		reg := prometheus.NewRegistry()
+		a.metrics = NewMetrics(reg)
+		if gatherer == nil {
+			gatherer = reg
+		}
+	}
+
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, codeNotFound, "no such path; see /v1/openapi.json")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this path; see /v1/openapi.json")
+	})
+	r.Use(a.observe)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	r.Get("/readyz", a.readyz)
+	if gatherer != nil {
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	}
+	r.Group(func(r chi.Router) {
+		r.Use(a.authenticate)
+		r.Route("/v1", func(r chi.Router) {
+			r.Get("/openapi.json", serveOpenAPI)
+			r.Get("/pipelines", a.listPipelines)
+			r.Post("/runs", a.startRun)
+			r.Get("/runs", a.listRuns)
+			r.Get("/runs/{id}", a.getRun)
+			r.Get("/runs/{id}/checkpoints", a.listCheckpoints)
+			r.Get("/runs/{id}/events", a.streamEvents)
+			r.Post("/runs/{id}/fork", a.forkRun)
+			r.Post("/runs/{id}/cancel", a.cancelRun)
+			r.Post("/runs/{id}/resume", a.resumeRun)
+			r.Post("/runs/{id}/prune", a.pruneRun)
+			r.Post("/interrupts/{id}/resume", a.resumeInterrupt)
+		})
+		if cfg.MCP != nil {
+			// The SDK reads the caller from its own TokenInfo, which only
+			// its middleware can set; the token was checked just before,
+			// so this second check always passes.
+			h := auth.RequireBearerToken(a.tokens.verify, nil)(cfg.MCP)
+			for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+				r.Method(m, "/mcp", h)
+			}
+		}
+	})
+	a.router = r
+	return a, nil
+}
+
+// ServeHTTP serves a request.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.router.ServeHTTP(w, r) }
+
+// CloseStreams ends the open event streams (their clients reconnect with
+// Last-Event-ID), so that a server shutdown need not wait for runs to end.
+// Register it with http.Server.RegisterOnShutdown.
+func (a *API) CloseStreams() { a.closeOnce.Do(func() { close(a.closing) }) }
+
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	if a.ready != nil {
+		if err := a.ready(r.Context()); err != nil {
+			a.logger.WarnContext(r.Context(), "not ready", slog.Any("error", err))
+			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// requestInfo is filled in as a request is served, for its log line.
+type requestInfo struct{ caller string }
+
+type requestInfoKey struct{}
+
+// observe logs each request and counts it by chi's route pattern, and turns
+// a panic into a 500.
+func (a *API) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		info := &requestInfo{}
+		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				a.logger.ErrorContext(r.Context(), "handler panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+				if rec.status == 0 {
+					writeError(rec, http.StatusInternalServerError, codeInternal, internalMessage)
+				}
+			}
+			route := chi.RouteContext(r.Context()).RoutePattern()
+			if route == "" {
+				route = "unmatched"
+			}
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			elapsed := time.Since(start)
+			a.metrics.observeRequest(r.Method, route, status, elapsed)
+			level := slog.LevelInfo
+			switch route {
+			case "/healthz", "/readyz", "/metrics":
+				level = slog.LevelDebug
+			}
+			a.logger.LogAttrs(r.Context(), level, "request",
+				slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
+				slog.Int("status", status), slog.Duration("duration", elapsed), slog.String("caller", info.caller))
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// statusRecorder remembers the status a handler wrote. It unwraps for
+// http.ResponseController, so event streams can flush.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// FlushError flushes, for http.ResponseController.
+func (s *statusRecorder) FlushError() error {
+	return http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+// Flush flushes, for handlers that look for an http.Flusher.
+func (s *statusRecorder) Flush() { _ = s.FlushError() }

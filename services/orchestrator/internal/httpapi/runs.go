@@ -1,0 +1,215 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// PipelineSummary is one pipeline of GET /v1/pipelines.
+type PipelineSummary struct {
+	Name        string                    `json:"name"`
+	Description string                    `json:"description,omitempty"`
+	Inputs      map[string]pipeline.Input `json:"inputs"`
+	Hash        string                    `json:"hash"`
+}
+
+func (a *API) listPipelines(w http.ResponseWriter, _ *http.Request) {
+	out := []PipelineSummary{}
+	for _, p := range a.eng.Catalog().Pipelines() {
+		d := p.Definition()
+		inputs := d.Inputs
+		if inputs == nil {
+			inputs = map[string]pipeline.Input{}
+		}
+		out = append(out, PipelineSummary{Name: p.Name(), Description: d.Description, Inputs: inputs, Hash: p.Hash()})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pipelines": out})
+}
+
+type startBody struct {
+	Pipeline string         `json:"pipeline"`
+	Inputs   map[string]any `json:"inputs"`
+	Thread   string         `json:"thread"`
+}
+
+func (a *API) startRun(w http.ResponseWriter, r *http.Request) {
+	var body startBody
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if body.Pipeline == "" {
+		invalidf(w, "pipeline is required: one of GET /v1/pipelines")
+		return
+	}
+	run, err := a.eng.StartRun(r.Context(), engine.StartRequest{Pipeline: body.Pipeline, Inputs: body.Inputs, Thread: body.Thread, Caller: callerFrom(r.Context())})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.metrics.RunStarted(run.Pipeline, "http")
+	w.Header().Set("Location", "/v1/runs/"+run.ID)
+	writeJSON(w, http.StatusCreated, run)
+}
+
+// runStatuses are the statuses a run can have, for checking ?status=.
+var runStatuses = map[string]bool{
+	runstate.RunRunning: true, runstate.RunWaiting: true, runstate.RunSucceeded: true, runstate.RunFailed: true, runstate.RunCancelled: true,
+}
+
+func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.ListFilter{Pipeline: q.Get("pipeline"), Status: q.Get("status"), Thread: q.Get("thread"), Caller: q.Get("caller"), Before: q.Get("before")}
+	if f.Status != "" && !runStatuses[f.Status] {
+		invalidf(w, "status %q is not one of running, waiting, succeeded, failed, cancelled", f.Status)
+		return
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			invalidf(w, "limit %q must be a number from 1 to 1000", s)
+			return
+		}
+		f.Limit = n
+	}
+	runs, err := a.eng.ListRuns(r.Context(), f)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if runs == nil {
+		runs = []store.Run{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": runs})
+}
+
+func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
+	v, err := a.eng.GetRun(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
+	cps, err := a.eng.Checkpoints(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if cps == nil {
+		cps = []store.Checkpoint{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
+}
+
+type forkBody struct {
+	Seq     *int            `json:"seq"`
+	Patch   *runstate.State `json:"patch"`
+	Thread  string          `json:"thread"`
+	Migrate bool            `json:"migrate"`
+}
+
+func (a *API) forkRun(w http.ResponseWriter, r *http.Request) {
+	var body forkBody
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if body.Seq == nil {
+		invalidf(w, "seq is required: the checkpoint to fork from (GET /v1/runs/{id}/checkpoints)")
+		return
+	}
+	run, err := a.eng.Fork(r.Context(), engine.ForkRequest{
+		RunID: chi.URLParam(r, "id"), Seq: *body.Seq, Patch: body.Patch, Thread: body.Thread, Migrate: body.Migrate, Caller: callerFrom(r.Context()),
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.metrics.RunStarted(run.Pipeline, "http")
+	w.Header().Set("Location", "/v1/runs/"+run.ID)
+	writeJSON(w, http.StatusCreated, run)
+}
+
+func (a *API) cancelRun(w http.ResponseWriter, r *http.Request) {
+	var body struct{}
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	run, err := a.eng.Cancel(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+type resumeRunBody struct {
+	Migrate bool `json:"migrate"`
+}
+
+func (a *API) resumeRun(w http.ResponseWriter, r *http.Request) {
+	var body resumeRunBody
+	if !decodeBody(w, r, &body, true) {
+		return
+	}
+	run, err := a.eng.Resume(r.Context(), engine.ResumeRequest{RunID: chi.URLParam(r, "id"), Migrate: body.Migrate, DecidedBy: callerFrom(r.Context())})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+type resumeInterruptBody struct {
+	Value   json.RawMessage `json:"value"`
+	Migrate bool            `json:"migrate"`
+}
+
+func (a *API) resumeInterrupt(w http.ResponseWriter, r *http.Request) {
+	var body resumeInterruptBody
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if len(body.Value) == 0 || string(body.Value) == "null" {
+		invalidf(w, `value is required: the decision, any JSON, such as "approved"`)
+		return
+	}
+	run, err := a.eng.Resume(r.Context(), engine.ResumeRequest{
+		InterruptID: chi.URLParam(r, "id"), Value: body.Value, Migrate: body.Migrate, DecidedBy: callerFrom(r.Context()),
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+type pruneBody struct {
+	Keep *int `json:"keep"`
+}
+
+func (a *API) pruneRun(w http.ResponseWriter, r *http.Request) {
+	var body pruneBody
+	if !decodeBody(w, r, &body, false) {
+		return
+	}
+	if body.Keep == nil {
+		invalidf(w, "keep is required: how many of the newest checkpoints to keep (at least 1)")
+		return
+	}
+	n, err := a.eng.Prune(r.Context(), chi.URLParam(r, "id"), *body.Keep)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": n})
+}

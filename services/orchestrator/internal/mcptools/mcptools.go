@@ -1,0 +1,299 @@
+// Package mcptools exposes the orchestrator's operations as MCP tools on the
+// official Go SDK: run_pipeline, get_run, list_runs, list_checkpoints,
+// fork_run, resume_run, cancel_run and list_pipelines. The server is served
+// over streamable HTTP at /mcp (package httpapi, behind bearer tokens) and
+// over stdio (`orchestrator mcp`).
+//
+// Every ordinary failure, bad input included, is a tool result with isError
+// and a message that says what to do; protocol errors are left to the SDK.
+package mcptools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// CallerFunc names the caller of a tool call: the bearer token's identity
+// over HTTP, a fixed name over stdio.
+type CallerFunc func(req *mcp.CallToolRequest) (string, error)
+
+// FixedCaller is the CallerFunc of a single-client transport (stdio).
+func FixedCaller(name string) CallerFunc {
+	return func(*mcp.CallToolRequest) (string, error) { return name, nil }
+}
+
+// TokenCaller reads the caller from the bearer token the HTTP middleware
+// verified.
+func TokenCaller(req *mcp.CallToolRequest) (string, error) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
+		return "", errors.New("unauthenticated request")
+	}
+	return req.Extra.TokenInfo.UserID, nil
+}
+
+// Config configures the tools.
+type Config struct {
+	// Engine serves the operations. Required.
+	Engine *engine.Engine
+	// Caller names who calls; it is recorded with the runs started and the
+	// decisions made. Defaults to TokenCaller.
+	Caller CallerFunc
+	// OnRunStarted, when set, is called with each run or fork the tools
+	// start (for metrics). Defaults to none.
+	OnRunStarted func(store.Run)
+	// Logger receives the errors behind "internal error" results. Defaults
+	// to discarding them.
+	Logger *slog.Logger
+}
+
+const instructions = `The Meshwork orchestrator runs multi-agent pipelines as checkpointed graphs.
+Call list_pipelines, then run_pipeline {pipeline, inputs}; poll get_run {run_id} until its
+status is succeeded, failed, cancelled or waiting. A waiting run has a pending interrupt
+(an approval): resume it with resume_run {interrupt_id, value}. list_checkpoints and
+fork_run {run_id, seq} go back in time; resume_run {run_id} retries a failed run.`
+
+// New builds the orchestrator's MCP server.
+func New(cfg Config) (*mcp.Server, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("mcptools: Engine is required")
+	}
+	t := &tools{eng: cfg.Engine, caller: cfg.Caller, onStart: cfg.OnRunStarted, logger: cfg.Logger}
+	if t.caller == nil {
+		t.caller = TokenCaller
+	}
+	if t.logger == nil {
+		t.logger = slog.New(slog.DiscardHandler)
+	}
+	if t.onStart == nil {
+		t.onStart = func(store.Run) {}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "meshwork-orchestrator", Title: "Meshwork orchestrator", Version: buildinfo.Version},
+		&mcp.ServerOptions{Logger: t.logger, Instructions: instructions})
+	add(s, t, "list_pipelines", "List the pipelines runs may name: name, description, inputs (type, required, default) and definition hash.", t.listPipelines)
+	add(s, t, "run_pipeline", "Start a run of a pipeline with inputs. Returns the run; poll get_run for its progress.", t.runPipeline)
+	add(s, t, "get_run", "Show a run: status, each node's state and output, role sessions, interrupts (pending approvals) and attempts.", t.getRun)
+	add(s, t, "list_runs", "List runs, newest first, optionally of one pipeline, status or thread.", t.listRuns)
+	add(s, t, "list_checkpoints", "List a run's checkpoints in order: what each one changed, and where it comes from.", t.listCheckpoints)
+	add(s, t, "fork_run", "Start a new run from a checkpoint of another, optionally patching inputs or node states (a node set to pending runs again).", t.forkRun)
+	add(s, t, "resume_run", "Resume a pending approval with interrupt_id and value (the decision), or a failed run with run_id (its failed nodes run again).", t.resumeRun)
+	add(s, t, "cancel_run", "Cancel a running or waiting run.", t.cancelRun)
+	return s, nil
+}
+
+// add registers a tool whose schemas are inferred from In and Out, raw JSON
+// (a decision's value) being any JSON.
+func add[In, Out any](s *mcp.Server, t *tools, name, description string, h func(context.Context, string, In) (Out, error)) {
+	opts := &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[json.RawMessage](): {}}}
+	in, err := jsonschema.For[In](opts)
+	if err != nil {
+		panic(fmt.Sprintf("mcptools: %s input: %v", name, err))
+	}
+	out, err := jsonschema.For[Out](opts)
+	if err != nil {
+		panic(fmt.Sprintf("mcptools: %s output: %v", name, err))
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: name, Description: description, InputSchema: in, OutputSchema: out},
+		func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
+			var zero Out
+			caller, err := t.caller(req)
+			if err != nil {
+				return nil, zero, err
+			}
+			res, err := h(ctx, caller, args)
+			if err != nil {
+				return nil, zero, t.clientError(ctx, name, err)
+			}
+			return nil, res, nil
+		})
+}
+
+type tools struct {
+	eng     *engine.Engine
+	caller  CallerFunc
+	onStart func(store.Run)
+	logger  *slog.Logger
+}
+
+// clientError is what a client is told of a failure: the engine's errors
+// meant for callers keep their message; anything else is logged and
+// reported plainly.
+func (t *tools) clientError(ctx context.Context, tool string, err error) error {
+	var inv *engine.InvalidError
+	if errors.As(err, &inv) || errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrConflict) || errors.Is(err, engine.ErrPipelineChanged) {
+		return err
+	}
+	t.logger.ErrorContext(ctx, "tool failed", slog.String("tool", tool), slog.Any("error", err))
+	return errors.New("internal error; the orchestrator logged it")
+}
+
+// PipelineSummary is one pipeline of list_pipelines.
+type PipelineSummary struct {
+	Name        string                    `json:"name"`
+	Description string                    `json:"description,omitempty"`
+	Inputs      map[string]pipeline.Input `json:"inputs"`
+	Hash        string                    `json:"hash"`
+}
+
+type listPipelinesIn struct{}
+
+type listPipelinesOut struct {
+	Pipelines []PipelineSummary `json:"pipelines"`
+}
+
+func (t *tools) listPipelines(_ context.Context, _ string, _ listPipelinesIn) (listPipelinesOut, error) {
+	out := listPipelinesOut{Pipelines: []PipelineSummary{}}
+	for _, p := range t.eng.Catalog().Pipelines() {
+		d := p.Definition()
+		inputs := d.Inputs
+		if inputs == nil {
+			inputs = map[string]pipeline.Input{}
+		}
+		out.Pipelines = append(out.Pipelines, PipelineSummary{Name: p.Name(), Description: d.Description, Inputs: inputs, Hash: p.Hash()})
+	}
+	return out, nil
+}
+
+type runPipelineIn struct {
+	Pipeline string         `json:"pipeline" jsonschema:"a pipeline of list_pipelines"`
+	Inputs   map[string]any `json:"inputs,omitempty" jsonschema:"the run's inputs, by name"`
+	Thread   string         `json:"thread,omitempty" jsonschema:"continue the role sessions of earlier runs on this thread; empty starts a new one"`
+}
+
+func (t *tools) runPipeline(ctx context.Context, caller string, in runPipelineIn) (store.Run, error) {
+	run, err := t.eng.StartRun(ctx, engine.StartRequest{Pipeline: in.Pipeline, Inputs: in.Inputs, Thread: in.Thread, Caller: caller})
+	if err == nil {
+		t.onStart(run)
+	}
+	return run, err
+}
+
+type runIDIn struct {
+	RunID string `json:"run_id" jsonschema:"the run's id"`
+}
+
+func (t *tools) getRun(ctx context.Context, _ string, in runIDIn) (engine.RunView, error) {
+	return t.eng.GetRun(ctx, in.RunID)
+}
+
+type listRunsIn struct {
+	Pipeline string `json:"pipeline,omitempty" jsonschema:"only runs of this pipeline"`
+	Status   string `json:"status,omitempty" jsonschema:"only runs with this status: running, waiting, succeeded, failed or cancelled"`
+	Thread   string `json:"thread,omitempty" jsonschema:"only runs on this thread"`
+	Limit    int    `json:"limit,omitempty" jsonschema:"at most this many runs, up to 1000; default 50"`
+	Before   string `json:"before,omitempty" jsonschema:"page: only runs created before this run id"`
+}
+
+type listRunsOut struct {
+	Runs []store.Run `json:"runs"`
+}
+
+func (t *tools) listRuns(ctx context.Context, _ string, in listRunsIn) (listRunsOut, error) {
+	switch in.Status {
+	case "", runstate.RunRunning, runstate.RunWaiting, runstate.RunSucceeded, runstate.RunFailed, runstate.RunCancelled:
+	default:
+		return listRunsOut{}, &engine.InvalidError{Msg: fmt.Sprintf("status %q is not one of running, waiting, succeeded, failed, cancelled", in.Status)}
+	}
+	if in.Limit < 0 || in.Limit > 1000 {
+		return listRunsOut{}, &engine.InvalidError{Msg: "limit must be from 1 to 1000"}
+	}
+	runs, err := t.eng.ListRuns(ctx, store.ListFilter{Pipeline: in.Pipeline, Status: in.Status, Thread: in.Thread, Limit: in.Limit, Before: in.Before})
+	if runs == nil {
+		runs = []store.Run{}
+	}
+	return listRunsOut{Runs: runs}, err
+}
+
+type listCheckpointsOut struct {
+	Checkpoints []store.Checkpoint `json:"checkpoints"`
+}
+
+func (t *tools) listCheckpoints(ctx context.Context, _ string, in runIDIn) (listCheckpointsOut, error) {
+	cps, err := t.eng.Checkpoints(ctx, in.RunID)
+	if cps == nil {
+		cps = []store.Checkpoint{}
+	}
+	return listCheckpointsOut{Checkpoints: cps}, err
+}
+
+type forkRunIn struct {
+	RunID   string      `json:"run_id" jsonschema:"the run to fork"`
+	Seq     int         `json:"seq" jsonschema:"the checkpoint to fork from (list_checkpoints)"`
+	Patch   *statePatch `json:"patch,omitempty" jsonschema:"changes to the state before the fork runs: inputs, and nodes (status pending runs a node again)"`
+	Thread  string      `json:"thread,omitempty" jsonschema:"the fork's thread; empty starts a new one with the checkpoint's role sessions"`
+	Migrate bool        `json:"migrate,omitempty" jsonschema:"run under the pipeline's current definition if it changed since the run started"`
+}
+
+// statePatch is a fork's patch as tools take it: every field of a node's
+// state but its status is optional.
+type statePatch struct {
+	Inputs map[string]any       `json:"inputs,omitempty" jsonschema:"the fork's inputs, all of them, checked against the pipeline"`
+	Nodes  map[string]nodePatch `json:"nodes,omitempty" jsonschema:"node states by node id"`
+}
+
+type nodePatch struct {
+	Status    string `json:"status" jsonschema:"pending (the node runs again), succeeded or skipped"`
+	Output    string `json:"output,omitempty" jsonschema:"the node's output, for succeeded"`
+	Attempts  int    `json:"attempts,omitempty"`
+	Iteration int    `json:"iteration,omitempty"`
+}
+
+func (p *statePatch) state() *runstate.State {
+	if p == nil {
+		return nil
+	}
+	st := &runstate.State{Inputs: p.Inputs}
+	if p.Nodes != nil {
+		st.Nodes = map[string]pipeline.NodeState{}
+		for id, n := range p.Nodes {
+			st.Nodes[id] = pipeline.NodeState{Status: n.Status, Output: n.Output, Attempts: n.Attempts, Iteration: n.Iteration}
+		}
+	}
+	return st
+}
+
+func (t *tools) forkRun(ctx context.Context, caller string, in forkRunIn) (store.Run, error) {
+	run, err := t.eng.Fork(ctx, engine.ForkRequest{RunID: in.RunID, Seq: in.Seq, Patch: in.Patch.state(), Thread: in.Thread, Migrate: in.Migrate, Caller: caller})
+	if err == nil {
+		t.onStart(run)
+	}
+	return run, err
+}
+
+type resumeRunIn struct {
+	InterruptID string `json:"interrupt_id,omitempty" jsonschema:"the pending approval to resume (get_run: interrupts)"`
+	Value       any    `json:"value,omitempty" jsonschema:"the decision, any JSON such as \"approved\"; it becomes the approval's output"`
+	RunID       string `json:"run_id,omitempty" jsonschema:"instead of interrupt_id: a failed run, whose failed nodes run again"`
+	Migrate     bool   `json:"migrate,omitempty" jsonschema:"continue under the pipeline's current definition if it changed since the run started"`
+}
+
+func (t *tools) resumeRun(ctx context.Context, caller string, in resumeRunIn) (store.Run, error) {
+	req := engine.ResumeRequest{InterruptID: in.InterruptID, RunID: in.RunID, Migrate: in.Migrate, DecidedBy: caller}
+	if in.Value != nil {
+		v, err := json.Marshal(in.Value)
+		if err != nil {
+			return store.Run{}, &engine.InvalidError{Msg: fmt.Sprintf("value: %v", err)}
+		}
+		req.Value = v
+	}
+	if in.RunID != "" && in.Value != nil {
+		return store.Run{}, &engine.InvalidError{Msg: "value goes with interrupt_id; a failed run (run_id) is resumed without one"}
+	}
+	return t.eng.Resume(ctx, req)
+}
+
+func (t *tools) cancelRun(ctx context.Context, _ string, in runIDIn) (store.Run, error) {
+	return t.eng.Cancel(ctx, in.RunID)
+}
