@@ -117,8 +117,10 @@ func (c *cluster) start(t *testing.T, name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{t: t, args: []string{"serve", "--addr", "127.0.0.1:0", "--pipelines", c.pipeDir, "--mesh-url", c.mesh.Endpoint,
-		"--lease-ttl", "2s", "--replica-id", name}}
+	r := &replica{t: t, args: []string{
+		"serve", "--addr", "127.0.0.1:0", "--pipelines", c.pipeDir, "--mesh-url", c.mesh.Endpoint,
+		"--lease-ttl", "2s", "--replica-id", name,
+	}}
 	r.env = append(os.Environ(), "DATABASE_URL="+c.dsn, "ORCHESTRATOR_TOKENS=tester="+apiToken, "MESH_EXEC_TOKEN="+c.mesh.Token)
 	r.run(t, bin)
 	t.Cleanup(func() {

@@ -196,8 +196,10 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	if err != nil {
 		return errors.Join(fmt.Errorf("listening on %s: %w", cfg.Addr, err), stopEngine())
 	}
-	hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	hs := &http.Server{
+		Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 	hs.RegisterOnShutdown(api.CloseStreams)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

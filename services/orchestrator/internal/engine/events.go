@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,6 +42,16 @@ func (e *Engine) Watch(ctx context.Context, runID string, afterSeq int, emit fun
 	if _, err := store.GetRun(ctx, e.pool, runID); err != nil {
 		return fmt.Errorf("run %q: %w", runID, err)
 	}
+	// Attempts that ended with or before checkpoint afterSeq were seen
+	// with it: a watcher resuming after it must not get them again.
+	var seenUntil time.Time
+	if afterSeq >= 0 {
+		at, err := store.CheckpointCreatedAt(ctx, e.pool, runID, afterSeq)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		seenUntil = at
+	}
 	var lastAttempt int64
 	tick := time.NewTicker(WatchInterval)
 	defer tick.Stop()
@@ -60,6 +71,9 @@ func (e *Engine) Watch(ctx context.Context, runID string, afterSeq int, emit fun
 		for i := range attempts {
 			a := attempts[i]
 			lastAttempt = a.ID
+			if a.FinishedAt != nil && !a.FinishedAt.After(seenUntil) {
+				continue
+			}
 			if err := emit(Event{Type: "attempt", RunID: runID, NodeID: a.NodeID, Attempt: &a, At: a.StartedAt}); err != nil {
 				return err
 			}

@@ -245,8 +245,10 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
 	}
 	seq := req.Seq
 	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := store.InsertRun(ctx, tx, store.NewRun{ID: id, Pipeline: p.Name(), PipelineHash: p.Hash(), Thread: thread, Caller: req.Caller,
-			Status: runstate.RunRunning, ForkedFromRun: src.ID, ForkedFromSeq: &seq}); err != nil {
+		if _, err := store.InsertRun(ctx, tx, store.NewRun{
+			ID: id, Pipeline: p.Name(), PipelineHash: p.Hash(), Thread: thread, Caller: req.Caller,
+			Status: runstate.RunRunning, ForkedFromRun: src.ID, ForkedFromSeq: &seq,
+		}); err != nil {
 			return err
 		}
 		batch := &store.Batch{}

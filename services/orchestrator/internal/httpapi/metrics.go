@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -52,25 +52,18 @@ func (m *Metrics) observeRequest(method, route string, status int, d time.Durati
 	m.duration.WithLabelValues(method, route).Observe(d.Seconds())
 }
 
-// RunQuerier is what RunsCollector needs of the database.
-type RunQuerier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-var _ RunQuerier = (*pgxpool.Pool)(nil)
-
 // RunsCollector reports orchestrator_runs{pipeline, status}, the runs in
 // the database by status, counted at each scrape. It sees every replica's
 // runs, so it counts finished runs however many replicas there are; sum it
 // across status for every run ever started.
 type RunsCollector struct {
-	db   RunQuerier
+	db   store.Querier
 	desc *prometheus.Desc
 	up   *prometheus.Desc
 }
 
 // NewRunsCollector returns a RunsCollector over db.
-func NewRunsCollector(db RunQuerier) *RunsCollector {
+func NewRunsCollector(db store.Querier) *RunsCollector {
 	return &RunsCollector{
 		db:   db,
 		desc: prometheus.NewDesc("orchestrator_runs", "Runs in the database, by pipeline and status (running, waiting, succeeded, failed, cancelled).", []string{"pipeline", "status"}, nil),
@@ -89,14 +82,9 @@ func (c *RunsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ok := 1.0
-	rows, err := c.db.Query(ctx, `SELECT pipeline, status, count(*) FROM runs GROUP BY pipeline, status`)
-	if err == nil {
-		var pipeline, status string
-		var n int64
-		_, err = pgx.ForEachRow(rows, []any{&pipeline, &status, &n}, func() error {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), pipeline, status)
-			return nil
-		})
+	counts, err := store.CountRuns(ctx, c.db)
+	for _, rc := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(rc.Runs), rc.Pipeline, rc.Status)
 	}
 	if err != nil {
 		ok = 0

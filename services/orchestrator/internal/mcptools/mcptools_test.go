@@ -62,8 +62,10 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.New(httpapi.Config{Engine: eb.Engine, Tokens: tokens,
-		MCP: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return tools }, nil)})
+	api, err := httpapi.New(httpapi.Config{
+		Engine: eb.Engine, Tokens: tokens,
+		MCP: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return tools }, nil),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

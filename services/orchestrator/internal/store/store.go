@@ -574,3 +574,28 @@ func validUUID(s string) bool {
 	}
 	return true
 }
+
+// RunCount is how many runs of a pipeline have a status.
+type RunCount struct {
+	Pipeline, Status string
+	Runs             int64
+}
+
+// CountRuns counts runs by pipeline and status.
+func CountRuns(ctx context.Context, q Querier) ([]RunCount, error) {
+	rows, err := q.Query(ctx, `SELECT pipeline, status, count(*) FROM runs GROUP BY pipeline, status ORDER BY pipeline, status`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[RunCount])
+}
+
+// CheckpointCreatedAt returns when a checkpoint was committed.
+func CheckpointCreatedAt(ctx context.Context, q Querier, runID string, seq int) (time.Time, error) {
+	var at time.Time
+	err := q.QueryRow(ctx, `SELECT created_at FROM checkpoints WHERE run_id = $1 AND seq = $2`, runID, seq).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return at, ErrNotFound
+	}
+	return at, err
+}

@@ -246,8 +246,10 @@ func TestInsertCheckpointDuplicateResult(t *testing.T) {
 			p := seq - 1
 			parent = &p
 		}
-		c := store.Checkpoint{RunID: run.ID, Seq: seq, NodeID: node, Iteration: iteration, ParentSeq: parent,
-			Delta: runstate.State{Nodes: map[string]pipeline.NodeState{node: {Status: pipeline.StatusSucceeded, Iteration: iteration}}}}
+		c := store.Checkpoint{
+			RunID: run.ID, Seq: seq, NodeID: node, Iteration: iteration, ParentSeq: parent,
+			Delta: runstate.State{Nodes: map[string]pipeline.NodeState{node: {Status: pipeline.StatusSucceeded, Iteration: iteration}}},
+		}
 		if parent != nil {
 			c.ParentRun = run.ID
 		}
