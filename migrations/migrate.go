@@ -105,7 +105,9 @@ func applyRiver(ctx context.Context, db *sql.DB) ([]Applied, error) {
 			if err != nil {
 				return err
 			}
-			res, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1})
+			// One version per transaction, as Migrate does; MigrateTx because
+			// the handle here is database/sql (pgx underneath), not a pool.
+			res, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1}) //nolint:staticcheck // see above
 			if err != nil {
 				return err
 			}
@@ -166,7 +168,7 @@ func withPgxTx(ctx context.Context, db *sql.DB, fn func(pgx.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	return conn.Raw(func(driverConn any) error {
 		c, ok := driverConn.(*stdlib.Conn)
 		if !ok {

@@ -58,7 +58,7 @@ var (
 		binDir.Store(&dir)
 		bin := filepath.Join(dir, "orchestrator")
 		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-			return "", fmt.Errorf("building orchestrator: %v\n%s", err, out)
+			return "", fmt.Errorf("building orchestrator: %w\n%s", err, out)
 		}
 		return bin, nil
 	})

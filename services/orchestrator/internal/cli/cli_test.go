@@ -96,7 +96,7 @@ mesh_url: http://file/mcp
 		env        env
 		want       string
 	}{
-		{"unknown key", "adress: x\n", nil, `unknown key "adress"`},
+		{"unknown key", "adddr: x\n", nil, `unknown key "adddr"`},
 		{"not a scalar", "addr: [a, b]\n", nil, "single value"},
 		{"bad file value", "lease_ttl: soon\n", nil, "lease-ttl"},
 		{"bad env value", "", env{"ORCHESTRATOR_MAX_WORKERS": "many"}, "ORCHESTRATOR_MAX_WORKERS"},

@@ -72,6 +72,7 @@ func newBenchEngine(b *testing.B) *benchEngine {
 
 // run starts one linear run and waits for it to end.
 func (be *benchEngine) run(b *testing.B) {
+	b.Helper()
 	ch := make(chan struct{})
 	// The run id is known only after the start commits; register under a
 	// lock so a fast run cannot finish before its channel exists.
@@ -91,6 +92,7 @@ func (be *benchEngine) run(b *testing.B) {
 }
 
 func (be *benchEngine) report(b *testing.B, runs int, elapsed time.Duration) {
+	b.Helper()
 	const stepsPerRun = 3
 	b.ReportMetric(float64(runs*stepsPerRun)/elapsed.Seconds(), "steps/s")
 	be.mu.Lock()

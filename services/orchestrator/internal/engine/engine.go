@@ -99,7 +99,6 @@ type Engine struct {
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
 	reaperDone    chan struct{}
-	startOnce     sync.Once
 }
 
 // New checks cfg and returns an Engine; Start starts its workers.

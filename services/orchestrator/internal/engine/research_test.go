@@ -161,7 +161,7 @@ var buildMarketplace = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(dir, "marketplace")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/meshwork/meshwork/services/marketplace/cmd/marketplace").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("building the marketplace: %v\n%s", err, out)
+		return "", fmt.Errorf("building the marketplace: %w\n%s", err, out)
 	}
 	return bin, nil
 })

@@ -160,7 +160,7 @@ func (a *API) observe(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
+				if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(p)
 				}
 				a.logger.ErrorContext(r.Context(), "handler panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))

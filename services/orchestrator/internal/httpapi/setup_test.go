@@ -67,7 +67,13 @@ func setup(t *testing.T) *bundle {
 
 // do sends a request as the token's caller ("" for none); body is JSON
 // unless it is a string, sent as is.
-func (b *bundle) do(t *testing.T, method, path, token string, body any) (*http.Response, []byte) {
+// response is what do kept of a response whose body it read and closed.
+type response struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func (b *bundle) do(t *testing.T, method, path, token string, body any) (*response, []byte) {
 	t.Helper()
 	var r io.Reader
 	switch v := body.(type) {
@@ -100,7 +106,7 @@ func (b *bundle) do(t *testing.T, method, path, token string, body any) (*http.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, data
+	return &response{StatusCode: resp.StatusCode, Header: resp.Header}, data
 }
 
 // call sends a request as alice, checks the status and decodes the body
@@ -119,7 +125,7 @@ func (b *bundle) call(t *testing.T, method, path string, body any, wantStatus in
 }
 
 // wantError checks a JSON error response.
-func wantError(t *testing.T, resp *http.Response, data []byte, status int, code string) errorDetail {
+func wantError(t *testing.T, resp *response, data []byte, status int, code string) errorDetail {
 	t.Helper()
 	if resp.StatusCode != status {
 		t.Fatalf("status %d, want %d: %s", resp.StatusCode, status, data)

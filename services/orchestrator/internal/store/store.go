@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -557,22 +559,10 @@ func CheckpointBytes(ctx context.Context, q Querier) (count, bytes int64, err er
 }
 
 func validUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
+	// Postgres would refuse a malformed uuid with an error that aborts the
+	// transaction; such an id names nothing.
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
 }
 
 // RunCount is how many runs of a pipeline have a status.

@@ -22,7 +22,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 type bundle struct {
-	ctx  context.Context
+	ctx  context.Context //nolint:containedctx // the test's context, for the bundle's helpers
 	pool *pgxpool.Pool
 }
 

@@ -13,6 +13,7 @@ package meshexectest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,7 +80,7 @@ func build() (Binaries, error) {
 		{b.MeshExec, "./cmd/mesh-exec"},
 		{b.Claude, "./testdata/fakeclaude"},
 	} {
-		cmd := exec.Command("go", "build", "-o", p.out, p.pkg)
+		cmd := exec.CommandContext(context.Background(), "go", "build", "-o", p.out, p.pkg)
 		cmd.Dir = module
 		if out, err := cmd.CombinedOutput(); err != nil {
 			_ = os.RemoveAll(dir)
@@ -197,7 +198,7 @@ func prepare(t testing.TB, bins Binaries, opts Options) (root, home, log string,
 // with the address it listens on.
 func (s *Server) start(t testing.TB) {
 	t.Helper()
-	cmd := exec.Command(s.bins.MeshExec, append([]string{"serve", "--transport", "http", "--addr", s.Addr}, s.args...)...)
+	cmd := exec.CommandContext(context.Background(), s.bins.MeshExec, append([]string{"serve", "--transport", "http", "--addr", s.Addr}, s.args...)...)
 	cmd.Env = s.env
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
