@@ -141,12 +141,16 @@ func riverStatus(ctx context.Context, db *sql.DB) ([]State, error) {
 		}
 		applied := map[int]time.Time{}
 		if exists {
-			existing, err := m.ExistingVersionsTx(ctx, tx)
+			// River's migrator reports versions without their time; its
+			// table has both.
+			rows, err := tx.Query(ctx, "SELECT version, created_at FROM river_migration WHERE line = 'main'")
 			if err != nil {
 				return err
 			}
-			for _, e := range existing {
-				applied[e.Version] = time.Time{}
+			var v int
+			var at time.Time
+			if _, err := pgx.ForEachRow(rows, []any{&v, &at}, func() error { applied[v] = at; return nil }); err != nil {
+				return err
 			}
 		}
 		for _, v := range m.AllVersions() {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -41,7 +42,7 @@ func TestMigrateCommand(t *testing.T) {
 		t.Fatalf("second migrate: %v\n%s", err, out)
 	}
 	out, err = run(t, "migrate", "status")
-	if err != nil || !strings.Contains(out, "00001_marketplace.sql") || strings.Contains(out, "pending") {
+	if err != nil || !strings.Contains(out, "00001_marketplace.sql") || regexp.MustCompile(`(?m)pending\s*$`).MatchString(out) {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
 }
