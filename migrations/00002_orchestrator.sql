@@ -31,7 +31,7 @@ CREATE TABLE runs (
     finished_at       timestamptz
 );
 
-CREATE INDEX runs_created_idx ON runs (created_at DESC, id);
+CREATE INDEX runs_created_idx ON runs (created_at DESC, id DESC);
 CREATE INDEX runs_thread_idx ON runs (thread);
 
 -- A checkpoint is a delta over its parent: the same run's previous

@@ -145,6 +145,10 @@ func New(cfg Config) (*Engine, error) {
 		FetchPollInterval: cfg.FetchPollInterval,
 		// Nodes bound their own time (the node's timeout); River must not.
 		JobTimeout: -1,
+		// River cannot tell a long node from a dead replica's; the reaper
+		// takes over dead replicas' jobs within a lease's time, so River's
+		// own rescue is only a backstop, far beyond any node's timeout.
+		RescueStuckJobsAfter: 24 * time.Hour,
 		// A node job's own failures are retried by the engine under the
 		// node's retry policy; River's retries cover the engine's own
 		// transient errors (the database, a stale lease).

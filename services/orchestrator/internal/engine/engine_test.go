@@ -386,3 +386,87 @@ func mustLookup(t *testing.T, cat *pipeline.Catalog, name string) *pipeline.Pipe
 	}
 	return p
 }
+
+// A run parked because its pipeline changed under it is resumed with
+// migrate: its node runs although River still remembers the node's first
+// job as completed.
+func TestResumeParkedRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := context.Background()
+	if err := b.eng.Stop(ctx); err != nil { // this replica has the old definition
+		t.Fatal(err)
+	}
+	run := start(t, b.eng, "linear", map[string]any{"task": "x"})
+
+	changed := fstest.MapFS{"linear.yaml": {Data: []byte(strings.Replace(string(testPipelines["linear.yaml"].Data), `"one: `, `"one (v2): `, 1))}}
+	cat, err := pipeline.LoadDir(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := startEngine(t, b.pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.exec}, "v2")
+	v := waitStatus(t, v2, run.ID, runstate.RunFailed)
+	if !contains(v.Error, "changed since the run started") {
+		t.Fatalf("parked run's error %q", v.Error)
+	}
+	if _, err := v2.Resume(ctx, engine.ResumeRequest{RunID: run.ID}); !errIs(err, engine.ErrPipelineChanged) {
+		t.Fatalf("resume without migrate: %v", err)
+	}
+	if _, err := v2.Resume(ctx, engine.ResumeRequest{RunID: run.ID, Migrate: true}); err != nil {
+		t.Fatal(err)
+	}
+	v = waitStatus(t, v2, run.ID, runstate.RunSucceeded)
+	if got := v.Outputs["three"]; got != "a: three: b: two: a: one (v2): x" {
+		t.Errorf("output %q", got)
+	}
+}
+
+// An approval whose run failed elsewhere waits again, with an interrupt
+// that can be resumed, once the run is resumed.
+func TestApprovalSurvivesAFailedRun(t *testing.T) {
+	t.Parallel()
+	cat, err := pipeline.LoadDir(fstest.MapFS{"gate.yaml": {Data: []byte(`
+name: gate
+roles:
+  a: {via: mesh, repository: a}
+nodes:
+  - {id: draft, role: a, task: draft}
+  - {id: approve, type: approval, needs: [draft]}
+  - {id: deploy, role: a, needs: [draft], task: deploy}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fails atomic.Int32
+	ex := &scriptedExecutor{reply: func(r executor.Request) (string, error) {
+		if r.NodeID == "deploy" && fails.Add(1) == 1 {
+			return "", errors.New("deploy broke")
+		}
+		return "ok", nil
+	}}
+	b := setup(t, nil)
+	ctx := context.Background()
+	if err := b.eng.Stop(ctx); err != nil { // its catalog has no gate pipeline
+		t.Fatal(err)
+	}
+	eng := startEngine(t, b.pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, "gate")
+	run := start(t, eng, "gate", nil)
+	v := waitStatus(t, eng, run.ID, runstate.RunFailed)
+	if v.Interrupts[0].Status != "cancelled" {
+		t.Fatalf("the failed run's interrupt is %s", v.Interrupts[0].Status)
+	}
+	if _, err := eng.Resume(ctx, engine.ResumeRequest{InterruptID: v.Interrupts[0].ID, Value: json.RawMessage(`"yes"`)}); !errIs(err, engine.ErrConflict) {
+		t.Fatalf("approving in a failed run: %v, want ErrConflict", err)
+	}
+	if _, err := eng.Resume(ctx, engine.ResumeRequest{RunID: run.ID}); err != nil {
+		t.Fatal(err)
+	}
+	v = waitStatus(t, eng, run.ID, runstate.RunWaiting)
+	if v.Interrupts[0].Status != "pending" {
+		t.Fatalf("after the resume the interrupt is %s, want pending", v.Interrupts[0].Status)
+	}
+	if _, err := eng.Resume(ctx, engine.ResumeRequest{InterruptID: v.Interrupts[0].ID, Value: json.RawMessage(`"yes"`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, eng, run.ID, runstate.RunSucceeded)
+}

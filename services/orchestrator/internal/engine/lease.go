@@ -15,9 +15,10 @@ import (
 // database, the last gives it up in its commit. Each run's entry has its own
 // mutex, so claim, commit and release of one run never interleave here.
 type leaseTable struct {
-	e  *Engine
-	mu sync.Mutex
-	m  map[string]*runLease
+	e        *Engine
+	mu       sync.Mutex
+	m        map[string]*runLease
+	inflight map[string]struct{} // run/node/iteration being worked here
 }
 
 type runLease struct {
@@ -31,7 +32,43 @@ type runLease struct {
 	cancels map[*context.CancelFunc]struct{}
 }
 
-func newLeaseTable(e *Engine) *leaseTable { return &leaseTable{e: e, m: map[string]*runLease{}} }
+func newLeaseTable(e *Engine) *leaseTable {
+	return &leaseTable{e: e, m: map[string]*runLease{}, inflight: map[string]struct{}{}}
+}
+
+// begin marks a node iteration as worked here; false if it already is.
+func (t *leaseTable) begin(key string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.inflight[key]; ok {
+		return false
+	}
+	t.inflight[key] = struct{}{}
+	return true
+}
+
+func (t *leaseTable) end(key string) {
+	t.mu.Lock()
+	delete(t.inflight, key)
+	t.mu.Unlock()
+}
+
+// lookup returns the run's entry, locked, or nil: unlike acquire it creates
+// none.
+func (t *leaseTable) lookup(runID string) *runLease {
+	t.mu.Lock()
+	l := t.m[runID]
+	t.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	if l.dead {
+		l.mu.Unlock()
+		return nil
+	}
+	return l
+}
 
 // acquire returns the run's entry, locked.
 func (t *leaseTable) acquire(runID string) *runLease {
@@ -123,7 +160,10 @@ func (t *leaseTable) track(runID string, cancel *context.CancelFunc) func() {
 	l.cancels[cancel] = struct{}{}
 	l.mu.Unlock()
 	return func() {
-		l := t.acquire(runID)
+		l := t.lookup(runID)
+		if l == nil {
+			return
+		}
 		delete(l.cancels, cancel)
 		if l.refs == 0 {
 			t.remove(runID, l)
@@ -144,12 +184,29 @@ func (t *leaseTable) heartbeat(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-tick.C:
 		}
+		// Which entry, with which fence, each run had when its lease was
+		// renewed: a run whose lease was given up and claimed again since
+		// (a new fence) is not the one the answer is about.
+		type seen struct {
+			l     *runLease
+			fence int64
+		}
 		t.mu.Lock()
-		ids := make([]string, 0, len(t.m))
-		for id := range t.m {
-			ids = append(ids, id)
+		snapshot := make(map[string]*runLease, len(t.m))
+		for id, l := range t.m {
+			snapshot[id] = l
 		}
 		t.mu.Unlock()
+		ids := make([]string, 0, len(snapshot))
+		entries := make(map[string]seen, len(snapshot))
+		for id, l := range snapshot {
+			l.mu.Lock()
+			if !l.dead {
+				ids = append(ids, id)
+				entries[id] = seen{l, l.fence}
+			}
+			l.mu.Unlock()
+		}
 		if len(ids) == 0 {
 			continue
 		}
@@ -163,8 +220,11 @@ func (t *leaseTable) heartbeat(ctx context.Context, done chan<- struct{}) {
 			if ok && status == runstate.RunRunning {
 				continue
 			}
-			l := t.acquire(id)
-			if l.refs > 0 || len(l.cancels) > 0 {
+			l := t.lookup(id)
+			if l == nil {
+				continue
+			}
+			if l == entries[id].l && l.fence == entries[id].fence && (l.refs > 0 || len(l.cancels) > 0) {
 				t.e.logger.InfoContext(ctx, "stopping the run's nodes", slog.String("run", id), slog.String("status", status), slog.Bool("lease_lost", !ok))
 				for c := range l.cancels {
 					(*c)()

@@ -23,11 +23,15 @@ import (
 // River refuses a second job with the same args, so scheduling is
 // idempotent; a takeover job names the job of a dead replica it replaces.
 type nodeArgs struct {
-	RunID     string `json:"run_id"`
-	NodeID    string `json:"node_id"`
-	Iteration int    `json:"iteration"`
-	Attempt   int    `json:"attempt"`
-	Takeover  int64  `json:"takeover,omitempty"`
+	RunID     string `json:"run_id" river:"unique"`
+	NodeID    string `json:"node_id" river:"unique"`
+	Iteration int    `json:"iteration" river:"unique"`
+	Attempt   int    `json:"attempt" river:"unique"`
+	// Seq is the checkpoint whose commit scheduled the node: a node
+	// scheduled again (a resumed run, an approval after a park) gets a new
+	// job even though River still remembers the old one as completed.
+	Seq      int   `json:"seq" river:"unique"`
+	Takeover int64 `json:"takeover,omitempty" river:"unique"`
 	// Role is the node's role, so that claiming the run's lease also reads
 	// the role's session.
 	Role string `json:"role,omitempty"`
@@ -86,6 +90,13 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 			e.leases.release(ctx, a.RunID)
 		}
 	}()
+	// A second job for a node this replica is running (River rescuing a
+	// long node's job) has nothing to add: the running one commits.
+	key := fmt.Sprintf("%s/%s/%d", a.RunID, a.NodeID, a.Iteration)
+	if !e.leases.begin(key) {
+		return nil
+	}
+	defer e.leases.end(key)
 
 	p, st, err := e.prepare(ctx, run, a)
 	if errors.Is(err, errNodeDone) {
@@ -103,6 +114,13 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	untrack()
 	if ctx.Err() != nil {
 		return ctx.Err() // this replica is stopping: River retries the job
+	}
+	if nodeCtx.Err() != nil {
+		// Stopped by the heartbeat: the run was cancelled or taken over.
+		// That is no failure of the node's; River retries the job, which
+		// then finds the run cancelled, or the node done, or waits.
+		log.InfoContext(ctx, "node stopped: the run was cancelled or another replica took it over")
+		return errors.New("node stopped: the run was cancelled or taken over")
 	}
 
 	err = e.leases.commit(a.RunID, func(fence int64, release bool) error {
@@ -157,6 +175,9 @@ func (e *Engine) parkChanged(ctx context.Context, runID, msg string) error {
 		}
 		if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
 			return nil
+		}
+		if err := store.CancelInterrupts(ctx, tx, runID); err != nil {
+			return err
 		}
 		return store.UpdateRun(ctx, tx, runID, store.RunUpdate{HeadSeq: run.HeadSeq, Status: runstate.RunFailed, Error: msg})
 	})
@@ -332,7 +353,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 						return err
 					}
 				}
-				retryArgs := nodeArgs{RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt + 1, Role: a.Role}
+				retryArgs := nodeArgs{RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt + 1, Seq: a.Seq, Role: a.Role}
 				at := time.Now().Add(retry.Delay(a.Attempt))
 				opts := &river.InsertOpts{ScheduledAt: at}
 				if retry.Delay(a.Attempt) < schedulerInterval {
@@ -407,7 +428,7 @@ func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Ba
 		params := make([]river.InsertManyParams, 0, len(step.Schedule))
 		for _, id := range step.Schedule {
 			n, _ := p.Node(id)
-			params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Role: n.Role}})
+			params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: seq, Role: n.Role}})
 		}
 		if _, err := e.river.InsertManyTx(ctx, tx, params); err != nil {
 			return fmt.Errorf("inserting the successor jobs: %w", err)

@@ -245,6 +245,11 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
 	}
 	seq := req.Seq
 	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		// The source's checkpoints must outlive this transaction: a
+		// concurrent prune waits.
+		if err := store.ShareLockRun(ctx, tx, src.ID); err != nil {
+			return err
+		}
 		if _, err := store.InsertRun(ctx, tx, store.NewRun{
 			ID: id, Pipeline: p.Name(), PipelineHash: p.Hash(), Thread: thread, Caller: req.Caller,
 			Status: runstate.RunRunning, ForkedFromRun: src.ID, ForkedFromSeq: &seq,
@@ -347,18 +352,25 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		return store.Run{}, err
 	}
 	var runID string
+	runID, err = store.InterruptRun(ctx, e.pool, req.InterruptID)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("interrupt %q: %w", req.InterruptID, err)
+	}
 	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		// The run first, then the interrupt: the order of every writer.
+		run, err := store.LockRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
 		in, err := store.LockInterrupt(ctx, tx, req.InterruptID)
 		if err != nil {
 			return fmt.Errorf("interrupt %q: %w", req.InterruptID, err)
 		}
-		runID = in.RunID
-		run, err := store.LockRun(ctx, tx, in.RunID)
-		if err != nil {
-			return err
-		}
 		if in.Status != "pending" {
 			return fmt.Errorf("%w: interrupt %s was already %s", ErrConflict, in.ID, in.Status)
+		}
+		if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
+			return fmt.Errorf("%w: run %s is %s; resume the run first", ErrConflict, run.ID, run.Status)
 		}
 		p, err := e.pipelineFor(run, req.Migrate)
 		if err != nil {

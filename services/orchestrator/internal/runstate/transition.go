@@ -74,7 +74,13 @@ func Complete(p *pipeline.Pipeline, prev State, id string, iteration, attempts i
 		for _, r := range loopBody(p, n.Next) {
 			ns := next.Node(r)
 			if ns.Status == pipeline.StatusPending {
-				continue
+				if !slices.Contains(readyBefore, r) {
+					continue // not reached yet in this pass
+				}
+				// Running in parallel on the old pass: a new iteration
+				// makes its running job's result stale (refused), and
+				// the node runs again on the new pass.
+				ns.Iteration++
 			}
 			ns.Status, ns.Attempts = pipeline.StatusPending, 0
 			set(&next, &delta, r, ns)
@@ -163,6 +169,15 @@ func advance(p *pipeline.Pipeline, readyBefore []string, next, delta State) Step
 		before[id] = true
 	}
 	step := Step{}
+	if readyBefore == nil {
+		// A fork or a resume: approvals already waiting need their
+		// interrupts (re)opened, as nothing else will.
+		for _, id := range p.Order() {
+			if next.Node(id).Status == pipeline.StatusWaiting {
+				step.Interrupts = append(step.Interrupts, id)
+			}
+		}
+	}
 	for changed := true; changed; {
 		changed = false
 		for _, id := range Ready(p, next) {

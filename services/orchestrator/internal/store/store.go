@@ -485,7 +485,39 @@ func scanInterrupt(row pgx.Row) (Interrupt, error) {
 
 // InsertInterrupt opens an interrupt for an approval node's iteration.
 func InsertInterrupt(ctx context.Context, q Execer, runID, nodeID string, iteration int) error {
-	_, err := q.Exec(ctx, `INSERT INTO interrupts (run_id, node_id, iteration, status) VALUES ($1, $2, $3, 'pending') ON CONFLICT DO NOTHING`, runID, nodeID, iteration)
+	// A cancelled interrupt (its run failed) opens again when the run is
+	// resumed.
+	_, err := q.Exec(ctx, `INSERT INTO interrupts (run_id, node_id, iteration, status) VALUES ($1, $2, $3, 'pending')
+		ON CONFLICT (run_id, node_id, iteration) DO UPDATE SET status = 'pending', value = NULL, decided_by = NULL, resumed_at = NULL, created_at = now()
+		WHERE interrupts.status = 'cancelled'`, runID, nodeID, iteration)
+	return err
+}
+
+// InterruptRun returns the run of an interrupt, without locking anything:
+// writers lock the run first, then the interrupt.
+func InterruptRun(ctx context.Context, q Querier, id string) (string, error) {
+	if !validUUID(id) {
+		return "", ErrNotFound
+	}
+	var run string
+	err := q.QueryRow(ctx, `SELECT run_id::text FROM interrupts WHERE id = $1`, id).Scan(&run)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return run, err
+}
+
+// ShareLockRun locks a run's row against writers until the transaction ends
+// (a fork reading its checkpoints while a prune could delete them).
+func ShareLockRun(ctx context.Context, tx pgx.Tx, id string) error {
+	if !validUUID(id) {
+		return ErrNotFound
+	}
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM runs WHERE id = $1 FOR SHARE`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
 	return err
 }
 
