@@ -54,7 +54,9 @@ CREATE TABLE checkpoints (
 
 -- A node's result is committed once per iteration, whatever replicas crash.
 CREATE UNIQUE INDEX checkpoints_node_once_idx ON checkpoints (run_id, node_id, iteration) WHERE node_id IS NOT NULL;
-CREATE INDEX checkpoints_parent_idx ON checkpoints (parent_run, parent_seq) WHERE parent_run IS NOT NULL;
+-- Forks' first checkpoints, by where they start (pruning looks for them);
+-- a run's own chain needs no index beyond the primary key.
+CREATE INDEX checkpoints_fork_idx ON checkpoints (parent_run, parent_seq) WHERE parent_run <> run_id;
 
 CREATE TABLE node_attempts (
     id                bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -75,7 +77,6 @@ CREATE TABLE node_attempts (
 );
 
 CREATE INDEX node_attempts_run_idx ON node_attempts (run_id, id);
-CREATE INDEX node_attempts_running_idx ON node_attempts (job_id) WHERE status = 'running';
 
 -- The latest agent session of each role on a thread. It is written as soon
 -- as the agent names it, so a crash in the middle of a node resumes it.

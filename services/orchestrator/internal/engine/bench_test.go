@@ -113,6 +113,12 @@ func (be *benchEngine) report(b *testing.B, runs int, elapsed time.Duration) {
 	steps := count * stepsPerRun / (stepsPerRun + 1)
 	if steps > 0 {
 		b.ReportMetric(float64(bytes)/float64(steps), "checkpoint-B/step")
+		// The whole table on disk, indexes and page overhead included.
+		var table int64
+		if err := be.pool.QueryRow(context.Background(), `SELECT pg_total_relation_size('checkpoints')`).Scan(&table); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(table)/float64(steps), "table-B/step")
 	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -18,7 +18,11 @@ type leaseTable struct {
 	e        *Engine
 	mu       sync.Mutex
 	m        map[string]*runLease
-	inflight map[string]struct{} // run/node/iteration being worked here
+	inflight map[string]chan struct{} // run/node/iteration being worked here; closed when done
+
+	committed     map[string]struct{} // run/node/iteration committed here, recently
+	committedRing []string
+	committedNext int
 }
 
 type runLease struct {
@@ -33,7 +37,7 @@ type runLease struct {
 }
 
 func newLeaseTable(e *Engine) *leaseTable {
-	return &leaseTable{e: e, m: map[string]*runLease{}, inflight: map[string]struct{}{}}
+	return &leaseTable{e: e, m: map[string]*runLease{}, inflight: map[string]chan struct{}{}, committed: map[string]struct{}{}}
 }
 
 // begin marks a node iteration as worked here; false if it already is.
@@ -43,15 +47,64 @@ func (t *leaseTable) begin(key string) bool {
 	if _, ok := t.inflight[key]; ok {
 		return false
 	}
-	t.inflight[key] = struct{}{}
+	t.inflight[key] = make(chan struct{})
 	return true
 }
 
+// end marks a node iteration as no longer worked here, and wakes those
+// waiting for it.
 func (t *leaseTable) end(key string) {
 	t.mu.Lock()
-	delete(t.inflight, key)
+	if ch, ok := t.inflight[key]; ok {
+		close(ch)
+		delete(t.inflight, key)
+	}
 	t.mu.Unlock()
 }
+
+// await waits until no goroutine of this replica works on the node
+// iteration.
+func (t *leaseTable) await(ctx context.Context, key string) error {
+	t.mu.Lock()
+	ch := t.inflight[key]
+	t.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// markCommitted remembers that this replica committed a node iteration, so
+// that its River job, when it comes, ends without a query. The memory is
+// bounded: a forgotten key only costs the job a look at the run's state.
+func (t *leaseTable) markCommitted(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.committedRing) == committedMemory {
+		delete(t.committed, t.committedRing[t.committedNext])
+		t.committedRing[t.committedNext] = key
+		t.committedNext = (t.committedNext + 1) % committedMemory
+	} else {
+		t.committedRing = append(t.committedRing, key)
+	}
+	t.committed[key] = struct{}{}
+}
+
+func (t *leaseTable) isCommitted(key string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.committed[key]
+	return ok
+}
+
+// committedMemory is how many committed node iterations a replica
+// remembers.
+const committedMemory = 1 << 16
 
 // lookup returns the run's entry, locked, or nil: unlike acquire it creates
 // none.
@@ -136,13 +189,14 @@ func (t *leaseTable) release(ctx context.Context, runID string) {
 }
 
 // commit runs fn, the commit of one node of the run, under the run's entry
-// lock; fn is told whether it must give the lease up (this is the last
-// reference), and the reference is dropped if fn succeeds.
-func (t *leaseTable) commit(runID string, fn func(fence int64, release bool) error) error {
+// lock; fn is told whether this is the last reference, and says whether
+// the job keeps its reference (it goes on with the node's successor);
+// otherwise the reference is dropped if fn succeeds.
+func (t *leaseTable) commit(runID string, fn func(fence int64, last bool) (keep bool, err error)) error {
 	l := t.acquire(runID)
 	defer l.mu.Unlock()
-	release := l.refs <= 1
-	if err := fn(l.fence, release); err != nil {
+	keep, err := fn(l.fence, l.refs <= 1)
+	if err != nil || keep {
 		return err
 	}
 	if l.refs > 0 {

@@ -59,6 +59,22 @@ type nodeWorker struct {
 // errNodeDone ends a job whose node needs nothing more from it.
 var errNodeDone = errors.New("node needs no work")
 
+func (a nodeArgs) key() string { return fmt.Sprintf("%s/%s/%d", a.RunID, a.NodeID, a.Iteration) }
+
+// inlineNext is a successor the job goes on with itself.
+type inlineNext struct {
+	args  nodeArgs
+	jobID int64
+	// headSeq is the run's head after the commit that made it ready.
+	headSeq int
+}
+
+// Work works the job's node and then, while each node it commits makes
+// exactly one agent node ready, goes on with that node itself (inline),
+// keeping the run's lease: a linear pipeline does not wait for River to
+// hand out each step. Each successor's job is committed all the same, with
+// the step that made it ready, so that a crash loses nothing: the job finds
+// the node committed (or waits for this goroutine, or is taken over).
 func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	e, a := w.e, job.Args
 	if a.NotBefore != nil {
@@ -68,8 +84,23 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 		case <-time.After(time.Until(*a.NotBefore)):
 		}
 	}
-	log := e.logger.With(slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Int("iteration", a.Iteration), slog.Int("attempt", a.Attempt))
+	// One goroutine per node iteration on this replica: a job whose node
+	// another goroutine works on (inline, or River rescuing a long node's
+	// job) waits for it, and is done if it committed.
+	key := a.key()
+	for !e.leases.begin(key) {
+		if err := e.leases.await(ctx, key); err != nil {
+			return err
+		}
+	}
+	if e.leases.isCommitted(key) {
+		e.leases.end(key)
+		return nil
+	}
 	lease, sessionKnown, ok, err := e.leases.claim(ctx, a.RunID, a.Role)
+	if err != nil || !ok {
+		e.leases.end(key)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // the run was deleted
 	}
@@ -80,65 +111,73 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 		// Another replica works on this run: try again once it is done.
 		return river.JobSnooze(e.cfg.LeaseTTL / 5)
 	}
-	fence, run := lease.Fence, lease.Run
 	if !sessionKnown {
 		lease.Session = ""
 	}
-	committed := false
-	defer func() {
-		if !committed {
+	jobID := job.ID
+	for {
+		next, held, err := e.workNode(ctx, lease, sessionKnown, a, jobID)
+		e.leases.end(key)
+		if held {
 			e.leases.release(ctx, a.RunID)
 		}
-	}()
-	// A second job for a node this replica is running (River rescuing a
-	// long node's job) has nothing to add: the running one commits.
-	key := fmt.Sprintf("%s/%s/%d", a.RunID, a.NodeID, a.Iteration)
-	if !e.leases.begin(key) {
-		return nil
+		if err != nil || next == nil {
+			return err
+		}
+		// The successor's key was taken in the commit, and the lease kept.
+		a, jobID, key, sessionKnown = next.args, next.jobID, next.args.key(), false
+		lease.Run.HeadSeq, lease.Run.Status = next.headSeq, runstate.RunRunning
 	}
-	defer e.leases.end(key)
+}
 
+// workNode works one node while holding a reference on the run's lease. held
+// reports whether the caller must still release that reference; next is
+// the successor to go on with (its key taken, the reference kept for it).
+func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64) (next *inlineNext, held bool, err error) {
+	log := e.logger.With(slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Int("iteration", a.Iteration), slog.Int("attempt", a.Attempt))
+	run := lease.Run
 	p, st, err := e.prepare(ctx, run, a)
 	if errors.Is(err, errNodeDone) {
-		return nil
+		return nil, true, nil
 	}
 	if err != nil {
-		return err
+		return nil, true, err
 	}
 
 	nodeCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	untrack := e.leases.track(a.RunID, &cancel)
 	started := time.Now()
-	res, execErr := e.execute(nodeCtx, run, p, st, a, fence, lease.Session, sessionKnown)
+	res, execErr := e.execute(nodeCtx, run, p, st, a, lease.Fence, lease.Session, sessionKnown)
 	untrack()
 	if ctx.Err() != nil {
-		return ctx.Err() // this replica is stopping: River retries the job
+		return nil, true, ctx.Err() // this replica is stopping: River retries the job
 	}
 	if nodeCtx.Err() != nil {
 		// Stopped by the heartbeat: the run was cancelled or taken over.
 		// That is no failure of the node's; River retries the job, which
 		// then finds the run cancelled, or the node done, or waits.
 		log.InfoContext(ctx, "node stopped: the run was cancelled or another replica took it over")
-		return errors.New("node stopped: the run was cancelled or taken over")
+		return nil, true, errors.New("node stopped: the run was cancelled or taken over")
 	}
 
-	err = e.leases.commit(a.RunID, func(fence int64, release bool) error {
-		return e.commitNode(ctx, run, p, job, fence, release, started, res, execErr)
+	err = e.leases.commit(a.RunID, func(fence int64, last bool) (bool, error) {
+		var err error
+		next, err = e.commitNode(ctx, run, p, a, jobID, fence, last, started, res, execErr)
+		return next != nil, err
 	})
 	switch {
 	case err == nil:
-		committed = true
-		return nil
+		return next, false, nil
 	case errors.Is(err, errNodeDone):
-		return nil
+		return nil, true, nil
 	case errors.Is(err, store.ErrStaleLease):
 		// Another replica took the run over; River retries this job, which
 		// then finds the node done or waits for the run's lease.
 		log.WarnContext(ctx, "the run was taken over: result not committed")
-		return err
+		return nil, true, err
 	default:
-		return err
+		return nil, true, err
 	}
 }
 
@@ -312,10 +351,15 @@ func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipe
 // node's result, the new checkpoint, the role's session and the successor
 // jobs; on a failure with attempts left the failed attempt and its retry
 // job; on the last failure the failed node and the failed run.
-func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipeline, job *river.Job[nodeArgs], fence int64, release bool,
+//
+// last says whether this job holds the replica's last reference on the
+// run's lease. When the step makes exactly one agent node ready, the commit
+// keeps the lease and returns that node for the job to go on with.
+func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipeline, a nodeArgs, jobID int64, fence int64, last bool,
 	started time.Time, res nodeResult, execErr error,
-) error {
-	a := job.Args
+) (*inlineNext, error) {
+	var inline *inlineNext
+	release := last
 	var next runstate.State
 	var headSeq int
 	info := CommitInfo{RunID: a.RunID, NodeID: a.NodeID, Attempt: a.Attempt, Duration: time.Since(started), Status: "succeeded"}
@@ -337,7 +381,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 			return errNodeDone
 		}
 		attempt := store.Attempt{
-			RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, JobID: job.ID,
+			RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, JobID: jobID,
 			Replica: e.cfg.ReplicaID, Status: "succeeded", SessionID: res.session, CostUSD: res.cost, StartedAt: started,
 		}
 		var step runstate.Step
@@ -386,63 +430,90 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		}
 		headSeq, next = locked.HeadSeq+1, step.Next
 		info.RunStatus = step.Status
-		return e.applyStep(ctx, tx, batch, p, a.RunID, locked.HeadSeq, a.NodeID, a.Iteration, step, release, "")
+		// Go on with a lone successor in this job; its key is taken
+		// before the commit makes its job visible to River.
+		inline = nil
+		if execErr == nil && len(step.Schedule) == 1 && len(step.Interrupts) == 0 && step.Status == runstate.RunRunning {
+			id := step.Schedule[0]
+			n, _ := p.Node(id)
+			na := nodeArgs{RunID: a.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: locked.HeadSeq + 1, Role: n.Role}
+			if e.leases.begin(na.key()) {
+				inline = &inlineNext{args: na, headSeq: locked.HeadSeq + 1}
+			}
+		}
+		ids, err := e.applyStep(ctx, tx, batch, p, a.RunID, locked.HeadSeq, a.NodeID, a.Iteration, step, release && inline == nil, "")
+		if inline != nil && len(ids) == 1 {
+			inline.jobID = ids[0]
+		}
+		return err
 	})
 	if err != nil {
+		if inline != nil {
+			e.leases.end(inline.args.key())
+		}
 		if errors.Is(err, store.ErrDuplicateResult) {
-			return errNodeDone
+			return nil, errNodeDone
 		}
 		e.cache.drop(a.RunID)
-		return err
+		return nil, err
 	}
 	e.cache.put(a.RunID, headSeq, next)
+	if info.Status != "retry" {
+		e.leases.markCommitted(a.key())
+	}
 	if e.cfg.OnCommit != nil {
 		info.CommitDuration = time.Since(commitStart)
 		e.cfg.OnCommit(info)
 	}
-	return nil
+	return inline, nil
 }
 
 // applyStep writes a step as checkpoint head+1 (a child of head) and does
 // what it asks for: interrupts, successor jobs, the run's new status. The
-// writes are queued on batch, which it sends.
-func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, head int, nodeID string, iteration int, step runstate.Step, release bool, newHash string) error {
+// writes are queued on batch, which it sends. It returns the successor
+// jobs' ids, in step.Schedule's order.
+func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, head int, nodeID string, iteration int, step runstate.Step, release bool, newHash string) ([]int64, error) {
 	seq := head + 1
 	parent := head
 	if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: runID, Seq: seq, ParentRun: runID, ParentSeq: &parent, NodeID: nodeID, Iteration: iteration, Delta: step.Delta}); err != nil {
-		return err
+		return nil, err
 	}
 	return e.afterCheckpoint(ctx, tx, batch, p, runID, seq, step, release, newHash)
 }
 
 // afterCheckpoint opens the step's interrupts, inserts its jobs and writes
 // the run's new head and status, then sends batch: every write of the step
-// in one round trip besides River's insert.
-func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, seq int, step runstate.Step, release bool, newHash string) error {
+// in one round trip besides River's insert. It returns the jobs' ids.
+func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, seq int, step runstate.Step, release bool, newHash string) ([]int64, error) {
 	for _, id := range step.Interrupts {
 		if err := store.InsertInterrupt(ctx, batch, runID, id, step.Next.Node(id).Iteration+1); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	var ids []int64
 	if len(step.Schedule) > 0 {
 		params := make([]river.InsertManyParams, 0, len(step.Schedule))
 		for _, id := range step.Schedule {
 			n, _ := p.Node(id)
 			params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: seq, Role: n.Role}})
 		}
-		if _, err := e.river.InsertManyTx(ctx, tx, params); err != nil {
-			return fmt.Errorf("inserting the successor jobs: %w", err)
+		res, err := e.river.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return nil, fmt.Errorf("inserting the successor jobs: %w", err)
+		}
+		for _, r := range res {
+			ids = append(ids, r.Job.ID)
 		}
 	}
 	if step.Status != runstate.RunRunning && step.Status != runstate.RunWaiting {
 		if err := store.CancelInterrupts(ctx, batch, runID); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := store.UpdateRun(ctx, batch, runID, store.RunUpdate{HeadSeq: seq, Status: step.Status, Error: step.Error, Release: release, PipelineHash: newHash}); err != nil {
-		return err
+		return nil, err
 	}
-	return batch.Send(ctx, tx)
+	return ids, batch.Send(ctx, tx)
 }
 
 func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {

@@ -77,7 +77,8 @@ func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, err
 		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: id, Seq: 0, Delta: step.Delta}); err != nil {
 			return err
 		}
-		return e.afterCheckpoint(ctx, tx, batch, p, id, 0, step, false, "")
+		_, err := e.afterCheckpoint(ctx, tx, batch, p, id, 0, step, false, "")
+		return err
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -265,7 +266,8 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
 				return err
 			}
 		}
-		return e.afterCheckpoint(ctx, tx, batch, p, id, 0, step, false, "")
+		_, err := e.afterCheckpoint(ctx, tx, batch, p, id, 0, step, false, "")
+		return err
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -391,7 +393,8 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		if p.Hash() != run.PipelineHash {
 			newHash = p.Hash()
 		}
-		return e.applyStep(ctx, tx, &store.Batch{}, p, run.ID, run.HeadSeq, in.NodeID, in.Iteration, step, false, newHash)
+		_, err = e.applyStep(ctx, tx, &store.Batch{}, p, run.ID, run.HeadSeq, in.NodeID, in.Iteration, step, false, newHash)
+		return err
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -455,7 +458,8 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: run.ID, Seq: seq, ParentRun: run.ID, ParentSeq: &parent, Delta: step.Delta}); err != nil {
 			return err
 		}
-		return e.afterCheckpoint(ctx, tx, batch, p, run.ID, seq, step, false, newHash)
+		_, err = e.afterCheckpoint(ctx, tx, batch, p, run.ID, seq, step, false, newHash)
+		return err
 	})
 	if err != nil {
 		return store.Run{}, err

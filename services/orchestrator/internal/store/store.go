@@ -553,7 +553,7 @@ func ListInterrupts(ctx context.Context, q Querier, runID string) ([]Interrupt, 
 // ForkChildren lists the first checkpoints of forks that start from a
 // checkpoint of runID before seq.
 func ForkChildren(ctx context.Context, q Querier, runID string, before int) ([]Checkpoint, error) {
-	rows, err := q.Query(ctx, `SELECT run_id::text, seq, parent_seq FROM checkpoints WHERE parent_run = $1 AND parent_seq < $2 AND run_id <> $1`, runID, before)
+	rows, err := q.Query(ctx, `SELECT run_id::text, seq, parent_seq FROM checkpoints WHERE parent_run = $1 AND parent_seq < $2 AND parent_run <> run_id`, runID, before)
 	if err != nil {
 		return nil, err
 	}
