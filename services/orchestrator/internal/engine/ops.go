@@ -69,22 +69,42 @@ func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, err
 		thread = id
 	}
 	step := runstate.Start(p, inputs)
-	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := store.InsertRun(ctx, tx, store.NewRun{ID: id, Pipeline: p.Name(), PipelineHash: p.Hash(), Thread: thread, Caller: req.Caller, Status: runstate.RunRunning}); err != nil {
+	return e.createRun(ctx, p, step, store.NewRun{ID: id, Thread: thread, Caller: req.Caller}, nil, "")
+}
+
+// createRun inserts a new run with its first checkpoint (step's delta, over
+// the checkpoint named by n's ForkedFrom fields for a fork), and does what
+// the step asks for, in one transaction. sessions seed the run's thread
+// (a fork's new thread); lockSource is a run whose checkpoints must
+// outlive the transaction (a fork's source).
+func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runstate.Step, n store.NewRun, sessions map[string]string, lockSource string) (store.Run, error) {
+	n.Pipeline, n.PipelineHash, n.Status = p.Name(), p.Hash(), runstate.RunRunning
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		if lockSource != "" {
+			if err := store.ShareLockRun(ctx, tx, lockSource); err != nil {
+				return err
+			}
+		}
+		if _, err := store.InsertRun(ctx, tx, n); err != nil {
 			return err
 		}
 		batch := &store.Batch{}
-		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: id, Seq: 0, Delta: step.Delta}); err != nil {
+		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: n.ID, Seq: 0, ParentRun: n.ForkedFromRun, ParentSeq: n.ForkedFromSeq, Delta: step.Delta}); err != nil {
 			return err
 		}
-		_, err := e.afterCheckpoint(ctx, tx, batch, p, id, 0, step, false, "")
+		if len(sessions) > 0 {
+			if err := store.SeedRoleSessions(ctx, batch, n.Thread, n.ID, sessions); err != nil {
+				return err
+			}
+		}
+		_, err := e.afterCheckpoint(ctx, tx, batch, p, n.ID, 0, step, false, "")
 		return err
 	})
 	if err != nil {
 		return store.Run{}, err
 	}
-	e.cache.put(id, 0, step.Next)
-	return store.GetRun(ctx, e.pool, id)
+	e.cache.put(n.ID, 0, step.Next)
+	return store.GetRun(ctx, e.pool, n.ID)
 }
 
 func checkThread(t string) error {
@@ -245,35 +265,11 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
 		thread = id
 	}
 	seq := req.Seq
-	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		// The source's checkpoints must outlive this transaction: a
-		// concurrent prune waits.
-		if err := store.ShareLockRun(ctx, tx, src.ID); err != nil {
-			return err
-		}
-		if _, err := store.InsertRun(ctx, tx, store.NewRun{
-			ID: id, Pipeline: p.Name(), PipelineHash: p.Hash(), Thread: thread, Caller: req.Caller,
-			Status: runstate.RunRunning, ForkedFromRun: src.ID, ForkedFromSeq: &seq,
-		}); err != nil {
-			return err
-		}
-		batch := &store.Batch{}
-		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: id, Seq: 0, ParentRun: src.ID, ParentSeq: &seq, Delta: step.Delta}); err != nil {
-			return err
-		}
-		if req.Thread == "" {
-			if err := store.SeedRoleSessions(ctx, batch, thread, id, step.Next.Sessions); err != nil {
-				return err
-			}
-		}
-		_, err := e.afterCheckpoint(ctx, tx, batch, p, id, 0, step, false, "")
-		return err
-	})
-	if err != nil {
-		return store.Run{}, err
+	var sessions map[string]string
+	if req.Thread == "" {
+		sessions = step.Next.Sessions // a new thread starts where the checkpoint was
 	}
-	e.cache.put(id, 0, step.Next)
-	return store.GetRun(ctx, e.pool, id)
+	return e.createRun(ctx, p, step, store.NewRun{ID: id, Thread: thread, Caller: req.Caller, ForkedFromRun: src.ID, ForkedFromSeq: &seq}, sessions, src.ID)
 }
 
 // checkPatch refuses a state patch that names unknown nodes, bad statuses or

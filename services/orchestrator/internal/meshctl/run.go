@@ -14,6 +14,7 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -47,21 +48,7 @@ stops watching, not the run: follow it again with meshctl runs watch.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			switch {
-			case watch:
-				if !a.json() {
-					if _, err := fmt.Fprintf(out, "Run %s of %s started.\n", run.ID, run.Pipeline); err != nil {
-						return err
-					}
-				}
-				return a.watch(ctx, cmd, c, run.ID, -1)
-			case a.json():
-				return printJSON(out, run)
-			default:
-				_, err := fmt.Fprintln(out, run.ID)
-				return err
-			}
+			return a.started(ctx, cmd, c, run, watch, fmt.Sprintf("Run %s of %s started.", run.ID, run.Pipeline))
 		}),
 	}
 	f := cmd.Flags()
@@ -185,4 +172,24 @@ func readJSONFile(name string, stdin io.Reader, v any) error {
 		return fmt.Errorf("%s: more than one JSON value", name)
 	}
 	return nil
+}
+
+// started reports a run just started (or forked): its id, or with watch the
+// banner and then its progress until it ends or waits.
+func (a *app) started(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, run store.Run, watch bool, banner string) error {
+	out := cmd.OutOrStdout()
+	switch {
+	case watch:
+		if !a.json() {
+			if _, err := fmt.Fprintln(out, banner); err != nil {
+				return err
+			}
+		}
+		return a.watch(ctx, cmd, c, run.ID, -1)
+	case a.json():
+		return printJSON(out, run)
+	default:
+		_, err := fmt.Fprintln(out, run.ID)
+		return err
+	}
 }

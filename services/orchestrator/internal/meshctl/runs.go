@@ -275,21 +275,7 @@ the patch of --patch-file, a JSON state delta such as
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			switch {
-			case watch:
-				if !a.json() {
-					if _, err := fmt.Fprintf(out, "Run %s forked from run %s at checkpoint %d.\n", run.ID, args[0], req.Seq); err != nil {
-						return err
-					}
-				}
-				return a.watch(ctx, cmd, c, run.ID, -1)
-			case a.json():
-				return printJSON(out, run)
-			default:
-				_, err := fmt.Fprintln(out, run.ID)
-				return err
-			}
+			return a.started(ctx, cmd, c, run, watch, fmt.Sprintf("Run %s forked from run %s at checkpoint %d.", run.ID, args[0], req.Seq))
 		}),
 	}
 	f := cmd.Flags()
