@@ -252,7 +252,7 @@ func TestServe(t *testing.T) {
 		}
 	}
 	resp.Body.Close()
-	if !strings.Contains(last, `"status":"failed"`) || !strings.Contains(last, "no mesh executor configured") {
+	if !strings.Contains(last, `"status":"failed"`) || !strings.Contains(last, "executor not configured: role a works via mesh; start the orchestrator with --mesh-url") {
 		t.Errorf("last event %s: want the run failed for want of a mesh executor", last)
 	}
 

@@ -254,7 +254,7 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	res := nodeResult{role: n.Role}
 	ex := e.cfg.Executors[role.Via]
 	if ex == nil {
-		return res, fmt.Errorf("role %s works via %s, and this orchestrator has no %s executor configured: %w", n.Role, role.Via, role.Via, executor.ErrUnavailable)
+		return res, fmt.Errorf("%w: role %s works via %s; start the orchestrator with --%s-url", executor.ErrUnavailable, n.Role, role.Via, role.Via)
 	}
 	if n.Timeout > 0 {
 		var cancel context.CancelFunc
