@@ -470,3 +470,29 @@ nodes:
 	}
 	waitStatus(t, eng, run.ID, runstate.RunSucceeded)
 }
+
+// Agent output is untrusted: a NUL character (which Postgres stores in
+// neither text nor jsonb) is replaced, not allowed to fail every commit;
+// a NUL in a caller's input is refused.
+func TestNULCharacters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(r executor.Request) (string, error) {
+		if r.NodeID == "two" {
+			return "", errors.New("bad\x00error")
+		}
+		return "out\x00put", nil
+	})
+	ctx := context.Background()
+	run := start(t, b.eng, "linear", map[string]any{"task": "x"})
+	v := waitStatus(t, b.eng, run.ID, runstate.RunFailed)
+	if v.Outputs["one"] != "out\uFFFDput" {
+		t.Errorf("one's output %q", v.Outputs["one"])
+	}
+	if !contains(v.Error, "bad\uFFFDerror") {
+		t.Errorf("run error %q", v.Error)
+	}
+	var inv *engine.InvalidError
+	if _, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "a\x00b"}}); !errors.As(err, &inv) {
+		t.Errorf("an input with NUL: %v, want invalid", err)
+	}
+}

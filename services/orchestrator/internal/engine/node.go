@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -294,13 +295,18 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 		if id == "" || id == saved {
 			return
 		}
-		if _, err := store.SaveRoleSession(context.WithoutCancel(ctx), e.pool, run.Thread, n.Role, id, run.ID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
+		// Bounded: the agent's progress waits on this (the MCP client
+		// delivers notifications one at a time).
+		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := store.SaveRoleSession(saveCtx, e.pool, run.Thread, n.Role, id, run.ID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
 			e.logger.WarnContext(ctx, "saving a role's session failed", slog.String("run", run.ID), slog.Any("error", err))
 			return
 		}
 		saved = id
 	}
 	r, err := ex.Execute(ctx, req)
+	r.Output, r.SessionID = scrub(r.Output), scrub(r.SessionID)
 	res.session, res.cost = r.SessionID, r.CostUSD
 	if res.session == "" {
 		res.session = saved
@@ -331,12 +337,12 @@ func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipe
 				return err
 			}
 			req := base
-			req.Task = task
+			req.Task, req.Item = task, fmt.Sprintf("%s/%d", n.ID, i)
 			r, err := ex.Execute(gctx, req)
 			if err != nil {
 				return fmt.Errorf("item %d: %w", i, err)
 			}
-			outs[i] = r.Output
+			outs[i] = scrub(r.Output)
 			return nil
 		})
 	}
@@ -386,7 +392,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		}
 		var step runstate.Step
 		if execErr != nil {
-			attempt.Status, attempt.Error = "failed", truncate(execErr.Error(), 4000)
+			attempt.Status, attempt.Error = "failed", truncate(scrub(execErr.Error()), 4000)
 			retry := nodeRetry(p, a.NodeID)
 			if a.Attempt < retry.MaxAttempts {
 				if err := store.InsertAttempt(ctx, batch, attempt); err != nil {
@@ -413,7 +419,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 				}
 				return batch.Send(ctx, tx)
 			}
-			step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, execErr.Error())
+			step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, truncate(scrub(execErr.Error()), 4000))
 			info.Status = "failed"
 		} else {
 			step = runstate.Complete(p, st, a.NodeID, a.Iteration, a.Attempt, res.output)
@@ -522,6 +528,11 @@ func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {
 	}
 	return pipeline.Retry{MaxAttempts: 1}
 }
+
+// scrub replaces NUL characters, which Postgres stores in neither text nor
+// jsonb, in what an agent sent: its output is untrusted, and must not make
+// a commit fail for ever.
+func scrub(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

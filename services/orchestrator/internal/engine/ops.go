@@ -56,6 +56,9 @@ func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, err
 	if !ok {
 		return store.Run{}, fmt.Errorf("pipeline %q: %w (known: %s)", req.Pipeline, ErrNotFound, strings.Join(e.PipelineNames(), ", "))
 	}
+	if err := checkNoNUL("inputs", req.Inputs); err != nil {
+		return store.Run{}, err
+	}
 	inputs, err := p.CheckInputs(req.Inputs)
 	if err != nil {
 		return store.Run{}, invalid("%v", err)
@@ -105,6 +108,33 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 	}
 	e.cache.put(n.ID, 0, step.Next)
 	return store.GetRun(ctx, e.pool, n.ID)
+}
+
+// checkNoNUL refuses a NUL character anywhere in a JSON value's strings
+// (keys included): Postgres stores no NUL in text or jsonb.
+func checkNoNUL(what string, v any) error {
+	switch v := v.(type) {
+	case string:
+		if strings.ContainsRune(v, 0) {
+			return invalid("%s must not contain NUL characters", what)
+		}
+	case map[string]any:
+		for k, e := range v {
+			if err := checkNoNUL(what, k); err != nil {
+				return err
+			}
+			if err := checkNoNUL(what, e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkNoNUL(what, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func checkThread(t string) error {
@@ -276,6 +306,14 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
 // bad inputs.
 func checkPatch(p *pipeline.Pipeline, patch runstate.State) (runstate.State, error) {
 	out := runstate.State{Nodes: patch.Nodes}
+	if err := checkNoNUL("patch", patch.Inputs); err != nil {
+		return runstate.State{}, err
+	}
+	for _, ns := range patch.Nodes {
+		if err := checkNoNUL("patch", ns.Output); err != nil {
+			return runstate.State{}, err
+		}
+	}
 	if patch.Inputs != nil {
 		in, err := p.CheckInputs(patch.Inputs)
 		if err != nil {
@@ -404,6 +442,12 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 func valueText(v json.RawMessage) (string, error) {
 	if len(v) == 0 {
 		return "", invalid("value is required: the decision, such as \"approved\"")
+	}
+	var decoded any
+	if err := json.Unmarshal(v, &decoded); err == nil {
+		if err := checkNoNUL("value", decoded); err != nil {
+			return "", err
+		}
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err == nil {

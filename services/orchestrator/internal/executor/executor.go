@@ -24,6 +24,10 @@ type Request struct {
 	// Thread is the run's thread: runs on one thread share their roles'
 	// sessions (and a marketplace role's journey).
 	Thread string
+	// Item is empty for a node, and "<node id>/<index>" for one item of a
+	// foreach node: items run apart from the role's session (each in its
+	// own, or its own marketplace journey), possibly at once.
+	Item string
 	// RoleName and Role say who does the work.
 	RoleName string
 	Role     pipeline.Role
