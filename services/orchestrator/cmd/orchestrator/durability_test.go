@@ -343,10 +343,12 @@ func TestCrashRecovery(t *testing.T) {
 }
 
 // Replicas: two replicas share 50 runs; none is lost, none doubled, and
-// both did work.
+// both did work. One of them crashes half-way: the other takes its runs
+// over.
 func TestReplicas(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, nil)
+	// A slow first turn, so that replica b dies with nodes in hand.
+	c := newCluster(t, map[string]any{"steps": []any{map[string]any{"sleep_ms": 50}}})
 	a := c.start(t, "replica-a")
 	b := c.start(t, "replica-b")
 	ctx := context.Background()
@@ -362,6 +364,11 @@ func TestReplicas(t *testing.T) {
 		}
 		ids = append(ids, run.ID)
 	}
+	// b works some nodes, then crashes.
+	waitFor(t, "replica b to commit nodes", 60*time.Second, func() bool {
+		return c.count(t, `SELECT count(*) FROM node_attempts WHERE replica LIKE 'replica-b-%'`) >= 5
+	})
+	b.kill()
 	for _, id := range ids {
 		c.checkExactlyOnce(t, waitRun(t, a.client, id, 120*time.Second))
 	}

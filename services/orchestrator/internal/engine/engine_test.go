@@ -496,3 +496,52 @@ func TestNULCharacters(t *testing.T) {
 		t.Errorf("an input with NUL: %v, want invalid", err)
 	}
 }
+
+// A node's timeout cancels its executor call; the attempt fails with the
+// deadline.
+func TestNodeTimeout(t *testing.T) {
+	t.Parallel()
+	cat, err := pipeline.LoadDir(fstest.MapFS{"slow.yaml": {Data: []byte(`
+name: slow
+roles:
+  a: {via: mesh, repository: a}
+nodes:
+  - {id: wait, role: a, task: wait, timeout: 200ms}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, nil)
+	ctx := context.Background()
+	if err := b.eng.Stop(ctx); err != nil { // its catalog has no slow pipeline
+		t.Fatal(err)
+	}
+	blocked := make(chan struct{}, 1)
+	ex := &scriptedExecutor{reply: func(r executor.Request) (string, error) { return "", nil }}
+	eng := startEngine(t, b.pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: blockingExecutor{ex, blocked}}, "slow")
+	run := start(t, eng, "slow", nil)
+	v := waitStatus(t, eng, run.ID, runstate.RunFailed)
+	if !contains(v.Error, "deadline exceeded") {
+		t.Errorf("run error %q, want the deadline", v.Error)
+	}
+	select {
+	case <-blocked:
+	default:
+		t.Error("the executor was never called")
+	}
+}
+
+// blockingExecutor blocks every call until its context ends.
+type blockingExecutor struct {
+	*scriptedExecutor
+	called chan struct{}
+}
+
+func (b blockingExecutor) Execute(ctx context.Context, _ executor.Request) (executor.Result, error) {
+	select {
+	case b.called <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return executor.Result{}, ctx.Err()
+}
