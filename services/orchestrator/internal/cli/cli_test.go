@@ -225,6 +225,29 @@ func TestServe(t *testing.T) {
 		t.Fatalf("pipelines: %d %s", code, body)
 	}
 
+	// The MCP tools at /mcp are stateless: no session to keep, none to
+	// time out.
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	mctx, mcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer mcancel()
+	session, err := client.Connect(mctx, &mcp.StreamableClientTransport{
+		Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := session.CallTool(mctx, &mcp.CallToolParams{Name: "list_pipelines", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_pipelines over HTTP: %+v, %v", res, err)
+	}
+	if id := session.ID(); id != "" {
+		t.Errorf("the MCP session has id %q; want a stateless server (none)", id)
+	}
+	_ = session.Close()
+	if code, _ := get("/mcp", token); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /mcp: %d; want 405 (no server-to-client stream)", code)
+	}
+
 	// No executor is configured: the run's first node fails, and says why.
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/v1/runs", strings.NewReader(`{"pipeline":"echo","inputs":{"task":"x"}}`))
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -266,6 +289,52 @@ func TestServe(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 	waitLog(t, logs, "stopped")
+}
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// The pool has --max-workers + 10 connections, unless DATABASE_URL says.
+func TestPoolConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		dsn      string
+		maxConns int32
+		want     int32
+	}{
+		{"postgres://u:p@localhost:5432/db?sslmode=disable", 60, 60},
+		{"postgres://u:p@localhost:5432/db?sslmode=disable&pool_max_conns=7", 60, 7},
+		{"postgresql://localhost/db?pool_max_conns=3", 60, 3},
+		{"host=localhost dbname=db pool_max_conns=5", 60, 5},
+		{"host=localhost dbname=db pool_max_conns = 6", 60, 6},
+		{"host=localhost dbname=db", 11, 11},
+		{"host=localhost dbname=db application_name=not_pool_max_conns", 11, 11},
+	} {
+		pc, err := poolConfig(tc.dsn, tc.maxConns)
+		if err != nil {
+			t.Errorf("%s: %v", tc.dsn, err)
+			continue
+		}
+		if pc.MaxConns != tc.want {
+			t.Errorf("%s: MaxConns %d; want %d", tc.dsn, pc.MaxConns, tc.want)
+		}
+	}
+	pc, err := poolConfig("postgres://localhost/db", 0)
+	if err != nil || pc.MaxConns < 4 {
+		t.Errorf("no maximum asked: %+v, %v; want pgx's default", pc, err)
+	}
+	if _, err := poolConfig("postgres://u:secret@localhost:99999999/db", 5); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("bad DSN: %v", err)
+	}
 }
 
 func TestServeRefuses(t *testing.T) {

@@ -71,7 +71,7 @@ func serveMCP(ctx context.Context, cfg mcpConfig, getenv func(string) string, in
 	if err != nil {
 		return err
 	}
-	pool, err := openDatabase(ctx, getenv, false, logger)
+	pool, err := openDatabase(ctx, getenv, false, 0, logger)
 	if err != nil {
 		return err
 	}

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -94,7 +97,8 @@ ORCHESTRATOR_LEASE_TTL; --config is ORCHESTRATOR_CONFIG); the --config file is
 YAML whose keys are the flag names (lease_ttl: 30s).
 
 Secrets come from the environment only:
-  DATABASE_URL         Postgres, required
+  DATABASE_URL         Postgres, required; pool_max_conns in it defaults to
+                       --max-workers + 10
   ORCHESTRATOR_TOKENS  the API's bearer tokens, "caller=token,caller2=token2"
                        (or --tokens-file); at least one, 16+ characters each
   MESH_EXEC_TOKEN      mesh-exec's bearer token, with --mesh-url
@@ -143,7 +147,12 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	if err != nil {
 		return err
 	}
-	pool, err := openDatabase(ctx, getenv, cfg.Migrate, logger)
+	// Each node worked holds a connection at times (its commit, its lease
+	// renewals), beside River's producer, leader and notifier, the event
+	// streams' polls and the API's handlers: max-workers plus a margin, so
+	// that a full replica does not wait for connections (pgx's default is
+	// max(4, CPUs)). pool_max_conns in DATABASE_URL overrides it.
+	pool, err := openDatabase(ctx, getenv, cfg.Migrate, int32(min(cfg.MaxWorkers, math.MaxInt32-poolMargin)+poolMargin), logger)
 	if err != nil {
 		return err
 	}
@@ -186,7 +195,7 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Engine: eng, Tokens: tokens, Metrics: metrics, Gatherer: reg, Logger: logger,
-		MCP:   mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return tools }, &mcp.StreamableHTTPOptions{Logger: logger}),
+		MCP:   mcptools.HTTPHandler(tools, logger),
 		Ready: pool.Ping,
 	})
 	if err != nil {
@@ -245,8 +254,13 @@ func loadCatalog(dir string) (*pipeline.Catalog, error) {
 	return cat, nil
 }
 
-// openDatabase connects to DATABASE_URL, migrating it first if asked.
-func openDatabase(ctx context.Context, getenv func(string) string, migrate bool, logger *slog.Logger) (*pgxpool.Pool, error) {
+// poolMargin is the connections serve's pool has beyond --max-workers.
+const poolMargin = 10
+
+// openDatabase connects to DATABASE_URL, migrating it first if asked. The
+// pool has maxConns connections at most unless DATABASE_URL sets
+// pool_max_conns; 0 keeps pgx's default.
+func openDatabase(ctx context.Context, getenv func(string) string, migrate bool, maxConns int32, logger *slog.Logger) (*pgxpool.Pool, error) {
 	dsn := getenv("DATABASE_URL")
 	if dsn == "" {
 		return nil, errors.New("no database: set DATABASE_URL, e.g. postgres://meshwork:secret@localhost:5432/meshwork")
@@ -265,15 +279,46 @@ func openDatabase(ctx context.Context, getenv func(string) string, migrate bool,
 			logger.InfoContext(ctx, "migration applied", slog.Int64("version", a.Version), slog.String("name", a.Name))
 		}
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	pc, err := poolConfig(dsn, maxConns)
 	if err != nil {
-		return nil, errors.New("DATABASE_URL is not a valid connection string")
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("connecting to the database: %w", err)
 	}
 	return pool, nil
+}
+
+// poolConfig parses dsn, with at most maxConns connections (when not 0)
+// unless dsn sets pool_max_conns itself.
+func poolConfig(dsn string, maxConns int32) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// The error may quote the DSN, password included.
+		return nil, errors.New("DATABASE_URL is not a valid connection string")
+	}
+	if maxConns > 0 && !setsPoolMaxConns(dsn) {
+		pc.MaxConns = maxConns
+	}
+	return pc, nil
+}
+
+// poolMaxConnsKey finds pool_max_conns in a keyword/value connection string.
+var poolMaxConnsKey = regexp.MustCompile(`(^|\s)pool_max_conns\s*=`)
+
+// setsPoolMaxConns tells whether a connection string (a URL or keyword/value
+// pairs) sets pool_max_conns.
+func setsPoolMaxConns(dsn string) bool {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		return err == nil && u.Query().Has("pool_max_conns")
+	}
+	return poolMaxConnsKey.MatchString(dsn)
 }
 
 // newExecutors builds the executors the URLs name; closeAll closes them.

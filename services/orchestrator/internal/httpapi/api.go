@@ -33,9 +33,10 @@ type Config struct {
 	// Tokens authenticates /v1 and /mcp. Required; with no tokens every
 	// request to them is refused.
 	Tokens *Tokens
-	// MCP is the MCP server's streamable HTTP handler, served at /mcp
-	// behind the bearer tokens. The caller reaches its tools as the
-	// request's auth.TokenInfo UserID. Defaults to none (/mcp is 404).
+	// MCP is the MCP server's stateless streamable HTTP handler
+	// (mcptools.HTTPHandler), served at POST /mcp behind the bearer tokens.
+	// The caller reaches its tools as the request's auth.TokenInfo UserID.
+	// Defaults to none (/mcp is 404).
 	MCP http.Handler
 	// Ready reports whether the orchestrator can serve, for /readyz (a
 	// database ping). Defaults to always ready.
@@ -49,6 +50,9 @@ type Config struct {
 	// Logger receives a line per request and the errors behind 500s.
 	// Defaults to discarding them.
 	Logger *slog.Logger
+	// MaxEventStreams bounds the event streams served at once; more are
+	// refused with a 503. Defaults to DefaultMaxEventStreams.
+	MaxEventStreams int
 }
 
 // API is the orchestrator's HTTP handler.
@@ -63,6 +67,8 @@ type API struct {
 	// closing is closed by CloseStreams to end the event streams.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// streams holds a token per event stream served.
+	streams chan struct{}
 }
 
 // New builds the API.
@@ -70,7 +76,14 @@ func New(cfg Config) (*API, error) {
 	if cfg.Engine == nil || cfg.Tokens == nil {
 		return nil, errors.New("httpapi: Engine and Tokens are required")
 	}
-	a := &API{eng: cfg.Engine, tokens: cfg.Tokens, ready: cfg.Ready, metrics: cfg.Metrics, logger: cfg.Logger, closing: make(chan struct{})}
+	maxStreams := cfg.MaxEventStreams
+	if maxStreams <= 0 {
+		maxStreams = DefaultMaxEventStreams
+	}
+	a := &API{
+		eng: cfg.Engine, tokens: cfg.Tokens, ready: cfg.Ready, metrics: cfg.Metrics, logger: cfg.Logger,
+		closing: make(chan struct{}), streams: make(chan struct{}, maxStreams),
+	}
 	if a.logger == nil {
 		a.logger = slog.New(slog.DiscardHandler)
 	}
@@ -116,10 +129,9 @@ func New(cfg Config) (*API, error) {
 			// The SDK reads the caller from its own TokenInfo, which only
 			// its middleware can set; the token was checked just before,
 			// so this second check always passes.
-			h := auth.RequireBearerToken(a.tokens.verify, nil)(cfg.MCP)
-			for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-				r.Method(m, "/mcp", h)
-			}
+			// The handler is stateless: POST only (no server-to-client
+			// stream to GET, no session to DELETE).
+			r.Method(http.MethodPost, "/mcp", auth.RequireBearerToken(a.tokens.verify, nil)(cfg.MCP))
 		}
 	})
 	a.router = r
@@ -177,7 +189,7 @@ func (a *API) observe(next http.Handler) http.Handler {
 				status = http.StatusOK
 			}
 			elapsed := time.Since(start)
-			a.metrics.observeRequest(r.Method, route, status, elapsed)
+			a.metrics.observeRequest(methodLabel(r.Method), route, status, elapsed)
 			level := slog.LevelInfo
 			switch route {
 			case "/healthz", "/readyz", "/metrics":
@@ -189,6 +201,17 @@ func (a *API) observe(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// methodLabel is a request's method as a metric label: one of the standard
+// methods, else "OTHER". Requests are counted before they are authenticated
+// or routed, so a label taken as sent would let anyone add series.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "OTHER"
 }
 
 // statusRecorder remembers the status a handler wrote. It unwraps for

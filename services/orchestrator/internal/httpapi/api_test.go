@@ -273,6 +273,17 @@ func TestErrors(t *testing.T) {
 		{"resume without value", "POST", "/v1/interrupts/00000000-0000-0000-0000-000000000000/resume", map[string]any{}, 400, codeInvalid, "value is required"},
 		{"cancel with a body", "POST", "/v1/runs/" + run.ID + "/cancel", `{"why": "x"}`, 400, codeInvalid, "unknown field"},
 		{"events after", "GET", "/v1/runs/" + run.ID + "/events?after=x", nil, 400, codeInvalid, "after"},
+		{"events after beyond int32", "GET", "/v1/runs/" + run.ID + "/events?after=2147483648", nil, 400, codeInvalid, "after"},
+		{"fork seq beyond int32", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": int64(1) << 31}, 400, codeInvalid, "seq"},
+		{"fork seq negative", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": -1}, 400, codeInvalid, "seq"},
+		{"prune keep beyond int32", "POST", "/v1/runs/" + run.ID + "/prune", map[string]any{"keep": int64(1) << 31}, 400, codeInvalid, "keep"},
+		{"NUL in thread", "POST", "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}, "thread": "a\x00b"}, 400, codeInvalid, "thread"},
+		{"NUL in fork thread", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": 0, "thread": "\x00"}, 400, codeInvalid, "thread"},
+		{"NUL in pipeline filter", "GET", "/v1/runs?pipeline=echo%00", nil, 400, codeInvalid, "pipeline"},
+		{"NUL in status filter", "GET", "/v1/runs?status=%00", nil, 400, codeInvalid, "status"},
+		{"NUL in thread filter", "GET", "/v1/runs?thread=%00t", nil, 400, codeInvalid, "thread"},
+		{"NUL in caller filter", "GET", "/v1/runs?caller=alice%00", nil, 400, codeInvalid, "caller"},
+		{"NUL in before", "GET", "/v1/runs?before=" + run.ID + "%00", nil, 400, codeInvalid, "before"},
 		{"no such route", "GET", "/v1/run", nil, 404, codeNotFound, "no such path"},
 		{"wrong method", "DELETE", "/v1/runs", nil, 405, codeMethodNotAllowed, "not allowed"},
 	} {
@@ -397,8 +408,21 @@ func TestMetrics(t *testing.T) {
 	var run store.Run
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
 	b.settle(t, run.ID)
+	// Methods are counted before routing and authentication: one that is
+	// not standard is OTHER, not a series of its own.
+	for _, m := range []string{"FOOBAR", "BREW", "PROPFIND"} {
+		b.do(t, m, "/v1/runs", "", nil)
+	}
+	b.do(t, http.MethodOptions, "/v1/runs", "", nil)
 	_, data := b.do(t, http.MethodGet, "/metrics", "", nil)
+	for _, bad := range []string{"FOOBAR", "BREW", "PROPFIND"} {
+		if strings.Contains(string(data), bad) {
+			t.Errorf("metrics have a series of method %s", bad)
+		}
+	}
 	for _, want := range []string{
+		`orchestrator_http_requests_total{code="405",method="OTHER",route="unmatched"} 3`,
+		`method="OPTIONS"`, // a standard method is its own label
 		`orchestrator_http_requests_total{code="201",method="POST",route="/v1/runs"} 1`,
 		`orchestrator_http_requests_total{code="200",method="GET",route="/v1/runs/{id}"} 1`,
 		`orchestrator_runs_started_total{pipeline="echo",surface="http"} 1`,
@@ -406,7 +430,7 @@ func TestMetrics(t *testing.T) {
 		`orchestrator_runs_scrape_ok 1`,
 	} {
 		if !strings.Contains(string(data), want) {
-			t.Errorf("metrics lack %s", want)
+			t.Errorf("metrics lack %s:\n%s", want, data)
 		}
 	}
 }

@@ -3,8 +3,10 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -18,11 +20,18 @@ import (
 
 // Event streams send their headers with the first event, or after
 // streamHeaderDelay when none has come (a run with no news), and a comment
-// every streamKeepalive so that proxies keep the connection.
+// every streamKeepalive so that proxies keep the connection. Each write must
+// be done within streamWriteTimeout, so that a client that stops reading
+// does not hold its handler (and a slot of DefaultMaxEventStreams) forever.
 const (
-	streamHeaderDelay = time.Second
-	streamKeepalive   = 15 * time.Second
+	streamHeaderDelay  = time.Second
+	streamKeepalive    = 15 * time.Second
+	streamWriteTimeout = 30 * time.Second
 )
+
+// DefaultMaxEventStreams is how many event streams an API serves at once
+// unless Config.MaxEventStreams says otherwise.
+const DefaultMaxEventStreams = 64
 
 // streamEvents serves GET /v1/runs/{id}/events: the run's events as
 // Server-Sent Events, "event: <type>" and "data: <engine.Event JSON>",
@@ -32,15 +41,26 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	after := -1
 	if s := r.URL.Query().Get("after"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < -1 {
-			invalidf(w, "after %q must be a checkpoint seq, or -1 for every event", s)
+		if err != nil || n < -1 || n > math.MaxInt32 {
+			invalidf(w, "after %q must be a checkpoint seq (up to %d), or -1 for every event", s, math.MaxInt32)
 			return
 		}
 		after = n
 	} else if s := r.Header.Get("Last-Event-ID"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n >= -1 {
+		if n, err := strconv.Atoi(s); err == nil && n >= -1 && n <= math.MaxInt32 {
 			after = n
 		}
+	}
+	select {
+	case a.streams <- struct{}{}:
+		defer func() { <-a.streams }()
+	default:
+		// A server-wide bound, not the client's fault: 503, which clients
+		// (meshctl) try again after a while.
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable,
+			fmt.Sprintf("this orchestrator already serves %d event streams; try again later, or poll GET /v1/runs/{id}", cap(a.streams)))
+		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -76,6 +96,10 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil, r.Context().Err() != nil:
 		return // the run ended or parked, or the client left
+	case s.failure() != nil:
+		// The client is gone or stopped reading: nobody to tell.
+		a.logger.InfoContext(r.Context(), "event stream dropped: the client does not read it", slog.String("path", r.URL.Path), slog.Any("error", s.failure()))
+		return
 	case interrupted.Load():
 		if !s.started {
 			writeError(w, http.StatusServiceUnavailable, codeUnavailable, shutdownMessage)
@@ -103,10 +127,11 @@ const shutdownMessage = "the orchestrator is shutting down; reconnect with Last-
 // sseStream writes one response's events; the keepalive goroutine and the
 // watcher share it.
 type sseStream struct {
-	mu      sync.Mutex
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	started bool
+	mu       sync.Mutex
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	started  bool
+	writeErr error // the first failed write: the stream is dead
 }
 
 func (s *sseStream) send(ev engine.Event) error {
@@ -123,9 +148,34 @@ func (s *sseStream) send(ev engine.Event) error {
 
 func (s *sseStream) comment(text string) error { return s.write(": " + text + "\n\n") }
 
+// failure is the error of the write that failed, if one did.
+func (s *sseStream) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeErr
+}
+
+// write writes msg and flushes it, within streamWriteTimeout.
 func (s *sseStream) write(msg string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.writeErr != nil {
+		return s.writeErr
+	}
+	err := s.writeLocked(msg)
+	if err != nil {
+		s.writeErr = err
+	}
+	return err
+}
+
+func (s *sseStream) writeLocked(msg string) error {
+	// The server has no WriteTimeout (a stream lasts as long as its run),
+	// so each write gets a deadline of its own; net/http clears it when the
+	// response ends.
+	if err := s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
 	if !s.started {
 		h := s.w.Header()
 		h.Set("Content-Type", "text/event-stream")

@@ -24,7 +24,9 @@ type Metrics struct {
 //   - orchestrator_runs_started_total{pipeline, surface}: runs and forks
 //     started by this replica, over http or mcp
 //
-// route is chi's route pattern, such as /v1/runs/{id}.
+// route is chi's route pattern, such as /v1/runs/{id}, or "unmatched";
+// method is the request's if standard (GET, HEAD, POST, PUT, PATCH, DELETE,
+// OPTIONS), else OTHER.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -49,6 +51,9 @@ func (a *API) startRun(w http.ResponseWriter, r *http.Request) {
 		invalidf(w, "pipeline is required: one of GET /v1/pipelines")
 		return
 	}
+	if hasNUL(w, "thread", body.Thread) {
+		return
+	}
 	run, err := a.eng.StartRun(r.Context(), engine.StartRequest{Pipeline: body.Pipeline, Inputs: body.Inputs, Thread: body.Thread, Caller: callerFrom(r.Context())})
 	if err != nil {
 		a.fail(w, r, err)
@@ -67,6 +72,13 @@ var runStatuses = map[string]bool{
 func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.ListFilter{Pipeline: q.Get("pipeline"), Status: q.Get("status"), Thread: q.Get("thread"), Caller: q.Get("caller"), Before: q.Get("before")}
+	for _, p := range []struct{ name, value string }{
+		{"pipeline", f.Pipeline}, {"status", f.Status}, {"thread", f.Thread}, {"caller", f.Caller}, {"before", f.Before},
+	} {
+		if hasNUL(w, p.name, p.value) {
+			return
+		}
+	}
 	if f.Status != "" && !runStatuses[f.Status] {
 		invalidf(w, "status %q is not one of running, waiting, succeeded, failed, cancelled", f.Status)
 		return
@@ -125,6 +137,13 @@ func (a *API) forkRun(w http.ResponseWriter, r *http.Request) {
 	}
 	if body.Seq == nil {
 		invalidf(w, "seq is required: the checkpoint to fork from (GET /v1/runs/{id}/checkpoints)")
+		return
+	}
+	if *body.Seq < 0 || *body.Seq > math.MaxInt32 {
+		invalidf(w, "seq %d is not a checkpoint seq (0 to %d; GET /v1/runs/{id}/checkpoints)", *body.Seq, math.MaxInt32)
+		return
+	}
+	if hasNUL(w, "thread", body.Thread) {
 		return
 	}
 	run, err := a.eng.Fork(r.Context(), engine.ForkRequest{
@@ -206,10 +225,24 @@ func (a *API) pruneRun(w http.ResponseWriter, r *http.Request) {
 		invalidf(w, "keep is required: how many of the newest checkpoints to keep (at least 1)")
 		return
 	}
+	if *body.Keep < 1 || *body.Keep > math.MaxInt32 {
+		invalidf(w, "keep %d must be from 1 to %d: how many of the newest checkpoints to keep", *body.Keep, math.MaxInt32)
+		return
+	}
 	n, err := a.eng.Prune(r.Context(), chi.URLParam(r, "id"), *body.Keep)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": n})
+}
+
+// hasNUL writes a 400 and returns true when the named value holds a NUL
+// character, which Postgres refuses in text and jsonb.
+func hasNUL(w http.ResponseWriter, name, value string) bool {
+	if !strings.ContainsRune(value, 0) {
+		return false
+	}
+	invalidf(w, "%s must not contain a NUL character (U+0000)", name)
+	return true
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
@@ -52,7 +51,7 @@ func setup(t *testing.T) *bundle {
 	}
 	api, err := New(Config{
 		Engine: eb.Engine, Tokens: tokens, Metrics: metrics, Gatherer: reg, Ready: eb.Pool.Ping,
-		MCP: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return tools }, nil),
+		MCP: mcptools.HTTPHandler(tools, nil),
 	})
 	if err != nil {
 		t.Fatal(err)

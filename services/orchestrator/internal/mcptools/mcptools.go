@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -91,6 +92,16 @@ func New(cfg Config) (*mcp.Server, error) {
 	add(s, t, "resume_run", "Resume a pending approval with interrupt_id and value (the decision), or a failed run with run_id (its failed nodes run again).", t.resumeRun)
 	add(s, t, "cancel_run", "Cancel a running or waiting run.", t.cancelRun)
 	return s, nil
+}
+
+// HTTPHandler serves s over MCP's streamable HTTP transport, stateless:
+// each POST is a session of its own, ended with its response. The server
+// keeps nothing between requests (no Mcp-Session-Id), so there are no idle
+// sessions to time out, and a client may reach any replica. The tools allow
+// it: they answer within the request and never call back to the client (no
+// sampling, elicitation or roots requests). GET and DELETE answer 405.
+func HTTPHandler(s *mcp.Server, logger *slog.Logger) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true, Logger: logger})
 }
 
 // add registers a tool whose schemas are inferred from In and Out, raw JSON

@@ -64,7 +64,7 @@ func setup(t *testing.T) *bundle {
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Engine: eb.Engine, Tokens: tokens,
-		MCP: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return tools }, nil),
+		MCP: mcptools.HTTPHandler(tools, nil),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +146,11 @@ func TestTools(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
+	// HTTPHandler is stateless: the server keeps no session between
+	// requests, and the caller still comes from each request's token.
+	if id := b.session.ID(); id != "" {
+		t.Errorf("session id %q; want none from a stateless server", id)
+	}
 
 	tools, err := b.session.ListTools(ctx, nil)
 	if err != nil {

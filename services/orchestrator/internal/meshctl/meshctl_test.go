@@ -512,6 +512,25 @@ func TestWatchInterrupted(t *testing.T) {
 	}
 }
 
+// Ctrl-C before the run is first read exits 130 as well.
+func TestWatchInterruptedAtFirstRead(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := waiting()
+	s.view.Status = "running"
+	b.fake.AddRun(s.view)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out, errOut bytes.Buffer
+	if code := b.execTo(ctx, &out, &errOut, "runs", "watch", runID); code != 130 {
+		t.Fatalf("exit %d, want 130; stderr %q", code, errOut.String())
+	}
+	want := "meshctl: stopped watching; run " + runID + " goes on (meshctl runs watch " + runID + " follows it again, meshctl runs cancel " + runID + " stops it)\n"
+	if errOut.String() != want || out.Len() != 0 {
+		t.Errorf("stdout %q, stderr:\n got %q\nwant %q", out.String(), errOut.String(), want)
+	}
+}
+
 // signalWriter closes seen once what was written contains want.
 type signalWriter struct {
 	mu   sync.Mutex

@@ -29,7 +29,7 @@ func (a *app) watch(ctx context.Context, cmd *cobra.Command, c *apiclient.Client
 	if !a.json() || after >= 0 {
 		var err error
 		if view, err = c.GetRun(ctx, runID); err != nil {
-			return err
+			return stoppedWatching(ctx, runID, err)
 		}
 	}
 	// From a checkpoint on, the attempts the run had are old news; the

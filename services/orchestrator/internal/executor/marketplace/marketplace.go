@@ -1,7 +1,8 @@
 // Package marketplace is the executor of roles via marketplace: it runs a
 // node's task as a task action of a marketplace worker, in a journey of its
-// own per thread and role, over the marketplace's MCP tools (spawn_worker,
-// get_worker_state, execute_in_worker) on streamable HTTP.
+// own per thread, role and worker (and per item of a foreach node), over the
+// marketplace's MCP tools (spawn_worker, get_worker_state,
+// execute_in_worker) on streamable HTTP.
 //
 // The journey, not the request, carries the agent session: the marketplace
 // stores the session of each journey and resumes it on the next action, so
@@ -89,14 +90,27 @@ func (e *Executor) Close() error { return e.conn.Close() }
 // journeyPattern is the marketplace's journey id format.
 var journeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// JourneyID is the journey of a role on a thread: "<role>-<the first 12 hex
-// digits of the thread's SHA-256>", so that every run of the thread finds
-// the same worker, workspace and agent session, and a journey's name says
-// whose it is. Role names (^[a-z][a-z0-9_]{0,63}$) make it a valid journey
-// id; JourneyID reports an error for anything else.
-func JourneyID(role, thread string) (string, error) {
-	sum := sha256.Sum256([]byte(thread))
-	id := role + "-" + hex.EncodeToString(sum[:])[:12]
+// journeyHashLen is how many hex digits of a SHA-256 a journey id keeps:
+// 96 bits, so that no two keys meet by chance.
+const journeyHashLen = 24
+
+// JourneyID is the journey of a role's worker on a thread, or of one item
+// of a foreach node (item "<node id>/<index>", empty for a node):
+// "<role>-<the first 24 hex digits of the SHA-256 of thread, worker and
+// item>". Every run of the thread finds the same worker, workspace and agent
+// session; another worker of the same role name, or another item, has a
+// journey of its own; and the id's length is bounded however long the
+// thread, worker or item (at most 89 characters with a role name of 64).
+// Role names (^[a-z][a-z0-9_]{0,63}$) make it a valid journey id (1 to 128
+// letters, digits, '.', '_' or '-'); JourneyID reports an error for
+// anything else.
+func JourneyID(role, worker, thread, item string) (string, error) {
+	h := sha256.New()
+	for _, part := range []string{thread, worker, item} {
+		// Length-prefixed, so that no two keys make the same bytes.
+		_, _ = fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	id := role + "-" + hex.EncodeToString(h.Sum(nil))[:journeyHashLen]
 	if !journeyPattern.MatchString(id) {
 		return "", fmt.Errorf("role %q makes journey id %q, which the marketplace does not accept (1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit)", role, id)
 	}
@@ -134,8 +148,11 @@ type agentOutput struct {
 }
 
 // Execute runs one attempt as a task action in the journey of the request's
-// thread and role, spawning the worker first if this process has not.
-// req.SessionID is not used: the journey resumes its own agent session.
+// thread, role and worker (and item), spawning the worker first if this
+// process has not. req.SessionID is not used: the journey resumes its own
+// agent session. A foreach item (req.Item) has a journey of its own, apart
+// from the role's, which the same item of a later run on the thread
+// continues.
 func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.Result, error) {
 	if req.Role.Worker == "" {
 		return executor.Result{}, fmt.Errorf("role %q names no marketplace worker", req.RoleName)
@@ -144,11 +161,14 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	if thread == "" {
 		thread = req.RunID // a run without a thread is its own thread
 	}
-	id, err := JourneyID(req.RoleName, thread)
+	id, err := JourneyID(req.RoleName, req.Role.Worker, thread, req.Item)
 	if err != nil {
 		return executor.Result{}, err
 	}
 	log := e.logger.With(slog.String("run", req.RunID), slog.String("node", req.NodeID), slog.String("journey", id))
+	if req.Item != "" {
+		log = log.With(slog.String("item", req.Item))
+	}
 	j := e.journey(id)
 	if err := e.ensure(ctx, log, j, id, req.Role.Worker); err != nil {
 		return executor.Result{}, err
@@ -230,7 +250,11 @@ func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id,
 	case "stopped", "orphaned", "failed":
 		mode = "resume"
 	}
-	res, err := e.conn.CallTool(ctx, &mcp.CallToolParams{Name: "spawn_worker", Arguments: map[string]any{
+	// Made again on a new MCP session if the marketplace restarted during
+	// the call: in mode normal or resume, a spawn that did happen is found
+	// live and reported already_active, and one that did not is made. (Mode
+	// fresh, which would destroy the workspace, is never used.)
+	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: "spawn_worker", Arguments: map[string]any{
 		"worker_id": worker, "journey_id": id, "mode": mode,
 	}})
 	if err != nil {
@@ -252,7 +276,8 @@ func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id,
 // journey (get_worker_state fails for it, as for any other failure; a real
 // fault shows at spawn_worker).
 func (e *Executor) state(ctx context.Context, id string) (string, error) {
-	res, err := e.conn.CallTool(ctx, &mcp.CallToolParams{Name: "get_worker_state", Arguments: map[string]any{"journey_id": id}})
+	// A read: safe to make again on a new session.
+	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: "get_worker_state", Arguments: map[string]any{"journey_id": id}})
 	if err != nil {
 		return "", fmt.Errorf("get_worker_state: %w", err)
 	}
@@ -272,7 +297,8 @@ func (e *Executor) state(ctx context.Context, id string) (string, error) {
 // running; the action did not run.
 var errNotLive = errors.New("journey is not live")
 
-// execute runs the task in the journey.
+// execute runs the task in the journey. The call is never made twice: cut
+// off by a marketplace restart, the task may have run.
 func (e *Executor) execute(ctx context.Context, id, task string) (executeOut, error) {
 	res, err := e.conn.CallTool(ctx, &mcp.CallToolParams{Name: "execute_in_worker", Arguments: map[string]any{
 		"journey_id": id, "action": map[string]any{"type": "task", "task": task},

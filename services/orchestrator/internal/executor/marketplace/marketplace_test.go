@@ -2,8 +2,6 @@ package marketplace_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -198,33 +196,54 @@ func request(thread, role, worker, task string, onSession func(string)) executor
 	}
 }
 
-func journeyID(t *testing.T, role, thread string) string {
+func journeyID(t *testing.T, role, worker, thread, item string) string {
 	t.Helper()
-	id, err := marketplace.JourneyID(role, thread)
+	id, err := marketplace.JourneyID(role, worker, thread, item)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return id
 }
 
+const agentWorker = "claude_code_assistant_v1"
+
 func TestJourneyID(t *testing.T) {
 	t.Parallel()
-	sum := sha256.Sum256([]byte("thread-1"))
-	want := "writer-" + hex.EncodeToString(sum[:])[:12]
-	if got := journeyID(t, "writer", "thread-1"); got != want {
-		t.Errorf("JourneyID = %q; want %q", got, want)
+	base := journeyID(t, "writer", agentWorker, "thread-1", "")
+	if !regexp.MustCompile(`^writer-[0-9a-f]{24}$`).MatchString(base) {
+		t.Errorf("JourneyID = %q; want writer-<24 hex digits>", base)
 	}
-	// The longest role name the pipeline accepts still makes a valid id.
+	if again := journeyID(t, "writer", agentWorker, "thread-1", ""); again != base {
+		t.Errorf("JourneyID is not stable: %q, then %q", base, again)
+	}
+	// Anything of the key makes another journey: the thread, the role, the
+	// worker (a role of the same name on another worker), the item.
+	seen := map[string]string{base: "base"}
+	for name, id := range map[string]string{
+		"thread":        journeyID(t, "writer", agentWorker, "thread-2", ""),
+		"role":          journeyID(t, "reviewer", agentWorker, "thread-1", ""),
+		"worker":        journeyID(t, "writer", "echo_v1", "thread-1", ""),
+		"item 0":        journeyID(t, "writer", agentWorker, "thread-1", "write/0"),
+		"item 1":        journeyID(t, "writer", agentWorker, "thread-1", "write/1"),
+		"other node":    journeyID(t, "writer", agentWorker, "thread-1", "draft/0"),
+		"shifted parts": journeyID(t, "writer", "", "thread-1"+agentWorker, ""),
+	} {
+		if other, ok := seen[id]; ok {
+			t.Errorf("%s and %s have the same journey %q", name, other, id)
+		}
+		seen[id] = name
+	}
+	// The id stays valid and bounded whatever the thread, worker or item.
 	long := "r" + strings.Repeat("x", 63)
-	for _, id := range []string{want, journeyID(t, long, "thread-1"), journeyID(t, "writer", "")} {
-		if !journeyPattern.MatchString(id) {
-			t.Errorf("%q is not a valid journey id", id)
+	for _, id := range []string{
+		base, journeyID(t, long, agentWorker, "thread-1", ""), journeyID(t, "writer", agentWorker, "", ""),
+		journeyID(t, long, strings.Repeat("w", 500)+"_v1", strings.Repeat("t ", 100), strings.Repeat("n", 64)+"/123456"),
+	} {
+		if !journeyPattern.MatchString(id) || len(id) > 89 {
+			t.Errorf("%q is not a valid journey id of at most 89 characters", id)
 		}
 	}
-	if journeyID(t, "writer", "thread-2") == want || journeyID(t, "reviewer", "thread-1") == want {
-		t.Error("another thread or role got the same journey")
-	}
-	if _, err := marketplace.JourneyID("-bad role", "t"); err == nil {
+	if _, err := marketplace.JourneyID("-bad role", agentWorker, "t", ""); err == nil {
 		t.Error("JourneyID accepted a role that makes an invalid id")
 	}
 }
@@ -252,7 +271,7 @@ func TestSpawnsOnceAndReportsTheSession(t *testing.T) {
 			t.Fatalf("call %d: %v", i, errs[i])
 		}
 		thread := map[int]string{0: "thread-a", 1: "thread-a", 2: "thread-b"}[i]
-		want := executor.Result{Output: fmt.Sprintf("did: task %d", i), SessionID: "session-" + journeyID(t, "writer", thread), CostUSD: 0.5}
+		want := executor.Result{Output: fmt.Sprintf("did: task %d", i), SessionID: "session-" + journeyID(t, "writer", agentWorker, thread, ""), CostUSD: 0.5}
 		if res != want {
 			t.Errorf("call %d: %+v; want %+v", i, res, want)
 		}
@@ -285,12 +304,76 @@ func TestSpawnsOnceAndReportsTheSession(t *testing.T) {
 	}
 }
 
+// A role of the same name on another worker, and each item of a foreach
+// node, have journeys of their own on one thread; an item's journey is the
+// same for the item's later attempts.
+func TestJourneyPerWorkerAndItem(t *testing.T) {
+	t.Parallel()
+	ex, f, _ := setup(t)
+	ctx := context.Background()
+	res, err := ex.Execute(ctx, request("thread-1", "writer", agentWorker, "node", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pipeline changed the role's worker: the old journey's session
+	// (another worker's) is not continued.
+	other, err := ex.Execute(ctx, request("thread-1", "writer", "other_agent_v2", "node", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.SessionID == res.SessionID {
+		t.Errorf("another worker continued session %s", res.SessionID)
+	}
+	var wg sync.WaitGroup
+	items := make([]executor.Result, 3)
+	errs := make([]error, 3)
+	for i := range items {
+		wg.Go(func() {
+			req := request("thread-1", "writer", agentWorker, fmt.Sprintf("item %d", i), nil)
+			req.NodeID, req.Item = "each", fmt.Sprintf("each/%d", i)
+			items[i], errs[i] = ex.Execute(ctx, req)
+		})
+	}
+	wg.Wait()
+	sessions := map[string]bool{res.SessionID: true, other.SessionID: true}
+	for i, r := range items {
+		if errs[i] != nil {
+			t.Fatalf("item %d: %v", i, errs[i])
+		}
+		if want := "session-" + journeyID(t, "writer", agentWorker, "thread-1", fmt.Sprintf("each/%d", i)); r.SessionID != want {
+			t.Errorf("item %d in session %q; want %q", i, r.SessionID, want)
+		}
+		sessions[r.SessionID] = true
+	}
+	if len(sessions) != 5 {
+		t.Errorf("sessions %v; want 5 apart (node, other worker, 3 items)", sessions)
+	}
+	req := request("thread-1", "writer", agentWorker, "item 1 again", nil)
+	req.NodeID, req.Item = "each", "each/1"
+	if r, err := ex.Execute(ctx, req); err != nil || r.SessionID != items[1].SessionID {
+		t.Errorf("item 1 again: %+v, %v; want its journey's session %s", r, err, items[1].SessionID)
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	journeys := map[string]string{}
+	for _, sp := range f.spawns {
+		if w, ok := journeys[sp.JourneyID]; ok {
+			t.Errorf("journey %s spawned twice (%s, %s)", sp.JourneyID, w, sp.WorkerID)
+		}
+		journeys[sp.JourneyID] = sp.WorkerID
+	}
+	if len(journeys) != 5 {
+		t.Errorf("spawns %+v; want 5 journeys", f.spawns)
+	}
+}
+
 // A stopped journey is resumed, at the first use and when it stopped
 // between two nodes; the task is run once more, as it never ran.
 func TestResumesStoppedJourney(t *testing.T) {
 	t.Parallel()
 	ex, f, _ := setup(t)
-	id := journeyID(t, "writer", "thread-1")
+	id := journeyID(t, "writer", agentWorker, "thread-1", "")
 	f.journeys[id] = &fakeJourney{worker: "claude_code_assistant_v1", state: "stopped", session: "old-session"}
 
 	res, err := ex.Execute(context.Background(), request("thread-1", "writer", "claude_code_assistant_v1", "one", nil))

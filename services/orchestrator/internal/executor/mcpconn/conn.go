@@ -101,16 +101,39 @@ func New(cfg Config) (*Conn, error) {
 // ErrClosed is returned by calls on a closed Conn.
 var ErrClosed = errors.New("mcpconn: connection closed")
 
-// CallTool calls a tool. The first call opens the session. A session found
-// broken before the call is opened again; so is one the server no longer
-// knows (it restarted), and then the call is made once more, as the server
-// refused it without running it. A call cut off in the middle is not
-// repeated, since it may have run: its error is returned, and the next call
-// opens a new session.
+// ErrSessionLost wraps the error of a call that failed because the server
+// no longer knows the session (it restarted, or ended the session), when
+// the call was not made again.
+var ErrSessionLost = errors.New("the MCP session was lost")
+
+// CallTool calls a tool that must not run twice: it is made at most once.
+// The first call opens the session; a session that ended is opened again
+// first, and so is one the server no longer knows (it restarted since the
+// last call), which a ping before the call finds out. A session lost during
+// the call (the SDK reports mcp.ErrSessionMissing whether the server ran
+// the call or not) fails it with an error wrapping ErrSessionLost, and the
+// next call opens a new session.
 func (c *Conn) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	cs, err := c.open(ctx)
+	return c.call(ctx, params, false)
+}
+
+// CallIdempotent calls a tool that may run twice to the same effect (one
+// that reads, say): when the server no longer knows the session, it is
+// opened again and the call made once more.
+func (c *Conn) CallIdempotent(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	return c.call(ctx, params, true)
+}
+
+func (c *Conn) call(ctx context.Context, params *mcp.CallToolParams, idempotent bool) (*mcp.CallToolResult, error) {
+	cs, fresh, err := c.open(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if !fresh && !idempotent && c.lost(ctx, cs) {
+		c.drop(cs)
+		if cs, _, err = c.open(ctx); err != nil {
+			return nil, err
+		}
 	}
 	res, err := cs.CallTool(ctx, params)
 	if err == nil || ctx.Err() != nil || !broken(err) {
@@ -120,8 +143,12 @@ func (c *Conn) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.C
 	if !errors.Is(err, mcp.ErrSessionMissing) {
 		return nil, err
 	}
+	if !idempotent {
+		return nil, fmt.Errorf("%w: %s ended the session during %s (did it restart?); the call may have run, so it is not made again, and the next call opens a new session: %w",
+			ErrSessionLost, c.where(), params.Name, err)
+	}
 	c.logger.InfoContext(ctx, "MCP session lost; reconnecting", slog.String("server", c.where()), slog.Any("error", err))
-	if cs, err = c.open(ctx); err != nil {
+	if cs, _, err = c.open(ctx); err != nil {
 		return nil, err
 	}
 	res, err = cs.CallTool(ctx, params)
@@ -130,6 +157,32 @@ func (c *Conn) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.C
 	}
 	return res, err
 }
+
+// lost pings cs before a call that must not run twice, and tells whether
+// the server no longer knows cs (it restarted since the last call): that
+// call would fail before it ran with the same error as one cut off after it
+// ran, which is not made again.
+func (c *Conn) lost(ctx context.Context, cs *mcp.ClientSession) bool {
+	for range 2 {
+		err := cs.Ping(ctx, nil)
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return false // the call reports ctx's end
+		case errors.Is(err, mcp.ErrSessionMissing) || broken(err):
+			c.logger.InfoContext(ctx, "MCP session lost; reconnecting", slog.String("server", c.where()), slog.Any("error", err))
+			return true
+		case !errors.Is(err, errRejected):
+			return false // the server answered
+		}
+		// The ping did not reach the server, as on a kept-alive connection
+		// it closed when it restarted: once more, on a new connection.
+	}
+	return false
+}
+
+// errRejected matches the SDK's error for a message the transport did not
+// deliver (jsonrpc2.ErrRejected, which is internal): an error of its code.
+var errRejected = &jsonrpc.Error{Code: -32005}
 
 // broken tells whether a call's error leaves the session unusable: anything
 // but an error response of the server (which answered, so the session
@@ -152,12 +205,13 @@ func (c *Conn) Close() error {
 	return cs.Close()
 }
 
-// open returns the session, connecting when there is none or it ended.
-func (c *Conn) open(ctx context.Context) (*mcp.ClientSession, error) {
+// open returns the session, connecting when there is none or it ended;
+// fresh says it connected.
+func (c *Conn) open(ctx context.Context) (_ *mcp.ClientSession, fresh bool, _ error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	if c.session != nil {
 		select {
@@ -166,7 +220,7 @@ func (c *Conn) open(ctx context.Context) (*mcp.ClientSession, error) {
 			_ = c.session.Close()
 			c.session = nil
 		default:
-			return c.session, nil
+			return c.session, false, nil
 		}
 	}
 	t := c.transport()
@@ -175,9 +229,9 @@ func (c *Conn) open(ctx context.Context) (*mcp.ClientSession, error) {
 	cs, err := c.client.Connect(ctx, t, nil)
 	if err != nil {
 		if c.bearer != nil && c.bearer.refused.Swap(false) {
-			return nil, fmt.Errorf("connecting to %s: the server refused the bearer token (HTTP 401): %w", c.where(), err)
+			return nil, false, fmt.Errorf("connecting to %s: the server refused the bearer token (HTTP 401): %w", c.where(), err)
 		}
-		return nil, fmt.Errorf("connecting to %s: %w", c.where(), err)
+		return nil, false, fmt.Errorf("connecting to %s: %w", c.where(), err)
 	}
 	ended := make(chan struct{})
 	go func() {
@@ -186,7 +240,7 @@ func (c *Conn) open(ctx context.Context) (*mcp.ClientSession, error) {
 	}()
 	c.session, c.ended = cs, ended
 	c.logger.DebugContext(ctx, "MCP session opened", slog.String("server", c.where()))
-	return cs, nil
+	return cs, true, nil
 }
 
 // drop forgets cs after a failed call, so that the next call connects again.

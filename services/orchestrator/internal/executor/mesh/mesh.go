@@ -160,6 +160,9 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	params.SetProgressToken(token)
 	log := e.logger.With(slog.String("run", req.RunID), slog.String("node", req.NodeID), slog.String("role", req.RoleName))
 	log.DebugContext(ctx, "calling mesh_execute", slog.Bool("resume", req.SessionID != ""), slog.Int64("timeout_ms", in.Timeout))
+	// Never made twice, even when mesh-exec restarts during the call
+	// (mcpconn.ErrSessionLost): the agent may have run, and the engine's
+	// retry policy decides.
 	res, err := e.conn.CallTool(ctx, params)
 	if err != nil {
 		// The session may have been reported before the call broke.
