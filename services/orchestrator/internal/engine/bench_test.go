@@ -156,3 +156,58 @@ func BenchmarkLinearRuns(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBaselineCheckpointer is the floor the engine is measured
+// against, on the same database in the same run: per node step, one
+// transaction that writes a checkpoint row and moves the run's head, as a
+// bare checkpointer (no job queue, no lease, no attempt record) would. The
+// ratio of the two steps/s is what the engine's durability costs on this
+// machine.
+func BenchmarkBaselineCheckpointer(b *testing.B) {
+	for _, concurrency := range []int{1, 8} {
+		b.Run(fmt.Sprintf("concurrent=%d", concurrency), func(b *testing.B) {
+			be := newBenchEngine(b)
+			ctx := context.Background()
+			delta := []byte(`{"nodes":{"one":{"output":"done one","status":"succeeded","attempts":1,"iteration":1}}}`)
+			runOnce := func() {
+				var id string
+				if err := be.pool.QueryRow(ctx, `INSERT INTO runs (pipeline, pipeline_hash, thread, status) VALUES ('linear', 'h', 't', 'running') RETURNING id::text`).Scan(&id); err != nil {
+					b.Fatal(err)
+				}
+				for seq := range 4 { // the start and three nodes, as a linear run commits
+					tx, err := be.pool.Begin(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := tx.Exec(ctx, `INSERT INTO checkpoints (run_id, seq, delta) VALUES ($1, $2, $3)`, id, seq, delta); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := tx.Exec(ctx, `UPDATE runs SET head_seq = $2, updated_at = now() WHERE id = $1`, id, seq); err != nil {
+						b.Fatal(err)
+					}
+					if err := tx.Commit(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ResetTimer()
+			start := time.Now()
+			next := make(chan struct{}, b.N)
+			for range b.N {
+				next <- struct{}{}
+			}
+			close(next)
+			var wg sync.WaitGroup
+			for range concurrency {
+				wg.Go(func() {
+					for range next {
+						runOnce()
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N*3)/time.Since(start).Seconds(), "steps/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
