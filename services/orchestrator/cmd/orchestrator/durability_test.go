@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ nodes:
 const apiToken = "durability-test-token-0123456789"
 
 var (
-	binDir   atomicString
+	binDir   atomic.Pointer[string]
 	buildBin = sync.OnceValues(func() (string, error) {
 		dir, err := os.MkdirTemp("", "meshwork-orchestrator-bin-")
 		if err != nil {
@@ -63,14 +64,6 @@ var (
 		return bin, nil
 	})
 )
-
-type atomicString struct {
-	mu sync.Mutex
-	p  *string
-}
-
-func (a *atomicString) Store(p *string) { a.mu.Lock(); a.p = p; a.mu.Unlock() }
-func (a *atomicString) Load() *string   { a.mu.Lock(); defer a.mu.Unlock(); return a.p }
 
 // replica is one `orchestrator serve` process.
 type replica struct {

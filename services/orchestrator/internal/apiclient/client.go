@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
@@ -127,15 +126,8 @@ func readError(resp *http.Response) *Error {
 	return e
 }
 
-// Pipeline is one pipeline of the orchestrator's catalog.
-type Pipeline struct {
-	Name        string                    `json:"name"`
-	Description string                    `json:"description,omitempty"`
-	Inputs      map[string]pipeline.Input `json:"inputs,omitempty"`
-	// Hash identifies the pipeline's definition; a run records the hash
-	// it started under.
-	Hash string `json:"hash"`
-}
+// Pipeline is one pipeline of GET /v1/pipelines.
+type Pipeline = engine.PipelineSummary
 
 // Pipelines lists the pipelines a run can be started of.
 func (c *Client) Pipelines(ctx context.Context) ([]Pipeline, error) {

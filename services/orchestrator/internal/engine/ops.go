@@ -54,7 +54,11 @@ type StartRequest struct {
 func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, error) {
 	p, ok := e.catalog.Lookup(req.Pipeline)
 	if !ok {
-		return store.Run{}, fmt.Errorf("pipeline %q: %w (known: %s)", req.Pipeline, ErrNotFound, strings.Join(e.PipelineNames(), ", "))
+		var names []string
+		for _, p := range e.catalog.Pipelines() {
+			names = append(names, p.Name())
+		}
+		return store.Run{}, fmt.Errorf("pipeline %q: %w (known: %s)", req.Pipeline, ErrNotFound, strings.Join(names, ", "))
 	}
 	if err := checkNoNUL("inputs", req.Inputs); err != nil {
 		return store.Run{}, err
@@ -144,17 +148,29 @@ func checkThread(t string) error {
 	return nil
 }
 
-// PipelineNames lists the catalog's pipelines.
-func (e *Engine) PipelineNames() []string {
-	var names []string
-	for _, p := range e.catalog.Pipelines() {
-		names = append(names, p.Name())
-	}
-	return names
+// PipelineSummary describes one pipeline of the catalog to callers.
+type PipelineSummary struct {
+	Name        string                    `json:"name"`
+	Description string                    `json:"description,omitempty"`
+	Inputs      map[string]pipeline.Input `json:"inputs"`
+	// Hash identifies the pipeline's definition; a run records the hash it
+	// started under.
+	Hash string `json:"hash"`
 }
 
-// Catalog returns the engine's pipelines.
-func (e *Engine) Catalog() *pipeline.Catalog { return e.catalog }
+// Pipelines describes the catalog's pipelines, by name.
+func (e *Engine) Pipelines() []PipelineSummary {
+	out := []PipelineSummary{}
+	for _, p := range e.catalog.Pipelines() {
+		d := p.Definition()
+		inputs := d.Inputs
+		if inputs == nil {
+			inputs = map[string]pipeline.Input{}
+		}
+		out = append(out, PipelineSummary{Name: p.Name(), Description: d.Description, Inputs: inputs, Hash: p.Hash()})
+	}
+	return out
+}
 
 // NodeView is one node of a run as callers see it.
 type NodeView struct {

@@ -12,7 +12,7 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
-// reapLoop runs Reap every ReapInterval until ctx ends. Every replica
+// reapLoop runs reap every ReapInterval until ctx ends. Every replica
 // reaps (not only River's leader, which may be the replica that died): a
 // takeover job's args name the job it replaces, so River inserts it once.
 //
@@ -33,15 +33,15 @@ func (e *Engine) reapLoop(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-tick.C:
 		}
-		if _, err := e.Reap(ctx); err != nil && ctx.Err() == nil {
+		if _, err := e.reap(ctx); err != nil && ctx.Err() == nil {
 			e.logger.WarnContext(ctx, "reaping the jobs of dead replicas failed", slog.Any("error", err))
 		}
 	}
 }
 
-// Reap inserts takeover jobs for the node jobs of dead replicas and returns
+// reap inserts takeover jobs for the node jobs of dead replicas and returns
 // how many it inserted.
-func (e *Engine) Reap(ctx context.Context) (int, error) {
+func (e *Engine) reap(ctx context.Context) (int, error) {
 	res, err := e.river.JobList(ctx, river.NewJobListParams().Kinds(nodeArgs{}.Kind()).States(rivertype.JobStateRunning).First(1000))
 	if err != nil {
 		return 0, err

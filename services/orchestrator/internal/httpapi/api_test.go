@@ -106,7 +106,7 @@ func TestRunLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
-	var pl struct{ Pipelines []PipelineSummary }
+	var pl struct{ Pipelines []engine.PipelineSummary }
 	b.call(t, http.MethodGet, "/v1/pipelines", nil, http.StatusOK, &pl)
 	if len(pl.Pipelines) != 2 || pl.Pipelines[1].Name != "echo" || !pl.Pipelines[1].Inputs["task"].Required || pl.Pipelines[1].Hash == "" {
 		t.Fatalf("pipelines %+v", pl.Pipelines)

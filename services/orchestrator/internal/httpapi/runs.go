@@ -10,30 +10,12 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
-// PipelineSummary is one pipeline of GET /v1/pipelines.
-type PipelineSummary struct {
-	Name        string                    `json:"name"`
-	Description string                    `json:"description,omitempty"`
-	Inputs      map[string]pipeline.Input `json:"inputs"`
-	Hash        string                    `json:"hash"`
-}
-
 func (a *API) listPipelines(w http.ResponseWriter, _ *http.Request) {
-	out := []PipelineSummary{}
-	for _, p := range a.eng.Catalog().Pipelines() {
-		d := p.Definition()
-		inputs := d.Inputs
-		if inputs == nil {
-			inputs = map[string]pipeline.Input{}
-		}
-		out = append(out, PipelineSummary{Name: p.Name(), Description: d.Description, Inputs: inputs, Hash: p.Hash()})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"pipelines": out})
+	writeJSON(w, http.StatusOK, map[string]any{"pipelines": a.eng.Pipelines()})
 }
 
 type startBody struct {

@@ -150,31 +150,14 @@ func (t *tools) clientError(ctx context.Context, tool string, err error) error {
 	return errors.New("internal error; the orchestrator logged it")
 }
 
-// PipelineSummary is one pipeline of list_pipelines.
-type PipelineSummary struct {
-	Name        string                    `json:"name"`
-	Description string                    `json:"description,omitempty"`
-	Inputs      map[string]pipeline.Input `json:"inputs"`
-	Hash        string                    `json:"hash"`
-}
-
 type listPipelinesIn struct{}
 
 type listPipelinesOut struct {
-	Pipelines []PipelineSummary `json:"pipelines"`
+	Pipelines []engine.PipelineSummary `json:"pipelines"`
 }
 
 func (t *tools) listPipelines(_ context.Context, _ string, _ listPipelinesIn) (listPipelinesOut, error) {
-	out := listPipelinesOut{Pipelines: []PipelineSummary{}}
-	for _, p := range t.eng.Catalog().Pipelines() {
-		d := p.Definition()
-		inputs := d.Inputs
-		if inputs == nil {
-			inputs = map[string]pipeline.Input{}
-		}
-		out.Pipelines = append(out.Pipelines, PipelineSummary{Name: p.Name(), Description: d.Description, Inputs: inputs, Hash: p.Hash()})
-	}
-	return out, nil
+	return listPipelinesOut{Pipelines: t.eng.Pipelines()}, nil
 }
 
 type runPipelineIn struct {

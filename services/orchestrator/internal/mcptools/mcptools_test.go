@@ -166,7 +166,7 @@ func TestTools(t *testing.T) {
 		}
 	}
 
-	var pl struct{ Pipelines []mcptools.PipelineSummary }
+	var pl struct{ Pipelines []engine.PipelineSummary }
 	b.callTool(t, "list_pipelines", nil, &pl)
 	if len(pl.Pipelines) != 2 || pl.Pipelines[0].Name != "approval" {
 		t.Errorf("pipelines %+v", pl.Pipelines)
