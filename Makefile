@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := pkg migrations workers services/marketplace services/mesh-exec services/orchestrator
+MODULES := pkg migrations workers services/marketplace services/mesh-exec services/orchestrator deploy
 PKGS := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/meshwork/meshwork/pkg/buildinfo.Version=$(VERSION)
@@ -72,27 +72,94 @@ offline-images: ## Build every image tests and the stack need, with no registry 
 test-images: build ## Build the test-only images: the agent worker with the FAKE claude (meshwork/claude-worker-fake:test)
 	@mkdir -p bin/test
 	CGO_ENABLED=0 go build -trimpath -o bin/test/fakeclaude ./services/mesh-exec/testdata/fakeclaude
-	@log=$$(mktemp); docker build -q -f deploy/docker/claude-worker-fake.Dockerfile -t meshwork/claude-worker-fake:test . >"$$log" 2>&1 \
+	@log=$$(mktemp); docker build -q -f deploy/docker/claude-worker-fake.Dockerfile --build-arg BIN=$(BIN) -t meshwork/claude-worker-fake:test . >"$$log" 2>&1 \
 	  || { cat "$$log" >&2; rm -f "$$log"; exit 1; }; rm -f "$$log"; echo "built meshwork/claude-worker-fake:test"
 
 .PHONY: image-claude-worker
 image-claude-worker: build ## Build the Claude Code worker image for users (needs a registry and npm; CLAUDE_CODE_VERSION)
-	docker build -f deploy/docker/claude-worker.Dockerfile $${CLAUDE_CODE_VERSION:+--build-arg CLAUDE_CODE_VERSION=$$CLAUDE_CODE_VERSION} \
+	docker build -f deploy/docker/claude-worker.Dockerfile --build-arg BIN=$(BIN) $${CLAUDE_CODE_VERSION:+--build-arg CLAUDE_CODE_VERSION=$$CLAUDE_CODE_VERSION} \
 	  -t $(IMAGE_PREFIX)/claude-worker:$(IMAGE_TAG) .
 
 ##@ Run
 
+# The stack is deploy/compose.yaml, project "meshwork", settings in ENV_FILE.
+# COMPOSE is `docker compose` (v2) when the plugin answers, else
+# docker-compose (1.29); it is looked up once, when first used.
+ifndef COMPOSE
+COMPOSE = $(eval COMPOSE := $$(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose))$(COMPOSE)
+endif
+ENV_FILE ?= deploy/.env
+STACK = $(COMPOSE) -p meshwork -f deploy/compose.yaml --env-file $(ENV_FILE)
+# Stopping needs no real settings, only values that satisfy compose.yaml.
+STACK_DOWN = $(if $(wildcard $(ENV_FILE)),,$(CHECK_TOKENS)) $(COMPOSE) -p meshwork -f deploy/compose.yaml --env-file $(if $(wildcard $(ENV_FILE)),$(ENV_FILE),deploy/.env.example)
+# Placeholder tokens for commands that read the compose file but start
+# nothing (down without deploy/.env, config): the example has none.
+CHECK_TOKENS := MESHWORK_CLIENT_TOKEN=placeholder-token-0000 MESHWORK_ORCHESTRATOR_TOKEN=placeholder-token-0000 MESH_EXEC_TOKEN=placeholder-token-0000
+# What up/offline starts: everything but lgtm, whose image must be pulled.
+CORE_SERVICES := postgres migrate marketplace mesh-exec orchestrator
+FAKE_MESH_EXEC_IMAGE := meshwork/claude-worker-fake:test
+# up/offline's worker catalog: the built-in one, the Claude Code worker on the fake image.
+OFFLINE_CATALOG_DIR := $(CURDIR)/.build/offline-catalog
+
+.PHONY: env
+env: ## Write deploy/.env from deploy/.env.example with fresh random tokens and this host's Docker group (never overwrites it)
+	@if [ -e $(ENV_FILE) ]; then exit 0; fi; \
+	  token() { od -An -N24 -tx1 /dev/urandom | tr -d ' \n'; }; \
+	  sock="$${DOCKER_SOCKET:-/var/run/docker.sock}"; \
+	  gid=$$(stat -L -c %g "$$sock" 2>/dev/null || stat -L -f %g "$$sock" 2>/dev/null || echo 999); \
+	  case "$$(docker info --format '{{.OperatingSystem}}' 2>/dev/null)" in *"Docker Desktop"*) gid=0 ;; esac; \
+	  umask 077; \
+	  while IFS= read -r line; do \
+	    case "$$line" in \
+	      MESHWORK_CLIENT_TOKEN=*|MESHWORK_ORCHESTRATOR_TOKEN=*|MESH_EXEC_TOKEN=*|POSTGRES_PASSWORD=*) printf '%s=%s\n' "$${line%%=*}" "$$(token)" ;; \
+	      DOCKER_GID=*) printf 'DOCKER_GID=%s\n' "$$gid" ;; \
+	      *) printf '%s\n' "$$line" ;; \
+	    esac; \
+	  done <deploy/.env.example >$(ENV_FILE); \
+	  echo "env: wrote $(ENV_FILE) (fresh tokens and Postgres password, DOCKER_GID=$$gid); put your Claude credentials in it"
+
 .PHONY: up
-up: build ## Start what exists so far: Postgres (POSTGRES_IMAGE) with the schema migrated
-	deploy/dev/up.sh
+up: env images image-claude-worker ## Build every image, then start the whole stack with Grafana (needs a registry; settings in deploy/.env)
+	$(STACK) up -d
+	@echo "up: marketplace MCP http://127.0.0.1:8080/mcp, orchestrator http://127.0.0.1:8090, Grafana http://127.0.0.1:3000 (default ports; tokens in $(ENV_FILE))"
+
+# The fake claude logs in with any key; real credentials are kept from it.
+.PHONY: up/offline
+up/offline: env offline-images ## No registry: start the core services (no Grafana) on the offline images, the agents with the FAKE claude
+	@echo "up/offline: *** mesh-exec and the Claude Code worker run $(FAKE_MESH_EXEC_IMAGE): a FAKE claude that imitates the CLI for trying the stack without credentials; its agents do no real work ***"
+	@rm -rf $(OFFLINE_CATALOG_DIR) && mkdir -p $(OFFLINE_CATALOG_DIR) && cp -R workers/. $(OFFLINE_CATALOG_DIR)/ && \
+	  rm -f $(OFFLINE_CATALOG_DIR)/*.go $(OFFLINE_CATALOG_DIR)/go.* && chmod -R a+rX $(OFFLINE_CATALOG_DIR) && \
+	  sed -i 's|image: meshwork/claude-worker:latest|image: $(FAKE_MESH_EXEC_IMAGE)|' $(OFFLINE_CATALOG_DIR)/*.yaml
+	POSTGRES_IMAGE=$(OFFLINE_POSTGRES_IMAGE) MESH_EXEC_IMAGE=$(FAKE_MESH_EXEC_IMAGE) OFFLINE_CATALOG_DIR=$(OFFLINE_CATALOG_DIR) \
+	  ANTHROPIC_API_KEY=fake-key-for-the-fake-claude CLAUDE_CODE_OAUTH_TOKEN= OTEL_EXPORTER_OTLP_ENDPOINT= \
+	  $(STACK) -f deploy/offline/compose.fake-agents.yaml up -d $(CORE_SERVICES)
+
+.PHONY: up/db
+up/db: build ## Development: Postgres alone on 127.0.0.1:5432 (MESHWORK_PG_PORT), migrated, for servers run from bin/
+	deploy/dev/postgres.sh
 
 .PHONY: down
-down: ## Stop what `make up` started; the data volume is kept
-	docker rm -f meshwork-postgres >/dev/null 2>&1 || true
+down: ## Stop the stack; volumes are kept. Workers of live journeys keep running: stop_worker them first
+	$(STACK_DOWN) down
 
 .PHONY: down/volumes
-down/volumes: down ## Stop what `make up` started and delete its data
-	docker volume rm meshwork-pgdata >/dev/null 2>&1 || true
+down/volumes: ## Stop the stack and delete its volumes: database, workspaces, archives, telemetry
+	$(STACK_DOWN) down -v
+
+.PHONY: down/db
+down/db: ## Stop the Postgres of up/db; its data stays in the volume meshwork-pgdata
+	docker rm -f meshwork-postgres >/dev/null 2>&1 || true
+
+.PHONY: config
+config: ## Check deploy/compose.yaml with deploy/.env.example, and that it refuses to start without its tokens (for CI)
+	$(CHECK_TOKENS) $(COMPOSE) -p meshwork -f deploy/compose.yaml --env-file deploy/.env.example config -q
+	$(CHECK_TOKENS) OFFLINE_CATALOG_DIR=$(OFFLINE_CATALOG_DIR) $(COMPOSE) -p meshwork -f deploy/compose.yaml -f deploy/offline/compose.fake-agents.yaml --env-file deploy/.env.example config -q
+	@empty=$$(mktemp); trap 'rm -f "$$empty"' EXIT; \
+	  if out=$$(env -u MESHWORK_CLIENT_TOKEN -u MESHWORK_ORCHESTRATOR_TOKEN -u MESH_EXEC_TOKEN \
+	      $(COMPOSE) -p meshwork -f deploy/compose.yaml --env-file "$$empty" config -q 2>&1); then \
+	    echo "config: deploy/compose.yaml accepts a configuration without tokens" >&2; exit 1; fi; \
+	  grep -q 'TOKEN (16+ characters) in deploy/.env' <<<"$$out" || { echo "$$out" >&2; exit 1; }; \
+	  echo "config: deploy/compose.yaml is valid, and refuses to start without its tokens"
 
 ##@ Test
 
@@ -115,6 +182,17 @@ test/cleanup: ## Remove anything tests left behind (containers and volumes label
 	  if [ -n "$$ids" ]; then echo "removing leftover test containers: $$ids"; docker rm -fv $$ids >/dev/null; fi
 	@vols=$$(docker volume ls -q --filter label=meshwork.test); \
 	  if [ -n "$$vols" ]; then docker volume rm $$vols >/dev/null; fi
+
+.PHONY: e2e
+e2e: offline-images e2e/images ## End to end: the compose stack from the offline images (FAKE claude), driven over MCP and meshctl, traced into a test OTLP sink
+	TESTCONTAINERS_RYUK_DISABLED=true go test -tags e2e -count=1 -timeout 25m -v ./deploy/e2e/
+
+.PHONY: e2e/images
+e2e/images: ## Build the test-only OTLP receiver image the e2e test puts in place of the collector (meshwork/otlp-sink:test)
+	@mkdir -p bin/test
+	CGO_ENABLED=0 go build -trimpath -o bin/test/otlpsink ./deploy/e2e/otlpsink
+	@log=$$(mktemp); docker build -q -f deploy/docker/service.Dockerfile --build-arg BASE=scratch --build-arg BINARY=bin/test/otlpsink \
+	  -t meshwork/otlp-sink:test . >"$$log" 2>&1 || { cat "$$log" >&2; rm -f "$$log"; exit 1; }; rm -f "$$log"; echo "built meshwork/otlp-sink:test"
 
 .PHONY: bench
 bench: ## Run the benchmarks (BENCHTIME=2s); figures with p50/p99 where goals are percentiles

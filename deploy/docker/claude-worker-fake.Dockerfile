@@ -5,7 +5,9 @@
 # tests use it. Built by `make test-images`.
 ARG BASE=scratch
 FROM ${BASE}
-COPY bin/linux_amd64/mesh-exec /usr/local/bin/app
+# The binaries of the target architecture (make passes bin/linux_$GOARCH).
+ARG BIN=bin/linux_amd64
+COPY ${BIN}/mesh-exec /usr/local/bin/app
 COPY bin/test/fakeclaude /usr/local/bin/claude
 COPY --chown=1000:1000 deploy/docker/workspace/ /workspace/
 ENV PATH=/usr/local/bin HOME=/workspace/.meshwork/home

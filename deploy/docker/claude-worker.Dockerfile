@@ -11,7 +11,9 @@ FROM ${NODE_IMAGE}
 ARG CLAUDE_CODE_VERSION=2.1.330
 RUN npm install -g "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" && npm cache clean --force \
  && mkdir -p /workspace && chown 1000:1000 /workspace
-COPY bin/linux_amd64/mesh-exec /usr/local/bin/app
+# The binaries of the target architecture (make passes bin/linux_$GOARCH).
+ARG BIN=bin/linux_amd64
+COPY ${BIN}/mesh-exec /usr/local/bin/app
 # The node image's user "node" is uid 1000, as the worker definition says.
 USER 1000:1000
 ENV HOME=/workspace/.meshwork/home

@@ -11,11 +11,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/marketplace/internal/meshworker"
 )
 
@@ -72,7 +74,16 @@ name; list and search leave out what they refuse. An invalid glob is a
 startup error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			// The container has no network, so nothing is exported; Setup
+			// still installs the propagator and a recording provider, so
+			// the tool calls continue the marketplace's trace (from
+			// params._meta) and every log line carries its trace id.
+			logger := telemetry.NewLogger(os.Stderr, slog.LevelInfo)
+			shutdown, err := telemetry.Setup(cmd.Context(), telemetry.Config{ServiceName: "meshwork-meshworker", Version: buildinfo.Version, Logger: logger})
+			if err != nil {
+				return err
+			}
+			defer telemetry.Flush(shutdown, 5*time.Second, logger)
 			srv, err := meshworker.NewServer(cfg, logger)
 			if err != nil {
 				return err

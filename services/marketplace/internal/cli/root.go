@@ -10,11 +10,15 @@ import (
 
 	"github.com/meshwork/meshwork/migrations/migratecmd"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/healthprobe"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 )
 
 // NewRoot builds the marketplace command tree.
 func NewRoot() *cobra.Command {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// JSON lines on stderr; a record logged with a context that holds a span
+	// carries its trace_id and span_id.
+	logger := telemetry.NewLogger(os.Stderr, slog.LevelInfo)
 	root := &cobra.Command{
 		Use:   "marketplace",
 		Short: "Meshwork's MCP server: spawns YAML-defined workers into isolated containers and gates every action",
@@ -29,6 +33,8 @@ database (DATABASE_URL) come from the environment only.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(buildinfo.Command("marketplace"), migratecmd.New(logger), newWorkersCommand(), newServeCommand(logger))
+	root.AddCommand(buildinfo.Command("marketplace"), migratecmd.New(logger), newWorkersCommand(), newServeCommand(logger),
+		// The image is FROM scratch: the compose health check runs this.
+		healthprobe.Command("http://127.0.0.1:8080/healthz"))
 	return root
 }

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/pkg/action"
+	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/mcphttp"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
@@ -56,6 +60,21 @@ Tokens are stored in the database only as SHA-256 hashes.`,
 }
 
 func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
+	// One registry serves /metrics and, through the bridge, OTLP. Telemetry
+	// is set up first so that the database tracer and the HTTP handler find
+	// the providers, and flushed once the server has stopped.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	shutdownTelemetry, err := telemetry.Setup(ctx, telemetry.Config{
+		ServiceName: "meshwork-marketplace", Version: buildinfo.Version, Metrics: reg, Logger: logger,
+	})
+	if err != nil {
+		return fmt.Errorf("setting up telemetry: %w", err)
+	}
+	// Bounded: an unreachable collector must not hold the exit.
+	flushTelemetry := sync.OnceFunc(func() { telemetry.Flush(shutdownTelemetry, 5*time.Second, logger) })
+	defer flushTelemetry()
+
 	catalogFS := workers.FS()
 	if cfg.Catalog != "" {
 		catalogFS = os.DirFS(cfg.Catalog)
@@ -68,11 +87,25 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	if dsn == "" {
 		return errors.New("no database: set DATABASE_URL, e.g. postgres://meshwork:secret@localhost:5432/meshwork")
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	// The errors do not wrap pgx's: they may quote the DSN, password included.
+	poolCfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return errors.New("parsing DATABASE_URL: invalid connection string")
 	}
+	// Queries made for a request are spans of its trace; queries outside
+	// any trace (pool upkeep, the idle stopper) make no span.
+	poolCfg.ConnConfig.Tracer = otelpgx.NewTracer()
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return errors.New("parsing DATABASE_URL: invalid pool settings")
+	}
 	defer pool.Close()
+	// Flushed before the pool closes: the last export still reads the
+	// live journeys from the database.
+	defer flushTelemetry()
+	if err := otelpgx.RecordStats(pool); err != nil {
+		logger.WarnContext(ctx, "database pool metrics are off", slog.Any("error", err))
+	}
 	st := store.New(pool)
 	if err := st.Ping(ctx); err != nil {
 		return fmt.Errorf("connecting to the database: %w", err)
@@ -85,8 +118,6 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mgr, err := journeys.New(journeys.Config{
 		Catalog: catalog, Store: st, Runtimes: runtimes, Labels: labels,
 		ArchiveDir: cfg.ArchiveDir, Logger: logger, Metrics: reg,
@@ -133,23 +164,13 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	clear(tokens) // only the hashes are kept, in the database
 
 	srv := mcpserver.New(mgr, catalog, mcpserver.TokenCaller, logger)
-	handler := mcpserver.NewHTTPHandler(srv, st, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	handler := mcpserver.NewHTTPHandler(srv, st, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), telemetry.ServerName("marketplace", ln.Addr()))
 	logger.InfoContext(ctx, "serving MCP over HTTP", slog.String("addr", ln.Addr().String()))
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(shutdown)
-	}()
-	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return mcphttp.Serve(ctx, ln, handler, logger)
 }
 
 // agentCredentials are the agent CLIs' credentials in the marketplace's

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -67,18 +70,22 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 	if j.AgentSessionID != "" {
 		args["session_id"] = j.AgentSessionID
 	}
+	started := time.Now()
 	res, err := m.callWorker(ctx, j, entry, "mesh_execute", args)
-	if err != nil {
-		return nil, 0, err
-	}
 	var out agentResult
-	if res.StructuredContent != nil {
+	if err == nil && res.StructuredContent != nil {
 		raw, err := json.Marshal(res.StructuredContent)
 		if err == nil {
 			_ = json.Unmarshal(raw, &out)
 		}
 	}
-	cost, _ := out.Metadata["cost_usd"].(float64)
+	u := parseUsage(out.Metadata)
+	failed := err != nil || res.IsError || u.isError
+	m.observeAgentRun(ctx, entry, u, failed, time.Since(started))
+	if err != nil {
+		return nil, 0, err
+	}
+	cost := u.costUSD
 	if out.SessionID != "" && out.SessionID != j.AgentSessionID {
 		// Saved at once: the next action, or a restarted marketplace, resumes it.
 		if err := m.cfg.Store.SetAgentSession(context.WithoutCancel(ctx), j.UID, out.SessionID); err != nil {
@@ -89,6 +96,81 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 		return nil, cost, &Error{Code: "agent_error", Msg: toolText(res)}
 	}
 	return out, cost, nil
+}
+
+// agentUsage is what an agent run reported in mesh_execute's metadata:
+// cost_usd, num_turns, input_tokens, output_tokens, backend, is_error. Each
+// has* says the field was there and sane; the metadata is the agent
+// container's output, untrusted, so a negative, non-finite or absurd
+// number (telemetry.UsageOK) counts as absent.
+type agentUsage struct {
+	backend                   string
+	isError                   bool
+	costUSD                   float64
+	inputTokens, outputTokens int64
+	turns                     int64
+	hasCost, hasTurns         bool
+	hasInput, hasOutput       bool
+}
+
+func parseUsage(md map[string]any) agentUsage {
+	var u agentUsage
+	u.backend, _ = md["backend"].(string)
+	u.isError, _ = md["is_error"].(bool)
+	u.costUSD, u.hasCost = amount(md["cost_usd"], telemetry.MaxAgentCostUSD)
+	turns, hasTurns := amount(md["num_turns"], telemetry.MaxAgentTurns)
+	in, hasIn := amount(md["input_tokens"], telemetry.MaxAgentTokens)
+	out, hasOut := amount(md["output_tokens"], telemetry.MaxAgentTokens)
+	u.turns, u.hasTurns = int64(turns), hasTurns
+	u.inputTokens, u.hasInput = int64(in), hasIn
+	u.outputTokens, u.hasOutput = int64(out), hasOut
+	return u
+}
+
+// amount reads a reported number (JSON numbers decode as float64), at most
+// limit.
+func amount(v any, limit float64) (float64, bool) {
+	f, ok := v.(float64)
+	if !ok || !telemetry.UsageOK(f, limit) {
+		return 0, false
+	}
+	return f, true
+}
+
+// observeAgentRun counts an agent run in the metrics and puts its usage on
+// the action's span (invoke_agent). The backend label is the one the agent
+// reported, mapped onto the known backends, or the definition's when the
+// run reported nothing (it failed before mesh-exec answered).
+func (m *Manager) observeAgentRun(ctx context.Context, entry *workerdef.Entry, u agentUsage, failed bool, elapsed time.Duration) {
+	backend := u.backend
+	if backend == "" && entry.Definition.Agent != nil {
+		backend = entry.Definition.Agent.Backend
+	}
+	backend = telemetry.BoundBackend(backend)
+	m.metrics.agent.Observe(u.run(backend, failed, elapsed))
+
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attrAgentBackend.String(backend))
+	if u.hasInput {
+		span.SetAttributes(telemetry.AttrUsageInputTokens.Int64(u.inputTokens))
+	}
+	if u.hasOutput {
+		span.SetAttributes(telemetry.AttrUsageOutputTokens.Int64(u.outputTokens))
+	}
+	if u.hasCost {
+		span.SetAttributes(telemetry.AttrCostUSD.Float64(u.costUSD))
+	}
+	if u.hasTurns {
+		span.SetAttributes(telemetry.AttrNumTurns.Int64(u.turns))
+	}
+}
+
+// run is the agent run u reports, for the metrics.
+func (u agentUsage) run(backend string, failed bool, elapsed time.Duration) telemetry.AgentRun {
+	return telemetry.AgentRun{
+		Backend: backend, OK: !failed, CostUSD: u.costUSD, InputTokens: u.inputTokens, OutputTokens: u.outputTokens,
+		Turns: u.turns, Duration: elapsed,
+	}
 }
 
 // nestedAccess mints the token an agent uses to call the marketplace back:

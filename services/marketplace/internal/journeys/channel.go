@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 )
 
@@ -38,6 +39,10 @@ func openChannel(ctx context.Context, rt runtime.Runtime, h runtime.Handle, argv
 		return nil, fmt.Errorf("starting the worker's MCP server: %w", err)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "meshwork-marketplace", Version: buildinfo.Version}, nil)
+	// Each call to the worker is a client span, and its trace context goes
+	// along in params._meta: the worker's server (meshworker, mesh-exec)
+	// continues the action's trace.
+	client.AddSendingMiddleware(telemetry.ClientMiddleware())
 	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: sess, Writer: stdin{sess}, MaxLineLength: maxLine}, nil)
 	if err != nil {
 		_ = sess.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/action"
 	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
@@ -54,23 +55,34 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 	if !ok {
 		return ExecuteResult{}, unavailable("worker %s of journey %q is no longer in the catalog", j.WorkerID, j.ID)
 	}
+	a, decodeErr := action.Decode(rawAction)
+	actionType := string(a.Type) // one of the action types once decoded
+	if decodeErr != nil {
+		actionType = "invalid"
+	}
+	ctx, span := startAction(ctx, j, entry, actionType)
+	defer span.End()
 	rec := store.ActionRecord{
 		JourneyUID: j.UID, Caller: caller, WorkerID: j.WorkerID, DefinitionHash: entry.Hash,
-		RequestBytes: int64(len(rawAction)),
+		RequestBytes: int64(len(rawAction)), ActionType: actionType, TraceID: traceID(span),
 	}
 
-	a, err := action.Decode(rawAction)
-	if err != nil {
-		rec.ActionType, rec.Decision = "invalid", store.DecisionRefused
-		rec.Violations = []meshtype.Violation{{ConstraintID: "malformed_action", Violated: true, Message: err.Error()}}
+	if decodeErr != nil {
+		rec.Decision = store.DecisionRefused
+		rec.Violations = []meshtype.Violation{{ConstraintID: "malformed_action", Violated: true, Message: decodeErr.Error()}}
+		telemetry.RecordGateDecision(span, false, violationIDs(rec.Violations))
+		telemetry.Fail(span, decodeErr, CodeInvalidArgument)
 		m.record(ctx, rec, start)
-		return ExecuteResult{}, invalid("%v", err)
+		return ExecuteResult{}, invalid("%v", decodeErr)
 	}
-	rec.ActionType, rec.Target = string(a.Type), a.Target
+	rec.Target = a.Target
 
 	// The gate comes first, always: a refused action never reaches the worker,
 	// whatever state the worker is in.
-	if vs := entry.Gate.Evaluate(&a, meshtype.JourneyState{ActionCount: j.ActionCount, CostUSD: j.CostUSD}); len(vs) > 0 {
+	vs := entry.Gate.Evaluate(&a, meshtype.JourneyState{ActionCount: j.ActionCount, CostUSD: j.CostUSD})
+	telemetry.RecordGateDecision(span, len(vs) == 0, violationIDs(vs))
+	if len(vs) > 0 {
+		telemetry.Fail(span, nil, errorTypeRefused)
 		rec.Decision, rec.Violations = store.DecisionRefused, vs
 		m.record(ctx, rec, start)
 		msgs := make([]string, len(vs))
@@ -89,16 +101,19 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 			state = store.StateOrphaned
 		}
 		rec.Decision, rec.Error = store.DecisionFailed, "journey is "+string(state)
+		telemetry.Fail(span, nil, CodeConflict)
 		m.record(ctx, rec, start)
 		return ExecuteResult{}, conflict("journey %q is %s; spawn_worker with mode resume restarts it with its workspace", j.ID, state)
 	}
 
 	if err := m.cfg.Store.Touch(ctx, j.UID); err != nil {
+		telemetry.Fail(span, err, errorType(err))
 		return ExecuteResult{}, err
 	}
 	out, cost, runErr := m.run(ctx, j, entry, &a)
 	rec.CostUSD = cost // an agent's spend counts even when its run failed
 	if runErr != nil {
+		telemetry.Fail(span, runErr, errorType(runErr))
 		rec.Decision, rec.Error = store.DecisionFailed, runErr.Error()
 		m.record(ctx, rec, start)
 		if e, ok := AsError(runErr); ok {

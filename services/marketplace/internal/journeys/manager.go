@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -103,7 +104,16 @@ func New(cfg Config) (*Manager, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, logger: logger, metrics: newMetrics(cfg.Metrics), channels: map[uuid.UUID]*channel{}, spawning: map[uuid.UUID]bool{}}, nil
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.Register(newLiveJourneys(cfg.Store, cfg.Catalog, logger)); err != nil {
+			return nil, fmt.Errorf("journeys: registering meshwork_journeys_live: %w", err)
+		}
+	}
+	metrics, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("journeys: %w", err)
+	}
+	return &Manager{cfg: cfg, logger: logger, metrics: metrics, channels: map[uuid.UUID]*channel{}, spawning: map[uuid.UUID]bool{}}, nil
 }
 
 // Close closes every open worker channel; workers keep running.
@@ -187,7 +197,20 @@ func (m *Manager) Spawn(ctx context.Context, caller string, req SpawnRequest) (S
 	if mode != "normal" && mode != "resume" && mode != "fresh" {
 		return SpawnResult{}, invalid("mode %q is not one of normal, resume, fresh", req.Mode)
 	}
+	ctx, span := startSpawn(ctx, req.JourneyID, entry.Definition.ID, mode)
+	defer span.End()
+	res, err := m.spawn(ctx, caller, req, entry, level, mode)
+	if err != nil {
+		telemetry.Fail(span, err, errorType(err))
+		span.SetAttributes(attrSpawnOutcome.String("error"))
+		return res, err
+	}
+	span.SetAttributes(attrSpawnOutcome.String(res.State), attrContainerID.String(res.ContainerID))
+	return res, nil
+}
 
+// spawn is Spawn once the request is valid, inside its span.
+func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, entry *workerdef.Entry, level, mode string) (SpawnResult, error) {
 	j, err := m.cfg.Store.Journey(ctx, caller, req.JourneyID)
 	if err == nil && mode != "fresh" {
 		// A journey keeps its isolation: its workspace lives in that runtime.

@@ -10,7 +10,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
 
@@ -19,8 +21,12 @@ const MaxRequestBytes = 40 << 20
 
 // NewHTTPHandler serves srv as streamable HTTP at /mcp, where a bearer token
 // of a known caller is required, with /healthz, /readyz (the database is
-// reachable) and /metrics beside it.
-func NewHTTPHandler(srv *mcp.Server, st *store.Store, metrics http.Handler) http.Handler {
+// reachable) and /metrics beside it. Requests to /mcp are traced (server
+// spans "POST /mcp"), the others are not. serverName, such as
+// "marketplace:8080", is the server.address and server.port of their spans
+// and metrics: otherwise they would be the client's Host header, any value
+// an unauthenticated client likes.
+func NewHTTPHandler(srv *mcp.Server, st *store.Store, metrics http.Handler, serverName string) http.Handler {
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		caller, err := st.Caller(ctx, store.TokenHash(token))
 		if errors.Is(err, store.ErrNotFound) {
@@ -46,7 +52,16 @@ func NewHTTPHandler(srv *mcp.Server, st *store.Store, metrics http.Handler) http
 	if metrics != nil {
 		r.Handle("/metrics", metrics)
 	}
-	r.Handle("/mcp", auth.RequireBearerToken(verify, nil)(limitBody(mcpHandler)))
+	// Only /mcp is traced: the probes and the scrapes would bury the
+	// requests that matter. Its span is "POST /mcp" (GET and DELETE for the
+	// stream and the session's end), outside the token check, so refused
+	// requests show too. telemetry.HTTPTraceHeader hands the span to the
+	// calls (telemetry.HTTPParent), which the SDK runs with the context of
+	// the request that opened the session.
+	traced := otelhttp.NewHandler(auth.RequireBearerToken(verify, nil)(limitBody(telemetry.HTTPTraceHeader(mcpHandler))), "/mcp",
+		otelhttp.WithServerName(serverName),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " /mcp" }))
+	r.Handle("/mcp", traced)
 	return r
 }
 

@@ -479,6 +479,10 @@ func TestProbesAndMetrics(t *testing.T) {
 	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "m"})
 	must(t, cs, "execute_in_worker", execArgs("m", map[string]any{"type": "write", "target": "a.txt", "content": "x"}))
 	call(t, cs, "execute_in_worker", execArgs("m", map[string]any{"type": "read", "target": "../etc/passwd"}))
+	// A worker id a client made up must not become a label value.
+	if r := call(t, cs, "spawn_worker", map[string]any{"worker_id": "made_up_worker_v9", "journey_id": "m2"}); !r.isError {
+		t.Fatalf("spawning an unknown worker: %+v", r)
+	}
 	get := func(path string) (int, string) {
 		resp, err := http.Get(b.url + path)
 		if err != nil {
@@ -500,9 +504,22 @@ func TestProbesAndMetrics(t *testing.T) {
 		`meshwork_action_duration_seconds_count{decision="refused",type="read"} 1`,
 		`meshwork_gate_refusals_total{constraint="path_safety"} 1`,
 		`meshwork_spawn_duration_seconds_count{outcome="ok",worker="filesystem_write_v1"} 1`,
+		`meshwork_journeys_live{worker="filesystem_write_v1"} 1`,
+		`meshwork_journeys_live{worker="filesystem_research_v1"} 0`,
+		`meshwork_agent_runs_total{backend="claude",outcome="ok"} 0`,
+		`meshwork_agent_tokens_total{backend="other",type="input"} 0`,
 	} {
-		if code != 200 || !strings.Contains(body, want) {
+		if code != 200 || !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	if strings.Contains(body, "made_up_worker_v9") {
+		t.Error("/metrics holds a worker id a client made up")
+	}
+	checkBoundedLabels(t, body)
+
+	must(t, cs, "stop_worker", map[string]any{"journey_id": "m"})
+	if _, body := get("/metrics"); !strings.Contains(body, `meshwork_journeys_live{worker="filesystem_write_v1"} 0`+"\n") {
+		t.Error("a stopped journey is still counted live")
 	}
 }

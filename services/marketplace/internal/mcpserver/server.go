@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 )
@@ -49,6 +50,9 @@ func TokenCaller(req *mcp.CallToolRequest) (string, error) {
 func New(mgr *journeys.Manager, catalog *workerdef.Catalog, caller CallerFunc, logger *slog.Logger) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "meshwork-marketplace", Title: "Meshwork marketplace", Version: buildinfo.Version},
 		&mcp.ServerOptions{Logger: logger, Instructions: instructions})
+	// HTTPParent runs first: over HTTP, a request's span is the HTTP
+	// request's unless params._meta carries the client's trace context.
+	s.AddReceivingMiddleware(telemetry.HTTPParent(), telemetry.ServerMiddleware())
 	h := &handlers{mgr: mgr, catalog: catalog, caller: caller, logger: logger}
 
 	mcp.AddTool(s, &mcp.Tool{Name: "list_workers", Description: "List the workers of the catalog: id, name, description, kind, tools and a summary of their constraints."}, h.listWorkers)

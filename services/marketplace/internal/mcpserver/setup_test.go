@@ -114,7 +114,7 @@ func (b *bundle) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, mcpserver.TokenCaller, nil), b.store,
-		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), "marketplace:8080")
 	srv.Start()
 	t.Cleanup(srv.Close)
 	t.Cleanup(b.mgr.Close)
@@ -132,10 +132,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// client connects an MCP client over streamable HTTP with a bearer token.
-func (b *bundle) client(t testing.TB, token string) *mcp.ClientSession {
+// client connects an MCP client over streamable HTTP with a bearer token,
+// with the sending middleware given (telemetry.ClientMiddleware, to send
+// the trace context in params._meta).
+func (b *bundle) client(t testing.TB, token string, sending ...mcp.Middleware) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	c.AddSendingMiddleware(sending...)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint:   b.url + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 )
 
 // Defaults of [Config], also the flag defaults of "meshworker serve".
@@ -117,6 +118,9 @@ func NewServer(cfg Config, logger *slog.Logger) (*mcp.Server, error) {
 		Logger:       logger,
 		Instructions: "Tools on one workspace directory. Paths are relative to the workspace root and cannot leave it.",
 	})
+	// A tool call continues the trace the marketplace sent in params._meta,
+	// so the tool's log lines carry the action's trace id.
+	s.AddReceivingMiddleware(telemetry.ServerMiddleware())
 	addTool(s, w, "read", "Read a text file of the workspace.", w.read)
 	addTool(s, w, "write", "Write a file, creating parent directories; the file is replaced atomically.", w.write)
 	addTool(s, w, "list", "List a directory, sorted by path; symbolic links are listed, not followed.", w.list)

@@ -144,6 +144,25 @@ func (s *Store) LiveJourneys(ctx context.Context) ([]Journey, error) {
 	return collect(rows)
 }
 
+// LiveCounts counts the live journeys (starting or active) by worker id.
+func (s *Store) LiveCounts(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT worker_id, count(*) FROM journeys WHERE state IN ('starting', 'active') GROUP BY worker_id`)
+	if err != nil {
+		return nil, fmt.Errorf("counting live journeys: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var worker string
+		var n int64
+		if err := rows.Scan(&worker, &n); err != nil {
+			return nil, err
+		}
+		out[worker] = n
+	}
+	return out, rows.Err()
+}
+
 // KnownJourneys lists every journey that still owns a workspace (not deleted).
 func (s *Store) KnownJourneys(ctx context.Context) (map[uuid.UUID]Journey, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+journeyColumns+` FROM journeys WHERE state <> 'deleted'`)

@@ -32,7 +32,11 @@ type Event struct {
 	SessionID string // when the event carries one
 	Text      string // text, tool result text, or error message
 	Tool      string // tool_use and tool_result: the tool's name, when known
-	IsError   bool   // tool_result or error
+	// ToolCallID is the id the CLI gave a tool call, on its tool_use and its
+	// tool_result alike, when the CLI gives one: it pairs a result with its
+	// call when an agent runs several tools at once.
+	ToolCallID string
+	IsError    bool // tool_result or error
 }
 
 // Request is one run of an agent CLI.

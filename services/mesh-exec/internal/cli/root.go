@@ -10,11 +10,19 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/healthprobe"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 )
+
+// defaultHealthURL is /healthz of `serve --transport http` on its default
+// address, what the image's health check probes.
+const defaultHealthURL = "http://127.0.0.1:8081/healthz"
 
 // NewRoot builds the mesh-exec command tree.
 func NewRoot() *cobra.Command {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// JSON on stderr (stdout is the MCP stream over stdio), with the trace
+	// and span ids of each record's context.
+	logger := telemetry.NewLogger(os.Stderr, slog.LevelInfo)
 	root := &cobra.Command{
 		Use:   "mesh-exec",
 		Short: "MCP server that runs coding-agent CLIs with session resume (tool mesh_execute)",
@@ -29,7 +37,7 @@ flag > environment > default.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(buildinfo.Command("mesh-exec"), newServeCommand(logger), &cobra.Command{
+	root.AddCommand(buildinfo.Command("mesh-exec"), newServeCommand(logger), healthprobe.Command(defaultHealthURL), &cobra.Command{
 		Use:   "idle",
 		Short: "Wait until stopped: the agent worker container's main process",
 		Args:  cobra.NoArgs,

@@ -20,8 +20,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/mcphttp"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/server"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/session"
@@ -47,7 +54,11 @@ func newServeCommand(logger *slog.Logger) *cobra.Command {
   --transport stdio   one client on stdin/stdout; at end of input mesh-exec stops
                       its agents (whole process groups) before it exits
   --transport http    streamable HTTP at /mcp, bearer token required
-                      (MESH_EXEC_TOKEN or --token-file), /healthz beside it
+                      (MESH_EXEC_TOKEN or --token-file), /healthz and
+                      /metrics (Prometheus, no token) beside it
+
+Traces and metrics go over OTLP (http/protobuf) when OTEL_EXPORTER_OTLP_ENDPOINT
+is set, and nowhere otherwise; logs are JSON on stderr with trace ids.
 
 Sessions are remembered in --session-dir (keep it on a volume): a resume runs
 in the session's repository with the session's backend. A second call on a
@@ -94,6 +105,18 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 	if f.sessionDir == "" {
 		f.sessionDir = filepath.Join(f.workspaceRoot, ".meshwork", "sessions")
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	shutdownTelemetry, err := telemetry.Setup(ctx, telemetry.Config{
+		ServiceName: "meshwork-mesh-exec", Version: buildinfo.Version, Metrics: reg, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	// Deferred before the server's Shutdown, so it runs after it: the spans
+	// of the runs Shutdown stops are flushed too. Bounded, because an
+	// unreachable collector must not hold up the exit.
+	defer telemetry.Flush(shutdownTelemetry, 5*time.Second, logger)
 	sessions, err := session.Open(f.sessionDir)
 	if err != nil {
 		return err
@@ -144,7 +167,7 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 		WorkspaceRoot: f.workspaceRoot, Backends: backends, DefaultBackend: f.backend, Sessions: sessions,
 		Runner: runner.New(runner.Config{Grace: f.grace, Credential: cred}),
 		Model:  f.model, AllowedTools: allowed, MaxTurns: f.maxTurns, AppendSystemPrompt: prompt, MCPConfig: f.mcpConfig,
-		Busy: f.busy, MaxTaskBytes: f.maxTaskBytes, DefaultTimeout: f.defaultTimeout, Logger: logger,
+		Busy: f.busy, MaxTaskBytes: f.maxTaskBytes, DefaultTimeout: f.defaultTimeout, Logger: logger, Metrics: reg,
 	})
 	if err != nil {
 		return err
@@ -166,7 +189,27 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	mcpSrv := srv.MCP()
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	handler := httpHandler(srv.MCP(), token, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), telemetry.ServerName("mesh-exec", ln.Addr()))
+	logger.InfoContext(ctx, "serving mesh_execute over HTTP", slog.String("addr", ln.Addr().String()))
+	// On the way out the agents are stopped at once, as ever: their calls
+	// then answer with error results, which the shutdown waits for.
+	return mcphttp.Serve(ctx, ln, handler, logger, srv.StopRuns)
+}
+
+// httpHandler serves mcpSrv as streamable HTTP at /mcp behind the bearer
+// token, with /healthz and /metrics beside it. /metrics needs no token, as
+// the marketplace's: Prometheus scrapes it from inside the stack's network,
+// and it holds counts, never task text or agent output. Every request but
+// the probes and scrapes gets a server span, parent of the MCP spans (the
+// session is stateful: telemetry.HTTPTraceHeader hands each request's span
+// to its calls, for telemetry.HTTPParent). serverName, such as
+// "mesh-exec:8081", is the server.address and server.port of the spans and
+// metrics.
+func httpHandler(mcpSrv *mcp.Server, token string, metrics http.Handler, serverName string) http.Handler {
 	verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
 		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			return nil, auth.ErrInvalidToken
@@ -175,23 +218,31 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, nil)))
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", f.addr)
-	if err != nil {
-		return err
+	mux.Handle("GET /metrics", metrics)
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, nil)
+	mux.Handle("/mcp", auth.RequireBearerToken(verify, nil)(telemetry.HTTPTraceHeader(mcpHandler)))
+	return otelhttp.NewHandler(mux, "mesh-exec",
+		otelhttp.WithServerName(serverName),
+		// Health checks and scrapes every few seconds would bury the
+		// traces that matter.
+		otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path != "/healthz" && r.URL.Path != "/metrics" }),
+		otelhttp.WithSpanNameFormatter(httpSpanName))
+}
+
+// httpSpanName names a request's span by method and route. Both come from
+// the client: an unknown method or path is named generically, so span names
+// stay a small set.
+func httpSpanName(_ string, r *http.Request) string {
+	method := r.Method
+	switch method {
+	case http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodPatch:
+	default:
+		method = "HTTP"
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	logger.InfoContext(ctx, "serving mesh_execute over HTTP", slog.String("addr", ln.Addr().String()))
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(shutdown)
-	}()
-	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+	if r.URL.Path == "/mcp" {
+		return method + " /mcp"
 	}
-	return nil
+	return method
 }
 
 func loadToken(file string) (string, error) {

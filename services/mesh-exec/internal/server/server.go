@@ -8,15 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/session"
@@ -58,13 +62,17 @@ type Config struct {
 	Heartbeat time.Duration
 	// Logger receives operational logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Metrics receives the agent run metrics (meshwork_agent_*, labelled by
+	// backend). Defaults to none: they are counted but not exposed.
+	Metrics prometheus.Registerer
 }
 
 // Server serves mesh_execute.
 type Server struct {
-	cfg    Config
-	logger *slog.Logger
-	root   string // WorkspaceRoot, symbolic links resolved
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics
+	root    string // WorkspaceRoot, symbolic links resolved
 
 	mu    sync.Mutex
 	busy  map[string]chan struct{} // session id -> held while a run uses it
@@ -107,8 +115,12 @@ func New(cfg Config) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	m, err := newMetrics(cfg.Metrics, slices.Collect(maps.Keys(cfg.Backends)))
+	if err != nil {
+		return nil, err
+	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, logger: logger, root: root, busy: map[string]chan struct{}{}, base: base, close: cancel}, nil
+	return &Server{cfg: cfg, logger: logger, metrics: m, root: root, busy: map[string]chan struct{}{}, base: base, close: cancel}, nil
 }
 
 // Shutdown stops every running agent (their whole process groups) and waits
@@ -120,12 +132,20 @@ func (s *Server) Shutdown() {
 
 // StopRuns stops every running agent without waiting; their calls then
 // return error results. It is for the end of a stdio client's input, where
-// the MCP server waits for in-flight calls before it returns.
+// the MCP server waits for in-flight calls before it returns, and for the
+// shutdown of the HTTP server, which waits for them too.
 func (s *Server) StopRuns() { s.close() }
 
-// MCP returns the MCP server with the mesh_execute tool.
+// MCP returns the MCP server with the mesh_execute tool. Each request gets
+// a server span that continues the client's trace (params._meta), whatever
+// the transport: over stdio, inside an agent container with no network,
+// nothing is exported, but the logs still carry the caller's trace id.
 func (s *Server) MCP() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mesh-exec", Version: buildinfo.Version}, &mcp.ServerOptions{Logger: s.logger})
+	// HTTPParent runs first: over HTTP (a stateful session), a request's
+	// span is that of its own HTTP request (telemetry.HTTPTraceHeader)
+	// unless params._meta carries the client's trace context.
+	srv.AddReceivingMiddleware(telemetry.HTTPParent(), telemetry.ServerMiddleware())
 	mcp.AddTool(srv, &mcp.Tool{
 		Name: "mesh_execute",
 		Description: "Run a task with a coding agent in a repository under the workspace root. " +
@@ -237,6 +257,9 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 		AppendSystemPrompt: s.cfg.AppendSystemPrompt, MCPConfig: s.cfg.MCPConfig,
 	}
 	recorded := ""
+	started := time.Now()
+	s.metrics.active.WithLabelValues(name).Inc()
+	ctx, span := startAgentSpan(ctx, name, s.cfg.Model, in.SessionID)
 	onEvent := func(ev backend.Event) {
 		// Save the session the moment the agent names it, so a crash
 		// mid-run can still resume it.
@@ -247,9 +270,14 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 				recorded = ev.SessionID
 			}
 		}
+		if ev.Kind == backend.KindToolUse {
+			s.metrics.toolUses.WithLabelValues(name).Inc()
+		}
+		span.event(ev)
 		prog.event(ev)
 	}
 	res, out, err := s.cfg.Runner.Run(runCtx, b, breq, onEvent)
+	s.observe(name, span, started, res, out, err)
 	if errors.Is(err, runner.ErrBinaryNotFound) {
 		return fail("%v", err)
 	}
@@ -275,6 +303,17 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: res.Output}}}, result, nil
 	}
 	return nil, result, nil
+}
+
+// observe ends a run's span and counts it.
+func (s *Server) observe(name string, span *agentSpan, started time.Time, res backend.Result, out runner.Outcome, err error) {
+	s.metrics.active.WithLabelValues(name).Dec()
+	errorType := failureType(res, out, err)
+	s.metrics.agent.Observe(telemetry.AgentRun{
+		Backend: name, OK: errorType == "", CostUSD: res.CostUSD, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
+		Turns: int64(res.NumTurns), Duration: time.Since(started),
+	})
+	span.finish(res, errorType, err)
 }
 
 func nonNil(s []string) []string {

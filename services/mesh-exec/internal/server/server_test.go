@@ -81,7 +81,7 @@ func TestSessionCreateAndResume(t *testing.T) {
 			e := newEnv(t)
 			connect := func() *mcp.ClientSession {
 				if transport == "http" {
-					cs, _ := e.http(t)
+					cs, _, _ := e.http(t)
 					return cs
 				}
 				cs, _ := e.stdio(t, nil, nil)

@@ -128,8 +128,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 const httpToken = "mesh-exec-test-token-0123456789"
 
 // http starts `mesh-exec serve --transport http` on a free port and connects
-// a client with the bearer token.
-func (e *env) http(t testing.TB) (*mcp.ClientSession, string) {
+// a client with the bearer token; it returns the client, the server's base
+// URL and its process.
+func (e *env) http(t testing.TB, extraEnv ...string) (*mcp.ClientSession, string, *exec.Cmd) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -138,7 +139,7 @@ func (e *env) http(t testing.TB) (*mcp.ClientSession, string) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	cmd := exec.Command(bins.meshExec, "serve", "--transport", "http", "--addr", addr)
-	cmd.Env = e.environ("MESH_EXEC_TOKEN=" + httpToken)
+	cmd.Env = e.environ(append([]string{"MESH_EXEC_TOKEN=" + httpToken}, extraEnv...)...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -171,7 +172,7 @@ func (e *env) http(t testing.TB) (*mcp.ClientSession, string) {
 		t.Fatalf("connecting over HTTP: %v", err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	return cs, url
+	return cs, url, cmd
 }
 
 // result is mesh_execute's outcome.

@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
@@ -83,6 +85,76 @@ type cluster struct {
 	pool    *pgxpool.Pool
 	mesh    *meshexectest.Server
 	pipeDir string
+	otlp    *telemetrytest.Collector
+}
+
+// checkOneTrace asserts that the spans exported of a finished relay run are
+// all in the run's trace, that each of its nodes has one (the crashed
+// replica's are lost, its successor's are not), and that every
+// mesh_execute call made for it is a child of a node span of that trace.
+//
+// killed names a replica (its name, or its id) SIGKILLed during the test: the spans it had not
+// exported yet died with it, so its nodes' spans are not required (those it
+// did export are still checked).
+func (c *cluster) checkOneTrace(t *testing.T, v engine.RunView, killed string) {
+	t.Helper()
+	if len(v.TraceID) != 32 {
+		t.Fatalf("run %s has trace_id %q", v.ID, v.TraceID)
+	}
+	want := map[string]bool{}
+	for _, a := range v.Attempts {
+		if a.Status == "succeeded" && (killed == "" || (a.Replica != killed && !strings.HasPrefix(a.Replica, killed+"-"))) {
+			want[a.NodeID] = true
+		}
+	}
+	waitFor(t, "the run's node spans to be exported", 30*time.Second, func() bool {
+		exported := map[string]bool{}
+		for _, s := range c.otlp.Spans() {
+			if s.Attrs["meshwork.run.id"] == v.ID && s.Attrs["meshwork.node.id"] != "" && s.Attrs["meshwork.node.outcome"] == "succeeded" {
+				exported[s.Attrs["meshwork.node.id"]] = true
+			}
+		}
+		for id := range want {
+			if !exported[id] {
+				return false
+			}
+		}
+		return true
+	})
+	spans := c.otlp.Spans()
+	nodeSpans := map[string]bool{}
+	for _, s := range spans {
+		if s.Attrs["meshwork.run.id"] != v.ID {
+			continue
+		}
+		if s.TraceID != v.TraceID {
+			t.Errorf("run %s: span %q (node %s) is in trace %s, want the run's %s", v.ID, s.Name, s.Attrs["meshwork.node.id"], s.TraceID, v.TraceID)
+		}
+		if s.Attrs["meshwork.node.id"] != "" {
+			nodeSpans[s.SpanID] = true
+		}
+	}
+	exported := map[string]bool{}
+	for _, s := range spans {
+		exported[s.SpanID] = true
+	}
+	calls := 0
+	for _, s := range spans {
+		if s.TraceID == v.TraceID && s.Name == "tools/call mesh_execute" && s.Kind == tracepb.Span_SPAN_KIND_CLIENT {
+			calls++
+			// A call of a node the killed replica was running when it died
+			// was exported, but the node's span, still open, never was.
+			if killed != "" && !exported[s.ParentID] {
+				continue
+			}
+			if !nodeSpans[s.ParentID] {
+				t.Errorf("run %s: a mesh_execute call's parent %s is no node span of the run", v.ID, s.ParentID)
+			}
+		}
+	}
+	if calls < len(want) {
+		t.Errorf("run %s: %d mesh_execute calls exported in its trace, want one per node at least (%d)", v.ID, calls, len(want))
+	}
 }
 
 func newCluster(t *testing.T, script any) *cluster {
@@ -100,6 +172,7 @@ func newCluster(t *testing.T, script any) *cluster {
 		t.Fatal(err)
 	}
 	c.mesh = meshexectest.Start(t, meshexectest.Options{Script: script})
+	c.otlp = telemetrytest.NewCollector(t)
 	return c
 }
 
@@ -114,7 +187,10 @@ func (c *cluster) start(t *testing.T, name string) *replica {
 		"serve", "--addr", "127.0.0.1:0", "--pipelines", c.pipeDir, "--mesh-url", c.mesh.Endpoint,
 		"--lease-ttl", "2s", "--replica-id", name,
 	}}
-	r.env = append(os.Environ(), "DATABASE_URL="+c.dsn, "ORCHESTRATOR_TOKENS=tester="+apiToken, "MESH_EXEC_TOKEN="+c.mesh.Token)
+	r.env = append(os.Environ(), "DATABASE_URL="+c.dsn, "ORCHESTRATOR_TOKENS=tester="+apiToken, "MESH_EXEC_TOKEN="+c.mesh.Token,
+		// Spans exported within 50 ms of their end, so that a crash loses
+		// only those of the node it interrupts.
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+c.otlp.URL, "OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_SERVICE_NAME=orchestrator-"+name)
 	r.run(t, bin)
 	t.Cleanup(func() {
 		r.stop()
@@ -282,10 +358,15 @@ func TestCrashRecovery(t *testing.T) {
 		if n := c.count(t, `SELECT count(*) FROM checkpoints WHERE run_id = $1 AND node_id = 'two'`, run.ID); n != 0 {
 			t.Fatal("node two finished before the kill; the agent is too fast for this test")
 		}
+		var killed string
+		if err := c.pool.QueryRow(ctx, `SELECT replica FROM node_attempts WHERE run_id = $1 AND node_id = 'one'`, run.ID).Scan(&killed); err != nil {
+			t.Fatal(err)
+		}
 		r.kill()
 		r.restart(t)
 		v := waitRun(t, r.client, run.ID, 90*time.Second)
 		c.checkExactlyOnce(t, v)
+		c.checkOneTrace(t, v, killed) // node two's span is the restarted replica's
 		if v.Sessions["b"] != session {
 			t.Errorf("role b's session is %s after the crash, want the one it had started, %s", v.Sessions["b"], session)
 		}
@@ -363,7 +444,9 @@ func TestReplicas(t *testing.T) {
 	})
 	b.kill()
 	for _, id := range ids {
-		c.checkExactlyOnce(t, waitRun(t, a.client, id, 120*time.Second))
+		v := waitRun(t, a.client, id, 120*time.Second)
+		c.checkExactlyOnce(t, v)
+		c.checkOneTrace(t, v, "replica-b") // whichever replica worked each node
 	}
 	if n := c.count(t, `SELECT count(*) FROM runs`); n != 50 {
 		t.Errorf("%d runs, want 50", n)

@@ -11,11 +11,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/cli"
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// JSON lines on stderr, with the trace and span ids of the context
+	// each line is logged with.
+	logger := telemetry.NewLogger(os.Stderr, slog.LevelInfo)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := cli.NewRoot(logger).ExecuteContext(ctx)
 	stop()

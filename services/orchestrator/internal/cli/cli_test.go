@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
@@ -170,8 +171,11 @@ func waitLog(t *testing.T, logs lines, msg string) map[string]any {
 // The serve command end to end, on an empty database it migrates: it logs
 // its real address, serves the API with the tokens of the environment, and
 // stops when its context ends.
+//
+// Not parallel: serve installs the global OpenTelemetry providers, which
+// another serve or mcp command would replace (and stop) under it, and the
+// runs' trace ids come from them.
 func TestServe(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	for name, f := range enginetest.Pipelines {
 		if err := os.WriteFile(filepath.Join(dir, name), f.Data, 0o600); err != nil {
@@ -180,10 +184,13 @@ func TestServe(t *testing.T) {
 	}
 	logs := make(lines, 1000)
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	collector := telemetrytest.NewCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL) // the exporters read the process environment
 	cmd := newServeCommand(logger, env{
-		"DATABASE_URL":        pgtest.EmptyDSN(t),
-		"ORCHESTRATOR_TOKENS": "tester=" + token,
-		"ORCHESTRATOR_ADDR":   "127.0.0.1:0",
+		"DATABASE_URL":                pgtest.EmptyDSN(t),
+		"ORCHESTRATOR_TOKENS":         "tester=" + token,
+		"ORCHESTRATOR_ADDR":           "127.0.0.1:0",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
 	}.get)
 	cmd.SetArgs([]string{"--pipelines", dir, "--replica-id", "r1", "--shutdown-timeout", "5s"})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -279,6 +286,24 @@ func TestServe(t *testing.T) {
 		t.Errorf("last event %s: want the run failed for want of a mesh executor", last)
 	}
 
+	// The run is in the trace of the request that started it (spans are
+	// recorded with no collector too), and its node's outcome is counted.
+	if len(run.TraceID) != 32 {
+		t.Errorf("started run's trace_id %q, want 32 hex digits", run.TraceID)
+	}
+	if code, body := get("/v1/runs/"+run.ID, token); code != 200 || !strings.Contains(body, `"trace_id":"`+run.TraceID+`"`) {
+		t.Errorf("GET the run: %d %s; want its trace_id %s", code, body, run.TraceID)
+	}
+	if _, body := get("/metrics", ""); !strings.Contains(body, `meshwork_node_duration_seconds_count{node="first",outcome="failed",pipeline="echo"} 1`) {
+		t.Errorf("/metrics lacks the failed node's duration:\n%s", body)
+	}
+	// The image's health check: the binary probes itself.
+	root := NewRoot(slog.New(slog.DiscardHandler))
+	root.SetArgs([]string{"healthcheck", base + "/healthz"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Errorf("healthcheck: %v", err)
+	}
+
 	cancel()
 	select {
 	case err := <-done:
@@ -289,6 +314,11 @@ func TestServe(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 	waitLog(t, logs, "stopped")
+	// The last export, on the way out, could still count the runs: the
+	// telemetry was flushed before the pool closed.
+	if ok, found := collector.LastGauge("orchestrator_runs_scrape_ok"); !found || ok != 1 {
+		t.Errorf("the last OTLP export's orchestrator_runs_scrape_ok: %v (found: %v), want 1", ok, found)
+	}
 }
 
 // bearerTransport adds a bearer token to every request.

@@ -71,6 +71,13 @@ func serveMCP(ctx context.Context, cfg mcpConfig, getenv func(string) string, in
 	if err != nil {
 		return err
 	}
+	// Traces only (stdout is the MCP stream; OTLP goes over HTTP): a run
+	// started here keeps the trace of the tool call that started it.
+	stopTelemetry, err := startTelemetry(ctx, getenv, nil, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	pool, err := openDatabase(ctx, getenv, false, 0, logger)
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
 // Package cli is the orchestrator's command line: the cobra command tree that
-// main runs (version, migrate, serve, mcp).
+// main runs (version, migrate, serve, mcp, healthcheck).
 package cli
 
 import (
@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshwork/meshwork/migrations/migratecmd"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/healthprobe"
 )
 
 // NewRoot builds the orchestrator command tree. Commands log to logger and
@@ -29,6 +30,7 @@ the database (DATABASE_URL) come from the environment only.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(buildinfo.Command("orchestrator"), migratecmd.New(logger),
-		newServeCommand(logger, os.Getenv), newMCPCommand(logger, os.Getenv))
+		newServeCommand(logger, os.Getenv), newMCPCommand(logger, os.Getenv),
+		healthprobe.Command("http://127.0.0.1:8090/healthz"))
 	return root
 }

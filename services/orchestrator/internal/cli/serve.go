@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/meshwork/meshwork/migrations"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
@@ -104,6 +106,11 @@ Secrets come from the environment only:
   MESH_EXEC_TOKEN      mesh-exec's bearer token, with --mesh-url
   MARKETPLACE_TOKEN    the marketplace's bearer token, with --marketplace-url
 
+Telemetry: traces and metrics go over OTLP (http/protobuf) when
+OTEL_EXPORTER_OTLP_ENDPOINT is set, e.g. http://lgtm:4318; the other standard
+OTEL_* variables apply (OTEL_SERVICE_NAME defaults to meshwork-orchestrator).
+A run is one trace: GET /v1/runs/{id} shows its trace_id.
+
 On SIGTERM or SIGINT it stops serving HTTP, then stops the engine, waiting up
 to --shutdown-timeout for running nodes.`
 
@@ -147,6 +154,18 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	if err != nil {
 		return err
 	}
+	// One registry serves /metrics and is exported over OTLP beside the
+	// traces. Telemetry starts before the database, whose pool traces its
+	// queries, and is flushed once the rest has stopped, but before the
+	// pool closes: the last export still reads the runs from the database
+	// (orchestrator_runs_*).
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	stopTelemetry, err := startTelemetry(ctx, getenv, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry() // when the database does not open
 	// Each node worked holds a connection at times (its commit, its lease
 	// renewals), beside River's producer, leader and notifier, the event
 	// streams' polls and the API's handlers: max-workers plus a margin, so
@@ -157,15 +176,19 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 		return err
 	}
 	defer pool.Close()
+	defer stopTelemetry() // before pool.Close
 
 	executors, closeExecutors, err := newExecutors(cfg, getenv, logger)
 	if err != nil {
 		return err
 	}
 	defer closeExecutors()
+	nodeMetrics := engine.NewMetrics(reg)
+	nodeMetrics.Prepare(catalog)
 	eng, err := engine.New(engine.Config{
 		Pool: pool, Catalog: catalog, Executors: executors, ReplicaID: cfg.ReplicaID,
 		LeaseTTL: cfg.LeaseTTL, MaxWorkers: cfg.MaxWorkers, WorkDisabled: cfg.APIOnly, Logger: logger,
+		OnCommit: nodeMetrics.Observe,
 	})
 	if err != nil {
 		return err
@@ -183,27 +206,29 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 		return nil
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), httpapi.NewRunsCollector(pool))
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("listening on %s: %w", cfg.Addr, err), stopEngine())
+	}
+	reg.MustRegister(httpapi.NewRunsCollector(pool))
 	metrics := httpapi.NewMetrics(reg)
 	tools, err := mcptools.New(mcptools.Config{
 		Engine: eng, Caller: mcptools.TokenCaller, Logger: logger,
 		OnRunStarted: func(r store.Run) { metrics.RunStarted(r.Pipeline, "mcp") },
 	})
 	if err != nil {
+		_ = ln.Close()
 		return errors.Join(err, stopEngine())
 	}
 	api, err := httpapi.New(httpapi.Config{
 		Engine: eng, Tokens: tokens, Metrics: metrics, Gatherer: reg, Logger: logger,
-		MCP:   mcptools.HTTPHandler(tools, logger),
-		Ready: pool.Ping,
+		MCP:        mcptools.HTTPHandler(tools, logger),
+		Ready:      pool.Ping,
+		ServerName: telemetry.ServerName("orchestrator", ln.Addr()),
 	})
 	if err != nil {
+		_ = ln.Close()
 		return errors.Join(err, stopEngine())
-	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
-	if err != nil {
-		return errors.Join(fmt.Errorf("listening on %s: %w", cfg.Addr, err), stopEngine())
 	}
 	hs := &http.Server{
 		Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
@@ -296,6 +321,10 @@ func openDatabase(ctx context.Context, getenv func(string) string, migrate bool,
 
 // poolConfig parses dsn, with at most maxConns connections (when not 0)
 // unless dsn sets pool_max_conns itself.
+//
+// Its queries are traced (otelpgx), as children of the span in their
+// context: a node's and a request's queries show in their trace. Queries
+// with no span around them, River's polling for jobs, make no span.
 func poolConfig(dsn string, maxConns int32) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -305,6 +334,9 @@ func poolConfig(dsn string, maxConns int32) (*pgxpool.Config, error) {
 	if maxConns > 0 && !setsPoolMaxConns(dsn) {
 		pc.MaxConns = maxConns
 	}
+	// No span per connection acquired: the pool is sized to the workers,
+	// and a span for each would double every query's.
+	pc.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithDisableAcquireTracer())
 	return pc, nil
 }
 

@@ -13,6 +13,14 @@
 // inserts a takeover job (River refuses a second one with the same args), which resumes the node with the role's saved
 // session. A late duplicate of a node's job finds the node's result already
 // in the run's state and does nothing.
+//
+// A run is one trace. It keeps the W3C trace context of the request that
+// created it, and each node attempt is a span under it ("invoke_agent
+// {role}", or "node {id}" for an approval or a skipped node), whichever
+// replica works it and however late: after a crash, a takeover or a wait for
+// approval. The calls the executors make, and the database queries of the
+// commit, are that span's children. Node outcomes go to OnCommit, which
+// [Metrics] turns into Prometheus metrics.
 package engine
 
 import (
@@ -65,17 +73,23 @@ type Config struct {
 	// WorkDisabled makes the engine an API only: it inserts jobs but works
 	// none (for tests and for API-only replicas). Defaults to false.
 	WorkDisabled bool
-	// OnCommit, when set, is called after each node's result commits, for
-	// metrics and tests. It must not block. Defaults to none.
+	// OnCommit, when set, is called after each node's outcome commits (an
+	// attempt's result, an approval's decision, a node skipped), for
+	// metrics (Metrics.Observe) and tests. It must not block. Defaults to
+	// none.
 	OnCommit func(CommitInfo)
 	// Logger receives operational logs. Defaults to discarding them.
 	Logger *slog.Logger
 }
 
-// CommitInfo describes one committed node result.
+// CommitInfo describes one committed node outcome.
 type CommitInfo struct {
 	RunID, NodeID string
-	// Status is the node's outcome: succeeded, failed (for good) or retry.
+	// Pipeline is the run's pipeline, as the catalog names it.
+	Pipeline string
+	// Status is the node's outcome: succeeded, failed (for good), retry (the
+	// attempt failed and the node runs again) or skipped (the node will not
+	// run: no attempt, no duration).
 	Status string
 	// RunStatus is the run's status after the commit.
 	RunStatus string

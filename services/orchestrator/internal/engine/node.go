@@ -12,8 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -134,6 +136,10 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 // workNode works one node while holding a reference on the run's lease. held
 // reports whether the caller must still release that reference; next is
 // the successor to go on with (its key taken, the reference kept for it).
+//
+// The attempt runs in a span of the run's trace (see startNodeSpan), so the
+// calls to the executor, the database queries of its commit and its log
+// lines belong to the run's trace whichever replica works it.
 func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64) (next *inlineNext, held bool, err error) {
 	log := e.logger.With(slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Int("iteration", a.Iteration), slog.Int("attempt", a.Attempt))
 	run := lease.Run
@@ -145,13 +151,23 @@ func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown b
 		return nil, true, err
 	}
 
+	knownSession := "" // lease.Session is another role's after an inline step
+	if sessionKnown {
+		knownSession = lease.Session
+	}
+	ctx, span := startNodeSpan(ctx, run, p, a, knownSession)
+	defer span.End()
 	nodeCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	untrack := e.leases.track(a.RunID, &cancel)
 	started := time.Now()
 	res, execErr := e.execute(nodeCtx, run, p, st, a, lease.Fence, lease.Session, sessionKnown)
 	untrack()
+	if res.session != "" {
+		span.SetAttributes(telemetry.AttrConversationID.String(res.session))
+	}
 	if ctx.Err() != nil {
+		telemetry.Fail(span, ctx.Err(), "interrupted")
 		return nil, true, ctx.Err() // this replica is stopping: River retries the job
 	}
 	if nodeCtx.Err() != nil {
@@ -159,7 +175,12 @@ func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown b
 		// That is no failure of the node's; River retries the job, which
 		// then finds the run cancelled, or the node done, or waits.
 		log.InfoContext(ctx, "node stopped: the run was cancelled or another replica took it over")
-		return nil, true, errors.New("node stopped: the run was cancelled or taken over")
+		err := errors.New("node stopped: the run was cancelled or taken over")
+		telemetry.Fail(span, err, "interrupted")
+		return nil, true, err
+	}
+	if execErr != nil {
+		telemetry.Fail(span, execErr, errorType(execErr))
 	}
 
 	err = e.leases.commit(a.RunID, func(fence int64, last bool) (bool, error) {
@@ -171,13 +192,17 @@ func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown b
 	case err == nil:
 		return next, false, nil
 	case errors.Is(err, errNodeDone):
+		// Committed already by another job, or the run ended meanwhile.
+		span.SetAttributes(attrNodeOutcome.String("superseded"))
 		return nil, true, nil
 	case errors.Is(err, store.ErrStaleLease):
 		// Another replica took the run over; River retries this job, which
 		// then finds the node done or waits for the run's lease.
 		log.WarnContext(ctx, "the run was taken over: result not committed")
+		telemetry.Fail(span, err, "stale_lease")
 		return nil, true, err
 	default:
+		telemetry.Fail(span, err, "commit")
 		return nil, true, err
 	}
 }
@@ -368,7 +393,8 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 	release := last
 	var next runstate.State
 	var headSeq int
-	info := CommitInfo{RunID: a.RunID, NodeID: a.NodeID, Attempt: a.Attempt, Duration: time.Since(started), Status: "succeeded"}
+	info := CommitInfo{RunID: a.RunID, Pipeline: p.Name(), NodeID: a.NodeID, Attempt: a.Attempt, Duration: time.Since(started), Status: outcomeSucceeded}
+	var skipped runstate.Step // the step's, for the nodes it skipped
 	commitStart := time.Now()
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		locked, err := store.LockRunForCommit(ctx, tx, a.RunID, e.cfg.ReplicaID, fence)
@@ -413,14 +439,14 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 					return err
 				}
 				headSeq, next = locked.HeadSeq, st
-				info.Status, info.RunStatus = "retry", locked.Status
+				info.Status, info.RunStatus = outcomeRetry, locked.Status
 				if err := store.UpdateRun(ctx, batch, a.RunID, store.RunUpdate{HeadSeq: locked.HeadSeq, Status: locked.Status, Release: release}); err != nil {
 					return err
 				}
 				return batch.Send(ctx, tx)
 			}
 			step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, truncate(scrub(execErr.Error()), 4000))
-			info.Status = "failed"
+			info.Status = outcomeFailed
 		} else {
 			step = runstate.Complete(p, st, a.NodeID, a.Iteration, a.Attempt, res.output)
 		}
@@ -436,6 +462,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		}
 		headSeq, next = locked.HeadSeq+1, step.Next
 		info.RunStatus = step.Status
+		skipped = step
 		// Go on with a lone successor in this job; its key is taken
 		// before the commit makes its job visible to River.
 		inline = nil
@@ -464,13 +491,13 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		return nil, err
 	}
 	e.cache.put(a.RunID, headSeq, next)
-	if info.Status != "retry" {
+	if info.Status != outcomeRetry {
 		e.leases.markCommitted(a.key())
 	}
-	if e.cfg.OnCommit != nil {
-		info.CommitDuration = time.Since(commitStart)
-		e.cfg.OnCommit(info)
-	}
+	trace.SpanFromContext(ctx).SetAttributes(attrNodeOutcome.String(info.Status))
+	info.CommitDuration = time.Since(commitStart)
+	e.onCommit(info)
+	e.reportSkipped(ctx, p, a.RunID, a.NodeID, skipped)
 	return inline, nil
 }
 

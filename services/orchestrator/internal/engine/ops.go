@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -84,8 +86,21 @@ func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, err
 // the step asks for, in one transaction. sessions seed the run's thread
 // (a fork's new thread); lockSource is a run whose checkpoints must
 // outlive the transaction (a fork's source).
+//
+// The run keeps the trace context of ctx's span (the HTTP or MCP request
+// that creates it): its nodes' spans continue that trace.
 func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runstate.Step, n store.NewRun, sessions map[string]string, lockSource string) (store.Run, error) {
 	n.Pipeline, n.PipelineHash, n.Status = p.Name(), p.Hash(), runstate.RunRunning
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		// No request span (the engine called directly): a span of the
+		// run's own roots its trace, so that its nodes still share one.
+		var root trace.Span
+		ctx, root = telemetry.Tracer().Start(ctx, "create_run "+p.Name())
+		defer root.End()
+	}
+	// The request's span says which run it created.
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrRunID.String(n.ID), telemetry.AttrPipeline.String(p.Name()))
+	n.Traceparent, n.Tracestate = telemetry.TraceContext(ctx)
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		if lockSource != "" {
 			if err := store.ShareLockRun(ctx, tx, lockSource); err != nil {
@@ -111,6 +126,7 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 		return store.Run{}, err
 	}
 	e.cache.put(n.ID, 0, step.Next)
+	e.reportSkipped(ctx, p, n.ID, "", step)
 	return store.GetRun(ctx, e.pool, n.ID)
 }
 
@@ -310,6 +326,13 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
 	if thread == "" {
 		thread = id
 	}
+	// A fork is a new run, in the trace of the request that forks it; its
+	// span links to the source run's trace.
+	if src.Traceparent != "" {
+		if sc := trace.SpanContextFromContext(runTrace(context.Background(), src)); sc.IsValid() {
+			trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
+		}
+	}
 	seq := req.Seq
 	var sessions map[string]string
 	if req.Thread == "" {
@@ -408,13 +431,21 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 	if err != nil {
 		return store.Run{}, fmt.Errorf("interrupt %q: %w", req.InterruptID, err)
 	}
+	// What the commit did, reported once it is done.
+	var (
+		run  store.Run
+		in   store.Interrupt
+		p    *pipeline.Pipeline
+		step runstate.Step
+	)
 	err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		// The run first, then the interrupt: the order of every writer.
-		run, err := store.LockRun(ctx, tx, runID)
+		var err error
+		run, err = store.LockRun(ctx, tx, runID)
 		if err != nil {
 			return err
 		}
-		in, err := store.LockInterrupt(ctx, tx, req.InterruptID)
+		in, err = store.LockInterrupt(ctx, tx, req.InterruptID)
 		if err != nil {
 			return fmt.Errorf("interrupt %q: %w", req.InterruptID, err)
 		}
@@ -424,7 +455,7 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
 			return fmt.Errorf("%w: run %s is %s; resume the run first", ErrConflict, run.ID, run.Status)
 		}
-		p, err := e.pipelineFor(run, req.Migrate)
+		p, err = e.pipelineFor(run, req.Migrate)
 		if err != nil {
 			return err
 		}
@@ -438,7 +469,7 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		if err := store.ResolveInterrupt(ctx, tx, in.ID, "resumed", req.Value, req.DecidedBy); err != nil {
 			return err
 		}
-		step := runstate.Approve(p, st, in.NodeID, value)
+		step = runstate.Approve(p, st, in.NodeID, value)
 		newHash := ""
 		if p.Hash() != run.PipelineHash {
 			newHash = p.Hash()
@@ -450,6 +481,7 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		return store.Run{}, err
 	}
 	e.cache.drop(runID)
+	e.reportApproval(ctx, run, p, in, step)
 	return store.GetRun(ctx, e.pool, runID)
 }
 
@@ -476,15 +508,22 @@ func valueText(v json.RawMessage) (string, error) {
 }
 
 func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, error) {
+	// What the commit did, reported once it is done.
+	var (
+		run  store.Run
+		p    *pipeline.Pipeline
+		step runstate.Step
+	)
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		run, err := store.LockRun(ctx, tx, req.RunID)
+		var err error
+		run, err = store.LockRun(ctx, tx, req.RunID)
 		if err != nil {
 			return fmt.Errorf("run %q: %w", req.RunID, err)
 		}
 		if run.Status != runstate.RunFailed {
 			return fmt.Errorf("%w: run %s is %s; only a failed run can be resumed (an approval is resumed by its interrupt id)", ErrConflict, run.ID, run.Status)
 		}
-		p, err := e.pipelineFor(run, req.Migrate)
+		p, err = e.pipelineFor(run, req.Migrate)
 		if err != nil {
 			return err
 		}
@@ -502,7 +541,7 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 			}
 		}
 		st.Apply(patch)
-		step := runstate.Resume(p, st)
+		step = runstate.Resume(p, st)
 		step.Delta.Apply(patch)
 		newHash := ""
 		if p.Hash() != run.PipelineHash {
@@ -521,6 +560,13 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 		return store.Run{}, err
 	}
 	e.cache.drop(req.RunID)
+	// The nodes that run again continue the run's trace; the request that
+	// resumed it links to it.
+	runCtx := runTrace(ctx, run)
+	if sc := trace.SpanContextFromContext(runCtx); sc.IsValid() {
+		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
+	}
+	e.reportSkipped(runCtx, p, run.ID, "", step)
 	return store.GetRun(ctx, e.pool, req.RunID)
 }
 

@@ -7,6 +7,11 @@
 // /v1 and /mcp need a bearer token of a known caller ([Tokens]); the caller is
 // recorded with the runs it starts and the decisions it makes. Errors are
 // JSON: {"error":{"code":"not_found","message":"..."}}.
+//
+// Every request but the probes and /metrics is an OpenTelemetry server
+// span named after its route ("GET /v1/runs/{id}"), in the caller's trace
+// when it sent a traceparent header; a run started by a request continues
+// that trace.
 package httpapi
 
 import (
@@ -22,6 +27,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
@@ -53,6 +61,11 @@ type Config struct {
 	// MaxEventStreams bounds the event streams served at once; more are
 	// refused with a 503. Defaults to DefaultMaxEventStreams.
 	MaxEventStreams int
+	// ServerName is the server.address and server.port of the request
+	// spans and metrics, such as "orchestrator:8090"; without it they would
+	// be the client's Host header, any value a client likes. Defaults to
+	// "orchestrator" (and no port).
+	ServerName string
 }
 
 // API is the orchestrator's HTTP handler.
@@ -63,6 +76,8 @@ type API struct {
 	metrics *Metrics
 	logger  *slog.Logger
 	router  chi.Router
+	// handler is router in a server span per request (but the probes').
+	handler http.Handler
 
 	// closing is closed by CloseStreams to end the event streams.
 	closing   chan struct{}
@@ -103,7 +118,7 @@ func New(cfg Config) (*API, error) {
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this path; see /v1/openapi.json")
 	})
-	r.Use(a.observe)
+	r.Use(nameSpan, a.observe)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", a.readyz)
 	if gatherer != nil {
@@ -135,11 +150,51 @@ func New(cfg Config) (*API, error) {
 		}
 	})
 	a.router = r
+	// A server span per request, the child of the caller's traceparent
+	// header if any; nameSpan names it after the route once chi has routed
+	// the request. Probes and scrapes, every few seconds each, would only
+	// bury the traces that matter.
+	serverName := cfg.ServerName
+	if serverName == "" {
+		// Port 0: none, rather than the Host header's.
+		serverName = "orchestrator:0"
+	}
+	a.handler = otelhttp.NewHandler(r, "orchestrator", otelhttp.WithServerName(serverName), otelhttp.WithFilter(func(r *http.Request) bool {
+		switch r.URL.Path {
+		case "/healthz", "/readyz", "/metrics":
+			return false
+		}
+		return true
+	}))
 	return a, nil
 }
 
 // ServeHTTP serves a request.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.router.ServeHTTP(w, r) }
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+
+// nameSpan names the request's server span after chi's route pattern once
+// the request is routed, "GET /v1/runs/{id}", and sets http.route on it
+// and on otelhttp's metrics: the path itself (ids in it) would make a name
+// per run. An unrouted request keeps the method alone as its name.
+func nameSpan(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		span := trace.SpanFromContext(r.Context())
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" || !span.IsRecording() {
+			return
+		}
+		method := methodLabel(r.Method)
+		if method == "OTHER" {
+			method = "HTTP" // as the HTTP semantic conventions name it
+		}
+		span.SetName(method + " " + route)
+		span.SetAttributes(semconv.HTTPRoute(route))
+		if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
+			l.Add(semconv.HTTPRoute(route))
+		}
+	})
+}
 
 // CloseStreams ends the open event streams (their clients reconnect with
 // Last-Event-ID), so that a server shutdown need not wait for runs to end.

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -83,6 +84,10 @@ func New(cfg Config) (*mcp.Server, error) {
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "meshwork-orchestrator", Title: "Meshwork orchestrator", Version: buildinfo.Version},
 		&mcp.ServerOptions{Logger: t.logger, Instructions: instructions})
+	// Each call is a server span, the child of the trace context the client
+	// sent in params._meta (else of the HTTP request's span); a run started
+	// by the call keeps that trace.
+	s.AddReceivingMiddleware(telemetry.ServerMiddleware())
 	add(s, t, "list_pipelines", "List the pipelines runs may name: name, description, inputs (type, required, default) and definition hash.", t.listPipelines)
 	add(s, t, "run_pipeline", "Start a run of a pipeline with inputs. Returns the run; poll get_run for its progress.", t.runPipeline)
 	add(s, t, "get_run", "Show a run: status, each node's state and output, role sessions, interrupts (pending approvals) and attempts.", t.getRun)

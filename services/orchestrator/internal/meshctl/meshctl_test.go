@@ -343,7 +343,7 @@ func TestRunsCommands(t *testing.T) {
 	b := setup(t)
 	w := waiting().view
 	f := failed().view
-	f.ID, f.CreatedAt, f.Thread = forkID, t0.Add(-3600e9), "team-a"
+	f.ID, f.CreatedAt, f.Thread, f.TraceID = forkID, t0.Add(-3600e9), "team-a", ""
 	b.fake.AddRun(w)
 	b.fake.AddRun(f)
 	zero, parent := 0, 1

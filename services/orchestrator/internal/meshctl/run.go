@@ -184,6 +184,12 @@ func (a *app) started(ctx context.Context, cmd *cobra.Command, c *apiclient.Clie
 			if _, err := fmt.Fprintln(out, banner); err != nil {
 				return err
 			}
+			// Where to follow the run's nodes in a tracing UI (Grafana).
+			if run.TraceID != "" {
+				if _, err := fmt.Fprintf(out, "Trace: %s\n", run.TraceID); err != nil {
+					return err
+				}
+			}
 		}
 		return a.watch(ctx, cmd, c, run.ID, -1)
 	case a.json():

@@ -111,6 +111,9 @@ func (a *app) printRun(out io.Writer, v engine.RunView) error {
 		tw.printf("Error:\t%s\n", v.Error)
 	}
 	tw.printf("Thread:\t%s\n", v.Thread)
+	if v.TraceID != "" {
+		tw.printf("Trace:\t%s\n", v.TraceID)
+	}
 	if v.ForkedFromRun != "" && v.ForkedFromSeq != nil {
 		tw.printf("Forked from:\trun %s at checkpoint %d\n", v.ForkedFromRun, *v.ForkedFromSeq)
 	}

@@ -26,6 +26,9 @@ const (
 	iid    = "33333333-3333-4333-8333-333333333333"
 	iid2   = "44444444-4444-4444-8444-444444444444"
 	token  = "s3cret"
+	// traceID is the trace of the runs the fake serves (but a fork's in
+	// TestRunsCommands, which shows a run without one).
+	traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 )
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -141,7 +144,7 @@ func baseView(status string) engine.RunView {
 	return engine.RunView{
 		Run: store.Run{
 			ID: runID, Pipeline: "research_pipeline", PipelineHash: "0123456789abcdef0123", Thread: runID,
-			Status: status, CreatedAt: t0, UpdatedAt: t0,
+			Status: status, CreatedAt: t0, UpdatedAt: t0, TraceID: traceID,
 		},
 		Inputs:   map[string]any{"task": "dinosaurs", "depth": 2.0},
 		Outputs:  map[string]string{},

@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -84,34 +86,80 @@ type Run struct {
 	CreatedAt     time.Time  `json:"created_at"`
 	UpdatedAt     time.Time  `json:"updated_at"`
 	FinishedAt    *time.Time `json:"finished_at,omitempty"`
+	// TraceID is the id of the run's trace (32 hex digits), which every
+	// node attempt continues; empty when the run has none.
+	TraceID string `json:"trace_id,omitempty"`
+	// Traceparent and Tracestate are the W3C trace context the run was
+	// created in; its nodes' spans are its children. Internal: callers
+	// get TraceID.
+	Traceparent string `json:"-"`
+	Tracestate  string `json:"-"`
 }
 
 const runColumns = `id::text, pipeline, pipeline_hash, thread, caller, status, coalesce(error, ''), head_seq,
-	coalesce(forked_from_run::text, ''), forked_from_seq, created_at, updated_at, finished_at`
+	coalesce(forked_from_run::text, ''), forked_from_seq, created_at, updated_at, finished_at,
+	coalesce(traceparent, ''), coalesce(tracestate, '')`
+
+// runFields are the scan targets of runColumns, in order.
+func runFields(r *Run) []any {
+	return []any{
+		&r.ID, &r.Pipeline, &r.PipelineHash, &r.Thread, &r.Caller, &r.Status, &r.Error, &r.HeadSeq,
+		&r.ForkedFromRun, &r.ForkedFromSeq, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Traceparent, &r.Tracestate,
+	}
+}
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
-	err := row.Scan(&r.ID, &r.Pipeline, &r.PipelineHash, &r.Thread, &r.Caller, &r.Status, &r.Error, &r.HeadSeq,
-		&r.ForkedFromRun, &r.ForkedFromSeq, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt)
+	err := row.Scan(runFields(&r)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
+	r.TraceID = traceID(r.Traceparent)
 	return r, err
 }
+
+// traceID is the trace id of a W3C traceparent
+// ("00-<trace id>-<span id>-<flags>"), or "" when it holds no valid one.
+func traceID(traceparent string) string {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) < 4 {
+		return ""
+	}
+	id, err := trace.TraceIDFromHex(parts[1])
+	if err != nil || !id.IsValid() {
+		return ""
+	}
+	return id.String()
+}
+
+// maxTracestate bounds the tracestate a run keeps. It comes from the
+// caller (the request's headers or MCP _meta); the W3C specification lets a
+// longer one be dropped, which loses only vendors' extra data.
+const maxTracestate = 512
 
 // NewRun is what InsertRun needs.
 type NewRun struct {
 	ID, Pipeline, PipelineHash, Thread, Caller, Status, Error string
 	ForkedFromRun                                             string
 	ForkedFromSeq                                             *int
+	// Traceparent and Tracestate are the trace context the run's nodes
+	// continue; empty for none.
+	Traceparent, Tracestate string
 }
 
 // InsertRun inserts a run with head_seq 0 and returns it.
 func InsertRun(ctx context.Context, q Querier, n NewRun) (Run, error) {
-	return scanRun(q.QueryRow(ctx, `INSERT INTO runs (id, pipeline, pipeline_hash, thread, caller, status, error, forked_from_run, forked_from_seq, finished_at)
-		VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '')::uuid, $9, CASE WHEN $6 IN ('succeeded', 'failed', 'cancelled') THEN now() END)
+	if traceID(n.Traceparent) == "" || len(n.Traceparent) > 128 {
+		n.Traceparent, n.Tracestate = "", ""
+	}
+	if len(n.Tracestate) > maxTracestate {
+		n.Tracestate = ""
+	}
+	return scanRun(q.QueryRow(ctx, `INSERT INTO runs (id, pipeline, pipeline_hash, thread, caller, status, error, forked_from_run, forked_from_seq, finished_at, traceparent, tracestate)
+		VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '')::uuid, $9, CASE WHEN $6 IN ('succeeded', 'failed', 'cancelled') THEN now() END,
+			nullif($10, ''), nullif($11, ''))
 		RETURNING `+runColumns,
-		n.ID, n.Pipeline, n.PipelineHash, n.Thread, n.Caller, n.Status, n.Error, n.ForkedFromRun, n.ForkedFromSeq))
+		n.ID, n.Pipeline, n.PipelineHash, n.Thread, n.Caller, n.Status, n.Error, n.ForkedFromRun, n.ForkedFromSeq, n.Traceparent, n.Tracestate))
 }
 
 // GetRun reads a run.
@@ -186,9 +234,8 @@ func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Du
 		WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at <= now())
 		RETURNING fence, coalesce((SELECT session_id FROM role_sessions s WHERE s.thread = runs.thread AND s.role = $4), ''), `+runColumns,
 		runID, owner, ttl.Milliseconds(), role)
-	r := &l.Run
-	err := row.Scan(&l.Fence, &l.Session, &r.ID, &r.Pipeline, &r.PipelineHash, &r.Thread, &r.Caller, &r.Status, &r.Error, &r.HeadSeq,
-		&r.ForkedFromRun, &r.ForkedFromSeq, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt)
+	err := row.Scan(append([]any{&l.Fence, &l.Session}, runFields(&l.Run)...)...)
+	l.Run.TraceID = traceID(l.Run.Traceparent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := GetRun(ctx, q, runID); err != nil {
 			return Lease{}, false, err
@@ -208,8 +255,8 @@ func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence in
 	var r Run
 	var held bool
 	err := tx.QueryRow(ctx, `SELECT `+runColumns+`, coalesce(lease_owner = $2 AND fence = $3, false) FROM runs WHERE id = $1 FOR UPDATE`, id, owner, fence).Scan(
-		&r.ID, &r.Pipeline, &r.PipelineHash, &r.Thread, &r.Caller, &r.Status, &r.Error, &r.HeadSeq,
-		&r.ForkedFromRun, &r.ForkedFromSeq, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &held)
+		append(runFields(&r), &held)...)
+	r.TraceID = traceID(r.Traceparent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}

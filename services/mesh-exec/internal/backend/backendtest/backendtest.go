@@ -121,6 +121,17 @@ func Exercise(t *testing.T, b backend.Backend, cli Scripted) {
 		if !slices.ContainsFunc(p.Events, func(e backend.Event) bool { return e.Kind == backend.KindToolUse }) {
 			t.Errorf("no tool_use event: %+v", p.Events)
 		}
+		// Call ids pair results with their calls (trace spans rely on it):
+		// a result's id, when the CLI gives one, is that of an earlier use.
+		used := map[string]bool{}
+		for _, e := range p.Events {
+			switch {
+			case e.Kind == backend.KindToolUse && e.ToolCallID != "":
+				used[e.ToolCallID] = true
+			case e.Kind == backend.KindToolResult && e.ToolCallID != "" && !used[e.ToolCallID]:
+				t.Errorf("tool_result with call id %q comes after no tool_use with it: %+v", e.ToolCallID, p.Events)
+			}
+		}
 	})
 
 	t.Run("Fail", func(t *testing.T) {

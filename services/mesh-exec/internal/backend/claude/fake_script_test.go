@@ -340,7 +340,10 @@ func TestFakeMCPCall(t *testing.T) {
 	}
 
 	got, res := call(token)
-	want := backend.Event{Kind: backend.KindToolResult, SessionID: res.SessionID, Tool: "mcp__meshwork__spawn_worker", Text: "spawned w-7"}
+	want := backend.Event{Kind: backend.KindToolResult, SessionID: res.SessionID, Tool: "mcp__meshwork__spawn_worker", ToolCallID: got.ToolCallID, Text: "spawned w-7"}
+	if !strings.HasPrefix(got.ToolCallID, "toolu_") {
+		t.Errorf("tool result's call id %q, want the tool_use's toolu_ id", got.ToolCallID)
+	}
 	if got != want || res.IsError || !slices.Equal(res.ToolsUsed, []string{"mcp__meshwork__spawn_worker"}) {
 		t.Errorf("tool result %+v, result %+v; want %+v", got, res, want)
 	}

@@ -121,7 +121,7 @@ func (p *parser) toolUse(sessionID string, b block) backend.Event {
 	} else if cmd := b.inputString("command"); cmd != "" {
 		detail = cmd
 	}
-	return backend.Event{Kind: backend.KindToolUse, SessionID: sessionID, Tool: b.Name, Text: detail}
+	return backend.Event{Kind: backend.KindToolUse, SessionID: sessionID, Tool: b.Name, ToolCallID: b.ID, Text: detail}
 }
 
 func (p *parser) user(ev event) []backend.Event {
@@ -138,11 +138,12 @@ func (p *parser) user(ev event) []backend.Event {
 			p.failedUse[b.ToolUseID] = true
 		}
 		out = append(out, backend.Event{
-			Kind:      backend.KindToolResult,
-			SessionID: ev.SessionID,
-			Tool:      p.toolNames[b.ToolUseID],
-			Text:      truncate(b.text(), maxEventText),
-			IsError:   b.IsError,
+			Kind:       backend.KindToolResult,
+			SessionID:  ev.SessionID,
+			Tool:       p.toolNames[b.ToolUseID],
+			ToolCallID: b.ToolUseID,
+			Text:       truncate(b.text(), maxEventText),
+			IsError:    b.IsError,
 		})
 	}
 	return out

@@ -193,7 +193,7 @@ func (p *parser) toolUse(it *item) []backend.Event {
 	case "web_search":
 		text = it.Query
 	}
-	return []backend.Event{{Kind: backend.KindToolUse, Tool: name, Text: text}}
+	return []backend.Event{{Kind: backend.KindToolUse, Tool: name, ToolCallID: it.ID, Text: text}}
 }
 
 func (p *parser) itemCompleted(it *item) []backend.Event {
@@ -222,7 +222,7 @@ func (p *parser) itemCompleted(it *item) []backend.Event {
 		return nil
 	}
 	events := p.toolUse(it)
-	res := backend.Event{Kind: backend.KindToolResult, Tool: name}
+	res := backend.Event{Kind: backend.KindToolResult, Tool: name, ToolCallID: it.ID}
 	switch it.Type {
 	case "command_execution":
 		res.Text = it.AggregatedOutput

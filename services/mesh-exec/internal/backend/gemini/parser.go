@@ -127,11 +127,11 @@ func (p *parser) Line(line []byte) []backend.Event {
 		if ev.ToolID != "" && len(p.calls) < 100000 {
 			p.calls[ev.ToolID] = c
 		}
-		return []backend.Event{{Kind: backend.KindToolUse, Tool: ev.ToolName, Text: string(ev.Parameters)}}
+		return []backend.Event{{Kind: backend.KindToolUse, Tool: ev.ToolName, ToolCallID: ev.ToolID, Text: string(ev.Parameters)}}
 	case "tool_result":
 		c := p.calls[ev.ToolID]
 		delete(p.calls, ev.ToolID)
-		res := backend.Event{Kind: backend.KindToolResult, Tool: c.name, Text: ev.Output, IsError: ev.Status == "error"}
+		res := backend.Event{Kind: backend.KindToolResult, Tool: c.name, ToolCallID: ev.ToolID, Text: ev.Output, IsError: ev.Status == "error"}
 		if res.IsError && ev.Error != nil && ev.Error.Message != "" {
 			res.Text = ev.Error.Message
 		}

@@ -44,6 +44,7 @@ type part struct {
 	Type   string     `json:"type"`
 	Text   string     `json:"text"`
 	Tool   string     `json:"tool"`
+	CallID string     `json:"callID"`
 	State  *toolState `json:"state"`
 	Reason string     `json:"reason"`
 	Cost   float64    `json:"cost"`
@@ -154,13 +155,13 @@ func (p *parser) tool(pt *part) []backend.Event {
 	if st == nil {
 		st = &toolState{}
 	}
-	use := backend.Event{Kind: backend.KindToolUse, Tool: pt.Tool, Text: st.Title}
+	use := backend.Event{Kind: backend.KindToolUse, Tool: pt.Tool, ToolCallID: pt.CallID, Text: st.Title}
 	if use.Text == "" && len(st.Input) > 0 {
 		if b, err := json.Marshal(st.Input); err == nil {
 			use.Text = string(b)
 		}
 	}
-	res := backend.Event{Kind: backend.KindToolResult, Tool: pt.Tool, Text: st.Output}
+	res := backend.Event{Kind: backend.KindToolResult, Tool: pt.Tool, ToolCallID: pt.CallID, Text: st.Output}
 	if st.Status == "error" {
 		res.Text, res.IsError = cliout.FirstNonEmpty(st.Error, st.Output, "the tool failed"), true
 	}

@@ -16,8 +16,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 )
 
 // Config configures a Conn. One of Endpoint and Command is required.
@@ -28,10 +31,11 @@ type Config struct {
 	// Token is the bearer token sent in the Authorization header of every
 	// HTTP request. Defaults to none.
 	Token string
-	// HTTPClient sends the HTTP requests; its Transport is wrapped to add
-	// the token. It must have no Timeout: calls and their event streams last
-	// as long as an agent runs. Defaults to a client on
-	// http.DefaultTransport.
+	// HTTPClient sends the HTTP requests; its Transport is wrapped to trace
+	// them (a client span each, and the traceparent header) and to add the
+	// token. It must have no Timeout: calls and their event streams last
+	// as long as an agent runs. Defaults to a client on a transport of its
+	// own, with http.DefaultTransport's settings.
 	HTTPClient *http.Client
 	// Command, instead of Endpoint, is the argv of a server on stdio, such
 	// as mesh-exec serve --transport stdio; it is started on first use and
@@ -56,6 +60,9 @@ type Conn struct {
 	client *mcp.Client
 	bearer *bearerTransport // nil without a token
 	logger *slog.Logger
+	// closeIdle closes the HTTP transport's idle connections; a no-op for
+	// a Command, or a transport that keeps none.
+	closeIdle func()
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -82,20 +89,31 @@ func New(cfg Config) (*Conn, error) {
 	}
 	base := hc.Transport
 	if base == nil {
-		base = http.DefaultTransport
+		// A transport of its own: closeIdle must not close the idle
+		// connections of the rest of the process.
+		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
+	closeIdle := func() {}
+	if t, ok := base.(interface{ CloseIdleConnections() }); ok {
+		closeIdle = t.CloseIdleConnections
+	}
+	// Each HTTP request is a client span whose trace context goes in the
+	// traceparent header, so that the server's span of the request ("POST
+	// /mcp") is in the caller's trace too, not a trace of its own.
+	base = otelhttp.NewTransport(base)
+	hc.Transport = base
 	var bearer *bearerTransport
 	if cfg.Token != "" {
 		bearer = &bearerTransport{token: cfg.Token, base: base}
 		hc.Transport = bearer
 	}
 	cfg.HTTPClient = hc
-	return &Conn{
-		cfg:    cfg,
-		bearer: bearer,
-		client: mcp.NewClient(&mcp.Implementation{Name: cfg.Name, Version: buildinfo.Version}, cfg.Options),
-		logger: logger,
-	}, nil
+	client := mcp.NewClient(&mcp.Implementation{Name: cfg.Name, Version: buildinfo.Version}, cfg.Options)
+	// Every request carries the caller's trace context in params._meta, so
+	// the server's spans (mesh_execute, execute_in_worker and what they do)
+	// join the trace of the node that called.
+	client.AddSendingMiddleware(telemetry.ClientMiddleware())
+	return &Conn{cfg: cfg, bearer: bearer, client: client, logger: logger, closeIdle: closeIdle}, nil
 }
 
 // ErrClosed is returned by calls on a closed Conn.
@@ -175,7 +193,10 @@ func (c *Conn) lost(ctx context.Context, cs *mcp.ClientSession) bool {
 			return false // the server answered
 		}
 		// The ping did not reach the server, as on a kept-alive connection
-		// it closed when it restarted: once more, on a new connection.
+		// it closed when it restarted. Every idle connection may be one of
+		// those (the session's stream and its calls used several), so they
+		// are all closed and the ping made once more, on a new connection.
+		c.closeIdle()
 	}
 	return false
 }
@@ -225,8 +246,12 @@ func (c *Conn) open(ctx context.Context) (_ *mcp.ClientSession, fresh bool, _ er
 	}
 	t := c.transport()
 	// The session outlives this call: the transports detach what they keep
-	// from ctx, and a Command is started without it.
-	cs, err := c.client.Connect(ctx, t, nil)
+	// from ctx, and a Command is started without it. ctx's span is left
+	// out, cancellation and values kept: the session's own requests (its
+	// initialization, the stream of server messages that lasts as long as
+	// the session, the request that ends it) are not the calling node's,
+	// and would otherwise land in whichever trace opened the session.
+	cs, err := c.client.Connect(trace.ContextWithSpanContext(ctx, trace.SpanContext{}), t, nil)
 	if err != nil {
 		if c.bearer != nil && c.bearer.refused.Swap(false) {
 			return nil, false, fmt.Errorf("connecting to %s: the server refused the bearer token (HTTP 401): %w", c.where(), err)

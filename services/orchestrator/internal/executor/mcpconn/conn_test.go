@@ -1,8 +1,11 @@
 package mcpconn_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +15,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
 )
@@ -221,5 +227,94 @@ func TestRestartBetweenCalls(t *testing.T) {
 	<-s.started
 	if a, b := s.callsOf(0), s.callsOf(1); a != 2 || b != 1 {
 		t.Errorf("calls %d before the restart, %d after; want 2 and 1", a, b)
+	}
+}
+
+// A call's HTTP request carries the caller's trace context in its
+// traceparent header, so that the server's span of it ("POST /mcp") is in
+// the caller's trace; the requests of the session it opens (initialize and
+// what follows) are not, the session outliving the call. Not parallel: it
+// sets the process's tracer provider and propagator.
+func TestCallCarriesTraceparent(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetTextMapPropagator(prevProp)
+		_ = tp.Shutdown(context.Background())
+	})
+
+	type request struct{ what, traceparent string }
+	var (
+		mu       sync.Mutex
+		requests []request
+	)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "work"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, map[string]any, error) {
+		return nil, map[string]any{}, nil
+	})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		mu.Lock()
+		requests = append(requests, request{r.Method + " " + msg.Method, r.Header.Get("traceparent")})
+		mu.Unlock()
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		closeSessions(srv)
+		hs.Close()
+	})
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	c, err := mcpconn.New(mcpconn.Config{Endpoint: hs.URL, Token: "a-token", HTTPClient: &http.Client{Transport: transport}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Close()
+		transport.CloseIdleConnections()
+	})
+
+	ctx, node := tp.Tracer("test").Start(context.Background(), "node")
+	res, err := c.CallTool(ctx, &mcp.CallToolParams{Name: "work", Arguments: map[string]any{}})
+	node.End()
+	if err != nil || res.IsError {
+		t.Fatalf("work: %+v, %v", res, err)
+	}
+	traceOf := func(traceparent string) string {
+		if parts := strings.Split(traceparent, "-"); len(parts) == 4 {
+			return parts[1]
+		}
+		return ""
+	}
+	caller := node.SpanContext().TraceID().String()
+	mu.Lock()
+	defer mu.Unlock()
+	var called, initialized bool
+	for _, r := range requests {
+		switch r.what {
+		case "POST tools/call":
+			called = true
+			if traceOf(r.traceparent) != caller {
+				t.Errorf("the call's request has traceparent %q, want one of the caller's trace %s", r.traceparent, caller)
+			}
+		case "POST initialize":
+			initialized = true
+			fallthrough
+		default:
+			if traceOf(r.traceparent) == caller {
+				t.Errorf("the session's request %q is in the caller's trace", r.what)
+			}
+		}
+	}
+	if !called || !initialized {
+		t.Fatalf("requests %v: want an initialize and the call", requests)
 	}
 }

@@ -1,7 +1,6 @@
 package mesh_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
@@ -261,7 +261,7 @@ func TestBadToken(t *testing.T) {
 func TestReconnectsAfterRestart(t *testing.T) {
 	t.Parallel()
 	srv := meshexectest.Start(t, meshexectest.Options{})
-	var logs syncBuffer
+	var logs telemetrytest.SyncBuffer
 	ex := newExecutorLogging(t, srv.Endpoint, srv.Token, slog.New(slog.NewTextHandler(&logs, nil)))
 	res, err := ex.Execute(context.Background(), request("one", "", nil))
 	if err != nil {
@@ -329,24 +329,6 @@ func TestCrashDuringCallIsNotRepeated(t *testing.T) {
 	if err != nil || res.Output != "ok: two" || res.SessionID != session {
 		t.Fatalf("after the crash: %+v, %v; want ok: two in session %s", res, err, session)
 	}
-}
-
-// syncBuffer is a bytes.Buffer for a logger used from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // mesh-exec can also run as a child, over stdio.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make up` for now: starts the part of Meshwork that exists so far, Postgres
-# with the schema migrated, and prints the DATABASE_URL for the services. It
-# grows into `docker compose up` of the whole stack.
+# `make up/db`: Postgres alone, for development, with the schema migrated,
+# published on 127.0.0.1 so that servers run from bin/ (and tests given
+# TEST_DATABASE_URL) reach it. It prints the DATABASE_URL. The whole stack is
+# deploy/compose.yaml (`make up`); this container is not part of it.
 #
 #   POSTGRES_IMAGE     default postgres:17 (offline: meshwork/postgres-offline:15)
 #   MESHWORK_PG_PORT   host port on 127.0.0.1 (default 5432)
@@ -49,4 +50,4 @@ DATABASE_URL="$url" "$marketplace" migrate
 echo
 echo "Postgres is up with the Meshwork schema. For the services and meshctl:"
 echo "  export DATABASE_URL='$url'"
-echo "Stop it with 'make down' (data kept) or 'make down/volumes' (data removed)."
+echo "Stop it with 'make down/db' (data kept in the volume meshwork-pgdata; docker volume rm meshwork-pgdata deletes it)."
