@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/oauth2"
 
 	"github.com/meshwork/meshwork/deploy/grafana"
 	"github.com/meshwork/meshwork/pkg/telemetry"
@@ -67,18 +68,6 @@ func TestStack(t *testing.T) {
 	})
 }
 
-// bearer adds the token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 // connect opens an MCP session with the marketplace over streamable HTTP
 // as caller (a token's owner), with trace context in _meta.
 func (s *stack) connect(ctx context.Context, t *testing.T, caller string) *mcp.ClientSession {
@@ -87,7 +76,7 @@ func (s *stack) connect(ctx context.Context, t *testing.T, caller string) *mcp.C
 	client.AddSendingMiddleware(telemetry.ClientMiddleware())
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   s.markURL + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{s.tokens[caller], http.DefaultTransport}, Timeout: 2 * time.Minute},
+		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: s.tokens[caller]}), Base: http.DefaultTransport}, Timeout: 2 * time.Minute},
 	}
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {

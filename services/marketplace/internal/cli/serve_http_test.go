@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry"
@@ -71,7 +72,7 @@ func TestServeHTTPHealthcheckAndTelemetry(t *testing.T) {
 	client.AddSendingMiddleware(telemetry.ClientMiddleware())
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   "http://" + addr + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{"alice-token-0123456789abcdef"}},
+		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "alice-token-0123456789abcdef"}), Base: http.DefaultTransport}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -103,12 +104,4 @@ func TestServeHTTPHealthcheckAndTelemetry(t *testing.T) {
 			t.Errorf("the exported metrics lack %q", want)
 		}
 	}
-}
-
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
 }

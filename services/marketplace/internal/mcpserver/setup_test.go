@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/oauth2"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
@@ -121,17 +122,6 @@ func (b *bundle) start(t testing.TB) {
 	b.url = srv.URL
 }
 
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 // client connects an MCP client over streamable HTTP with a bearer token,
 // with the sending middleware given (telemetry.ClientMiddleware, to send
 // the trace context in params._meta).
@@ -141,7 +131,7 @@ func (b *bundle) client(t testing.TB, token string, sending ...mcp.Middleware) *
 	c.AddSendingMiddleware(sending...)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint:   b.url + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
+		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}), Base: http.DefaultTransport}},
 	}, nil)
 	if err != nil {
 		t.Fatalf("connecting: %v", err)

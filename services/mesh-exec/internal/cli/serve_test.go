@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/oauth2"
 
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
@@ -23,14 +24,6 @@ import (
 )
 
 const testToken = "mesh-exec-test-token-0123456789"
-
-type bearer struct{ next http.RoundTripper }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+testToken)
-	return b.next.RoundTrip(r)
-}
 
 // Over HTTP the session is stateful, and the SDK runs every call with the
 // context of the request that opened it: a call from a client that sends no
@@ -63,7 +56,7 @@ func TestHTTPCallIsParentedByItsOwnRequest(t *testing.T) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(transport.CloseIdleConnections)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{transport}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: testToken}), Base: transport}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

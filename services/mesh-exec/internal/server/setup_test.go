@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+	"golang.org/x/oauth2"
 )
 
 func TestMain(m *testing.M) {
@@ -114,17 +115,6 @@ func (e *env) stdio(t testing.TB, opts *mcp.ClientOptions, args []string, extraE
 	return cs, cmd
 }
 
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 const httpToken = "mesh-exec-test-token-0123456789"
 
 // http starts `mesh-exec serve --transport http` on a free port and connects
@@ -167,7 +157,7 @@ func (e *env) http(t testing.TB, extraEnv ...string) (*mcp.ClientSession, string
 	}
 	url := "http://" + addr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{httpToken, http.DefaultTransport}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: httpToken}), Base: http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatalf("connecting over HTTP: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/pflag"
+	"golang.org/x/oauth2"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
@@ -238,7 +239,7 @@ func TestServe(t *testing.T) {
 	mctx, mcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer mcancel()
 	session, err := client.Connect(mctx, &mcp.StreamableClientTransport{
-		Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport}},
+		Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}), Base: http.DefaultTransport}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -319,18 +320,6 @@ func TestServe(t *testing.T) {
 	if ok, found := collector.LastGauge("orchestrator_runs_scrape_ok"); !found || ok != 1 {
 		t.Errorf("the last OTLP export's orchestrator_runs_scrape_ok: %v (found: %v), want 1", ok, found)
 	}
-}
-
-// bearerTransport adds a bearer token to every request.
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // The pool has --max-workers + 10 connections, unless DATABASE_URL says.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -30,18 +31,6 @@ type bundle struct {
 	eng     *engine.Engine
 	mu      sync.Mutex
 	started []string
-}
-
-// bearer adds a bearer token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // setup serves the tools at /mcp of the HTTP API, behind its bearer tokens,
@@ -76,7 +65,7 @@ func setup(t *testing.T) *bundle {
 	defer cancel()
 	b.session, err = client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   srv.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token: carolToken, next: srv.Client().Transport}},
+		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: carolToken}), Base: srv.Client().Transport}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
