@@ -49,6 +49,17 @@ func Attrs(kvs []attribute.KeyValue) map[string]string {
 	return out
 }
 
+// Attr returns the value of span's attribute key, the empty value (of
+// type INVALID) when it has none.
+func Attr(span sdktrace.ReadOnlySpan, key attribute.Key) attribute.Value {
+	for _, kv := range span.Attributes() {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}
+
 // Named returns the ended spans called name.
 func Named(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
 	var out []sdktrace.ReadOnlySpan

@@ -68,15 +68,6 @@ func waitSpan(t *testing.T, rec *tracetest.SpanRecorder, match func(sdktrace.Rea
 	return nil
 }
 
-func attr(s sdktrace.ReadOnlySpan, key attribute.Key) attribute.Value {
-	for _, kv := range s.Attributes() {
-		if kv.Key == key {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
-}
-
 func gateEvent(t *testing.T, s sdktrace.ReadOnlySpan) (decision string, violations []string) {
 	t.Helper()
 	for _, e := range s.Events() {
@@ -112,8 +103,8 @@ func TestExecuteInWorkerTraces(t *testing.T) {
 	sp := callCtx(spawnCtx, t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "traced"})
 	spawnRoot.End()
 	spawn := inTrace(rec, spawnRoot.SpanContext().TraceID()).find(t, "spawn_worker filesystem_write_v1", trace.SpanKindInternal)
-	if attr(spawn, "meshwork.spawn.outcome").AsString() != "active" || attr(spawn, "container.id").AsString() != sp["container_id"] ||
-		attr(spawn, telemetry.AttrJourneyID).AsString() != "traced" {
+	if telemetrytest.Attr(spawn, "meshwork.spawn.outcome").AsString() != "active" || telemetrytest.Attr(spawn, "container.id").AsString() != sp["container_id"] ||
+		telemetrytest.Attr(spawn, telemetry.AttrJourneyID).AsString() != "traced" {
 		t.Errorf("spawn span attributes %v, want outcome active and container %v", spawn.Attributes(), sp["container_id"])
 	}
 
@@ -138,7 +129,7 @@ func TestExecuteInWorkerTraces(t *testing.T) {
 		telemetry.AttrJourneyID: "traced", telemetry.AttrWorkerID: "filesystem_write_v1", telemetry.AttrActionType: "write",
 		telemetry.AttrGateDecision: "allow",
 	} {
-		if got := attr(action, key).AsString(); got != want {
+		if got := telemetrytest.Attr(action, key).AsString(); got != want {
 			t.Errorf("action span %s = %q, want %q", key, got, want)
 		}
 	}
@@ -160,8 +151,8 @@ func TestExecuteInWorkerTraces(t *testing.T) {
 	if d, vs := gateEvent(t, refusal); d != "refuse" || !slices.Equal(vs, []string{"path_safety"}) {
 		t.Errorf("refused action's gate event: %s %v, want refuse [path_safety]", d, vs)
 	}
-	if refusal.Status().Code != codes.Error || attr(refusal, telemetry.AttrErrorType).AsString() != "gate_refused" {
-		t.Errorf("refused action's span: status %v, error.type %v", refusal.Status(), attr(refusal, telemetry.AttrErrorType))
+	if refusal.Status().Code != codes.Error || telemetrytest.Attr(refusal, telemetry.AttrErrorType).AsString() != "gate_refused" {
+		t.Errorf("refused action's span: status %v, error.type %v", refusal.Status(), telemetrytest.Attr(refusal, telemetry.AttrErrorType))
 	}
 	for _, s := range refused {
 		if s.SpanKind() == trace.SpanKindClient && s.Name() != "tools/call execute_in_worker" {
@@ -213,7 +204,7 @@ func TestExecuteInWorkerTraces(t *testing.T) {
 	}
 	inTrace(rec, post.SpanContext().TraceID()).find(t, "execute_tool read", trace.SpanKindInternal)
 	// The server's name, not the client's Host header.
-	if addr, port := attr(post, "server.address").AsString(), attr(post, "server.port").AsInt64(); addr != "marketplace" || port != 8080 {
+	if addr, port := telemetrytest.Attr(post, "server.address").AsString(), telemetrytest.Attr(post, "server.port").AsInt64(); addr != "marketplace" || port != 8080 {
 		t.Errorf("POST /mcp has server.address %q, server.port %d; want marketplace, 8080", addr, port)
 	}
 
@@ -256,14 +247,14 @@ func TestAgentActionTraceAndMetrics(t *testing.T) {
 	if call.Parent().SpanID() != agent.SpanContext().SpanID() {
 		t.Errorf("mesh_execute's call is not a child of the agent span")
 	}
-	if attr(agent, telemetry.AttrCostUSD).AsFloat64() != cost || attr(agent, telemetry.AttrActionType).AsString() != "task" ||
-		attr(agent, "meshwork.agent.backend").AsString() != "claude" || attr(agent, telemetry.AttrNumTurns).AsInt64() != int64(md["num_turns"].(float64)) {
+	if telemetrytest.Attr(agent, telemetry.AttrCostUSD).AsFloat64() != cost || telemetrytest.Attr(agent, telemetry.AttrActionType).AsString() != "task" ||
+		telemetrytest.Attr(agent, "meshwork.agent.backend").AsString() != "claude" || telemetrytest.Attr(agent, telemetry.AttrNumTurns).AsInt64() != int64(md["num_turns"].(float64)) {
 		t.Errorf("agent span attributes %v, metadata %v", agent.Attributes(), md)
 	}
 	// Tokens are on the span when mesh-exec reports them.
 	for key, field := range map[attribute.Key]string{telemetry.AttrUsageInputTokens: "input_tokens", telemetry.AttrUsageOutputTokens: "output_tokens"} {
-		if n, ok := md[field].(float64); ok && attr(agent, key).AsInt64() != int64(n) {
-			t.Errorf("span %s = %v, metadata %s = %v", key, attr(agent, key), field, n)
+		if n, ok := md[field].(float64); ok && telemetrytest.Attr(agent, key).AsInt64() != int64(n) {
+			t.Errorf("span %s = %v, metadata %s = %v", key, telemetrytest.Attr(agent, key), field, n)
 		}
 	}
 	if d, _ := gateEvent(t, agent); d != "allow" {

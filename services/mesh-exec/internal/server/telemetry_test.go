@@ -137,7 +137,7 @@ func TestRunTraceMetricsAndMetadata(t *testing.T) {
 		telemetry.AttrCostUSD:           0.25,
 		telemetry.AttrNumTurns:          int64(4),
 	} {
-		if got := attr(agent, k).AsInterface(); got != want {
+		if got := telemetrytest.Attr(agent, k).AsInterface(); got != want {
 			t.Errorf("invoke_agent %s = %v, want %v", k, got, want)
 		}
 	}
@@ -157,13 +157,13 @@ func TestRunTraceMetricsAndMetadata(t *testing.T) {
 	ids := map[string]bool{}
 	for i, name := range []string{"execute_tool Write", "execute_tool Edit", "execute_tool Edit"} {
 		s := tools[i] // ended in call order: each result came before the next call
-		id := attr(s, telemetry.AttrToolCallID).AsString()
+		id := telemetrytest.Attr(s, telemetry.AttrToolCallID).AsString()
 		if s.Name() != name || s.Parent().SpanID() != agent.SpanContext().SpanID() || !strings.HasPrefix(id, "toolu_") || ids[id] {
 			t.Errorf("tool span %d: %s, parent %s, call id %q; want %s under invoke_agent with its own call id", i, s.Name(), s.Parent().SpanID(), id, name)
 		}
 		ids[id] = true
-		if failed := s.Status().Code == codes.Error; failed != (i == 2) || (failed && attr(s, telemetry.AttrErrorType).AsString() != "tool_error") {
-			t.Errorf("tool span %d: status %v, error.type %q; only the edit of a missing file failed", i, s.Status(), attr(s, telemetry.AttrErrorType).AsString())
+		if failed := s.Status().Code == codes.Error; failed != (i == 2) || (failed && telemetrytest.Attr(s, telemetry.AttrErrorType).AsString() != "tool_error") {
+			t.Errorf("tool span %d: status %v, error.type %q; only the edit of a missing file failed", i, s.Status(), telemetrytest.Attr(s, telemetry.AttrErrorType).AsString())
 		}
 		if s.EndTime().After(agent.EndTime()) {
 			t.Errorf("tool span %d ended after the run", i)
@@ -231,16 +231,16 @@ func TestFailedRunTrace(t *testing.T) {
 			}
 			spans := rec.Ended()
 			agent := findSpan(t, spans, "invoke_agent claude", trace.SpanKindInternal)
-			if agent.Status().Code != codes.Error || attr(agent, telemetry.AttrErrorType).AsString() != tc.errorType {
-				t.Errorf("invoke_agent status %v, error.type %q; want an error, %s", agent.Status(), attr(agent, telemetry.AttrErrorType).AsString(), tc.errorType)
+			if agent.Status().Code != codes.Error || telemetrytest.Attr(agent, telemetry.AttrErrorType).AsString() != tc.errorType {
+				t.Errorf("invoke_agent status %v, error.type %q; want an error, %s", agent.Status(), telemetrytest.Attr(agent, telemetry.AttrErrorType).AsString(), tc.errorType)
 			}
-			if attr(agent, telemetry.AttrConversationID).AsString() != r.out.SessionID || r.out.SessionID == "" {
-				t.Errorf("conversation id %q, want the session %q", attr(agent, telemetry.AttrConversationID).AsString(), r.out.SessionID)
+			if telemetrytest.Attr(agent, telemetry.AttrConversationID).AsString() != r.out.SessionID || r.out.SessionID == "" {
+				t.Errorf("conversation id %q, want the session %q", telemetrytest.Attr(agent, telemetry.AttrConversationID).AsString(), r.out.SessionID)
 			}
 			wantName := "execute_tool " + strings.Repeat("é", 32) // 64 bytes
 			tool := findSpan(t, spans, wantName, trace.SpanKindInternal)
 			if tool.Parent().SpanID() != agent.SpanContext().SpanID() || tool.Status().Code != codes.Error ||
-				attr(tool, telemetry.AttrErrorType).AsString() != tc.errorType || attr(tool, telemetry.AttrToolCallID).AsString() != "toolu_never_answered" {
+				telemetrytest.Attr(tool, telemetry.AttrErrorType).AsString() != tc.errorType || telemetrytest.Attr(tool, telemetry.AttrToolCallID).AsString() != "toolu_never_answered" {
 				t.Errorf("the unanswered tool call's span: parent %s, status %v, attributes %v", tool.Parent().SpanID(), tool.Status(), tool.Attributes())
 			}
 			if got := telemetrytest.MetricValue(t, p.metrics, "meshwork_agent_runs_total", map[string]string{"backend": "claude", "outcome": "error"}); got != 1 {
@@ -348,13 +348,4 @@ func findSpan(t *testing.T, spans []sdktrace.ReadOnlySpan, name string, kind tra
 	}
 	t.Fatalf("no %v span %q among %v", kind, name, telemetrytest.Names(spans))
 	return nil
-}
-
-func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
-	for _, kv := range s.Attributes() {
-		if kv.Key == k {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
 }
