@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshwork/meshwork/deploy/grafana"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 )
 
 // The services' names in traces (OTEL_SERVICE_NAME in compose.yaml).
@@ -333,33 +334,18 @@ func (s *stack) killedMidRun(ctx context.Context, t *testing.T) {
 	}
 	// The run is still one trace: the reviewer, which ran after the
 	// restart, reported into the run's trace.
-	spans := s.waitSpans(ctx, t, v.TraceID, func(spans []span) bool { return hasSpan(spans, svcOrchestrator, "invoke_agent reviewer") })
+	spans := s.waitSpans(ctx, t, v.TraceID, func(spans []telemetrytest.Span) bool { return hasSpan(spans, svcOrchestrator, "invoke_agent reviewer") })
 	if !hasSpan(spans, svcOrchestrator, "invoke_agent researcher") {
 		t.Errorf("the run's trace lacks the researcher's node span from before the crash: %v", spanNames(spans))
 	}
 }
 
-// span is what otlpsink reports of a span.
-type span struct {
-	TraceID    string            `json:"trace_id"`
-	SpanID     string            `json:"span_id"`
-	ParentID   string            `json:"parent_span_id"`
-	Name       string            `json:"name"`
-	Kind       string            `json:"kind"`
-	Service    string            `json:"service"`
-	Attributes map[string]string `json:"attributes"`
-	Events     []struct {
-		Name       string            `json:"name"`
-		Attributes map[string]string `json:"attributes"`
-	} `json:"events"`
-}
-
 // waitSpans polls the sink for a trace's spans until ok says they are all
 // there (the services export in batches).
-func (s *stack) waitSpans(ctx context.Context, t *testing.T, traceID string, ok func([]span) bool) []span {
+func (s *stack) waitSpans(ctx context.Context, t *testing.T, traceID string, ok func([]telemetrytest.Span) bool) []telemetrytest.Span {
 	t.Helper()
 	deadline := time.Now().Add(45 * time.Second)
-	var spans []span
+	var spans []telemetrytest.Span
 	for time.Now().Before(deadline) {
 		spans = nil
 		if err := getJSON(ctx, s.sinkURL+"/spans?trace_id="+traceID, &spans); err != nil {
@@ -374,14 +360,14 @@ func (s *stack) waitSpans(ctx context.Context, t *testing.T, traceID string, ok 
 	return nil
 }
 
-func hasSpan(spans []span, service, name string) bool {
-	return slices.ContainsFunc(spans, func(sp span) bool { return sp.Service == service && sp.Name == name })
+func hasSpan(spans []telemetrytest.Span, service, name string) bool {
+	return slices.ContainsFunc(spans, func(sp telemetrytest.Span) bool { return sp.Service == service && sp.Name == name })
 }
 
 // hasSpanWith reports whether service sent a span whose name starts with
 // prefix and that has every attribute of attrs.
-func hasSpanWith(spans []span, service, prefix string, attrs map[string]string) bool {
-	return slices.ContainsFunc(spans, func(sp span) bool {
+func hasSpanWith(spans []telemetrytest.Span, service, prefix string, attrs map[string]string) bool {
+	return slices.ContainsFunc(spans, func(sp telemetrytest.Span) bool {
 		if sp.Service != service || !strings.HasPrefix(sp.Name, prefix) {
 			return false
 		}
@@ -394,7 +380,7 @@ func hasSpanWith(spans []span, service, prefix string, attrs map[string]string) 
 	})
 }
 
-func spanNames(spans []span) []string {
+func spanNames(spans []telemetrytest.Span) []string {
 	var out []string
 	for _, sp := range spans {
 		out = append(out, sp.Service+": "+sp.Name)
@@ -418,7 +404,7 @@ func (s *stack) checkRunTrace(ctx context.Context, t *testing.T, run runView) {
 		{svcMeshExec, "invoke_agent claude"},
 		{svcMarketplace, "tools/call execute_in_worker"},
 	}
-	spans := s.waitSpans(ctx, t, run.TraceID, func(spans []span) bool {
+	spans := s.waitSpans(ctx, t, run.TraceID, func(spans []telemetrytest.Span) bool {
 		for _, w := range want {
 			if !hasSpan(spans, w.service, w.name) {
 				return false
@@ -427,7 +413,7 @@ func (s *stack) checkRunTrace(ctx context.Context, t *testing.T, run runView) {
 		return true
 	})
 	services := map[string]bool{}
-	byID := map[string]span{}
+	byID := map[string]telemetrytest.Span{}
 	for _, sp := range spans {
 		services[sp.Service] = true
 		byID[sp.SpanID] = sp
@@ -494,7 +480,7 @@ func (s *stack) checkRunTrace(ctx context.Context, t *testing.T, run runView) {
 // the refusal as a gate event carrying the violated constraint.
 func (s *stack) checkClientTrace(ctx context.Context, t *testing.T, traceID string) {
 	t.Helper()
-	spans := s.waitSpans(ctx, t, traceID, func(spans []span) bool {
+	spans := s.waitSpans(ctx, t, traceID, func(spans []telemetrytest.Span) bool {
 		for _, sp := range spans {
 			for _, e := range sp.Events {
 				if e.Name == telemetry.EventGateDecision && e.Attributes[string(telemetry.AttrGateDecision)] == "refuse" {

@@ -1,19 +1,13 @@
 package telemetrytest
 
 import (
-	"compress/gzip"
-	"encoding/hex"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -31,16 +25,6 @@ type Collector struct {
 	metrics []*colmetricpb.ExportMetricsServiceRequest
 }
 
-// Span is what tests look at of an exported span.
-type Span struct {
-	TraceID, SpanID, ParentID, Name string
-	Kind                            tracepb.Span_SpanKind
-	// Service is the resource's service.name.
-	Service string
-	// Attrs holds string and integer attributes as strings.
-	Attrs map[string]string
-}
-
 // NewCollector starts a collector, closed when the test ends.
 func NewCollector(t testing.TB) *Collector {
 	t.Helper()
@@ -52,16 +36,21 @@ func NewCollector(t testing.TB) *Collector {
 }
 
 func (c *Collector) serve(w http.ResponseWriter, r *http.Request) {
-	var body io.Reader = r.Body
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		body = zr
+	var (
+		traces  coltracepb.ExportTraceServiceRequest
+		metrics colmetricpb.ExportMetricsServiceRequest
+		m       proto.Message
+	)
+	switch r.URL.Path {
+	case "/v1/traces":
+		m = &traces
+	case "/v1/metrics":
+		m = &metrics
+	default:
+		http.NotFound(w, r) // the services export no logs
+		return
 	}
-	data, err := io.ReadAll(body)
+	data, err := DecodeOTLP(r, m, 64<<20)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -69,51 +58,11 @@ func (c *Collector) serve(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.raw[r.URL.Path] = append(c.raw[r.URL.Path], data...)
-	switch r.URL.Path {
-	case "/v1/traces":
-		req := &coltracepb.ExportTraceServiceRequest{}
-		if err := proto.Unmarshal(data, req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		c.addSpans(req)
-	case "/v1/metrics":
-		req := &colmetricpb.ExportMetricsServiceRequest{}
-		if err := proto.Unmarshal(data, req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		c.metrics = append(c.metrics, req)
+	c.spans = append(c.spans, SpansOf(&traces)...) // none in a metric export
+	if r.URL.Path == "/v1/metrics" {
+		c.metrics = append(c.metrics, &metrics)
 	}
 	w.Header().Set("Content-Type", "application/x-protobuf")
-}
-
-func (c *Collector) addSpans(req *coltracepb.ExportTraceServiceRequest) {
-	for _, rs := range req.GetResourceSpans() {
-		service := attrs(rs.GetResource().GetAttributes())["service.name"]
-		for _, ss := range rs.GetScopeSpans() {
-			for _, sp := range ss.GetSpans() {
-				c.spans = append(c.spans, Span{
-					TraceID: hex.EncodeToString(sp.GetTraceId()), SpanID: hex.EncodeToString(sp.GetSpanId()),
-					ParentID: hex.EncodeToString(sp.GetParentSpanId()), Name: sp.GetName(), Kind: sp.GetKind(),
-					Service: service, Attrs: attrs(sp.GetAttributes()),
-				})
-			}
-		}
-	}
-}
-
-func attrs(kvs []*commonpb.KeyValue) map[string]string {
-	out := make(map[string]string, len(kvs))
-	for _, kv := range kvs {
-		switch v := kv.GetValue().GetValue().(type) {
-		case *commonpb.AnyValue_StringValue:
-			out[kv.GetKey()] = v.StringValue
-		case *commonpb.AnyValue_IntValue:
-			out[kv.GetKey()] = strconv.FormatInt(v.IntValue, 10)
-		}
-	}
-	return out
 }
 
 // Raw is everything sent to path ("/v1/traces", "/v1/metrics"), joined.

@@ -1,7 +1,8 @@
 // Package telemetrytest helps tests check the spans and logs a service
 // makes: a recording tracer provider installed as the process's global one
 // for the length of a test, span attributes as a plain map, and a log
-// buffer safe for concurrent writers.
+// buffer safe for concurrent writers, an OTLP/HTTP collector, and OTLP
+// exports flattened to plain spans (shared with the e2e test's receiver).
 package telemetrytest
 
 import (

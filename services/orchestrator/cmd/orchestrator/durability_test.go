@@ -110,8 +110,8 @@ func (c *cluster) checkOneTrace(t *testing.T, v engine.RunView, killed string) {
 	waitFor(t, "the run's node spans to be exported", 30*time.Second, func() bool {
 		exported := map[string]bool{}
 		for _, s := range c.otlp.Spans() {
-			if s.Attrs["meshwork.run.id"] == v.ID && s.Attrs["meshwork.node.id"] != "" && s.Attrs["meshwork.node.outcome"] == "succeeded" {
-				exported[s.Attrs["meshwork.node.id"]] = true
+			if s.Attributes["meshwork.run.id"] == v.ID && s.Attributes["meshwork.node.id"] != "" && s.Attributes["meshwork.node.outcome"] == "succeeded" {
+				exported[s.Attributes["meshwork.node.id"]] = true
 			}
 		}
 		for id := range want {
@@ -124,13 +124,13 @@ func (c *cluster) checkOneTrace(t *testing.T, v engine.RunView, killed string) {
 	spans := c.otlp.Spans()
 	nodeSpans := map[string]bool{}
 	for _, s := range spans {
-		if s.Attrs["meshwork.run.id"] != v.ID {
+		if s.Attributes["meshwork.run.id"] != v.ID {
 			continue
 		}
 		if s.TraceID != v.TraceID {
-			t.Errorf("run %s: span %q (node %s) is in trace %s, want the run's %s", v.ID, s.Name, s.Attrs["meshwork.node.id"], s.TraceID, v.TraceID)
+			t.Errorf("run %s: span %q (node %s) is in trace %s, want the run's %s", v.ID, s.Name, s.Attributes["meshwork.node.id"], s.TraceID, v.TraceID)
 		}
-		if s.Attrs["meshwork.node.id"] != "" {
+		if s.Attributes["meshwork.node.id"] != "" {
 			nodeSpans[s.SpanID] = true
 		}
 	}
@@ -140,7 +140,7 @@ func (c *cluster) checkOneTrace(t *testing.T, v engine.RunView, killed string) {
 	}
 	calls := 0
 	for _, s := range spans {
-		if s.TraceID == v.TraceID && s.Name == "tools/call mesh_execute" && s.Kind == tracepb.Span_SPAN_KIND_CLIENT {
+		if s.TraceID == v.TraceID && s.Name == "tools/call mesh_execute" && s.Kind == tracepb.Span_SPAN_KIND_CLIENT.String() {
 			calls++
 			// A call of a node the killed replica was running when it died
 			// was exported, but the node's span, still open, never was.
