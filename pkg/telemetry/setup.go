@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
-	promgatherer "github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/contrib/bridges/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	otelprom "go.opentelemetry.io/contrib/bridges/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -20,7 +21,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Config says who is reporting.
@@ -32,9 +32,7 @@ type Config struct {
 	Version string
 	// Metrics, when set, is exported over OTLP too (through the Prometheus
 	// bridge), so a service keeps one registry for /metrics and for OTLP.
-	Metrics promgatherer.Gatherer
-	// Getenv reads the environment (default os.Getenv); tests replace it.
-	Getenv func(string) string
+	Metrics prometheus.Gatherer
 	// Logger receives the SDK's own errors (an unreachable collector, say),
 	// at most one line per errorLogInterval; default: discarded.
 	Logger *slog.Logger
@@ -50,25 +48,35 @@ const errorLogInterval = time.Minute
 // bound a client could make spans of megabytes.
 const defaultAttributeValueLength = 1024
 
-// Exporting reports whether the environment asks for OTLP export: an
-// endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or a per-signal one) and the
-// SDK is not disabled.
-func Exporting(getenv func(string) string) (traces, metrics bool) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
-		return false, false
-	}
-	all := getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
-	traces = (all || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") && getenv("OTEL_TRACES_EXPORTER") != "none"
-	metrics = (all || getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != "") && getenv("OTEL_METRICS_EXPORTER") != "none"
+// flushTimeout bounds the last export on the way out: a collector that is
+// gone must not hold up a shutdown.
+const flushTimeout = 5 * time.Second
+
+// exporting reports whether the environment asks for OTLP export: an
+// endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or a per-signal one).
+func exporting() (traces, metrics bool) {
+	all := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+	traces = (all || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") && os.Getenv("OTEL_TRACES_EXPORTER") != "none"
+	metrics = (all || os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != "") && os.Getenv("OTEL_METRICS_EXPORTER") != "none"
 	return traces, metrics
 }
 
+// NewRegistry returns a Prometheus registry with the Go runtime's and the
+// process's collectors: a service's one registry, served at /metrics and
+// exported over OTLP (Config.Metrics).
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
 // Setup installs the global tracer provider, meter provider and
-// propagator, and returns the function that flushes and stops them; call it
-// on the way out with a bounded context.
+// propagator, and returns the function that flushes and stops them, for
+// the way out: it takes at most 5 seconds, logs what went wrong to
+// cfg.Logger, and does its work the first time it is called only.
+//
+// The OTEL_* variables are read from the process environment, as the SDK's
+// exporters read them.
 //
 // Spans are always recorded, so that trace ids reach logs and the next
 // service even with no collector; they are exported only when the standard
@@ -76,31 +84,28 @@ func Exporting(getenv func(string) string) (traces, metrics bool) {
 // such as http://lgtm:4318). Every other OTEL_* variable the SDK knows
 // (headers, timeouts, OTEL_METRIC_EXPORT_INTERVAL, OTEL_RESOURCE_ATTRIBUTES)
 // applies as usual, and OTEL_TRACES_SAMPLER replaces the default sampler
-// (see newSampler). OTEL_EXPORTER_OTLP_PROTOCOL=grpc is refused: only
+// (see newSampler). Database queries with no span around them (River's
+// polling) make no span: otelpgx starts one only under a recording parent. OTEL_EXPORTER_OTLP_PROTOCOL=grpc is refused: only
 // http/protobuf is built in, which keeps gRPC out of every binary.
 //
 // Span attribute values are cut to 1024 bytes unless
 // OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT or OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT
 // sets another bound.
-func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) error, err error) {
-	getenv := cfg.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
+func Setup(ctx context.Context, cfg Config) (stop func(), err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
-		return func(context.Context) error { return nil }, nil
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
+		return func() {}, nil
 	}
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"} {
-		if p := getenv(name); p != "" && p != "http/protobuf" {
+		if p := os.Getenv(name); p != "" && p != "http/protobuf" {
 			return nil, fmt.Errorf("%s=%s: only http/protobuf is supported (port 4318)", name, p)
 		}
 	}
-	res, err := newResource(ctx, cfg, getenv)
+	res, err := newResource(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	exportTraces, exportMetrics := Exporting(getenv)
+	exportTraces, exportMetrics := exporting()
 
 	otel.SetErrorHandler(newErrorLogger(cfg.Logger))
 	limits := sdktrace.NewSpanLimits() // reads the OTEL_*_LIMIT variables
@@ -108,7 +113,7 @@ func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 		limits.AttributeValueLengthLimit = defaultAttributeValueLength
 	}
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithRawSpanLimits(limits)}
-	if getenv("OTEL_TRACES_SAMPLER") == "" {
+	if os.Getenv("OTEL_TRACES_SAMPLER") == "" {
 		tpOpts = append(tpOpts, sdktrace.WithSampler(newSampler()))
 	}
 	if exportTraces {
@@ -130,39 +135,33 @@ func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 		}
 		var readerOpts []sdkmetric.PeriodicReaderOption
 		if cfg.Metrics != nil {
-			readerOpts = append(readerOpts, sdkmetric.WithProducer(prometheus.NewMetricProducer(prometheus.WithGatherer(cfg.Metrics))))
+			readerOpts = append(readerOpts, sdkmetric.WithProducer(otelprom.NewMetricProducer(otelprom.WithGatherer(cfg.Metrics))))
 		}
 		mpOpts = append(mpOpts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, readerOpts...)))
 	}
 	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	otel.SetMeterProvider(mp)
 
-	// Both flush at once, so that a collector that does not answer does not
-	// spend the whole budget on traces and leave none for the last metrics.
-	return func(ctx context.Context) error {
+	return sync.OnceFunc(func() {
+		// Not the caller's context, which is usually cancelled by then.
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		defer cancel()
+		// Both flush at once, so that a collector that does not answer
+		// does not spend the whole budget on traces and leave none for
+		// the last metrics.
 		errs := make(chan error, 1)
 		go func() { errs <- mp.Shutdown(ctx) }()
-		return errors.Join(tp.Shutdown(ctx), <-errs)
-	}, nil
+		if err := errors.Join(tp.Shutdown(ctx), <-errs); err != nil && cfg.Logger != nil {
+			cfg.Logger.Warn("flushing telemetry", slog.String("error", err.Error()))
+		}
+	}), nil
 }
 
-// Flush calls shutdown with at most timeout, logging what went wrong; for
-// the services' way out. The context is not the caller's, which is usually
-// cancelled by then.
-func Flush(shutdown func(context.Context) error, timeout time.Duration, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := shutdown(ctx); err != nil && logger != nil {
-		logger.Warn("flushing telemetry", slog.String("error", err.Error()))
-	}
-}
-
-// newSampler samples every span but root database spans
-// (dropRootDatabaseSpans). A caller's trace context is a parent, but not
-// its sampling decision: a client sending "not sampled" would otherwise turn
-// off the traces of the runs it starts, which outlive its request.
+// newSampler samples every span. A caller's trace context is a parent, but
+// not its sampling decision: a client sending "not sampled" would otherwise
+// turn off the traces of the runs it starts, which outlive its request.
 func newSampler() sdktrace.Sampler {
-	return sdktrace.ParentBased(dropRootDatabaseSpans{},
+	return sdktrace.ParentBased(sdktrace.AlwaysSample(),
 		sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()))
 }
 
@@ -196,8 +195,8 @@ func (e *errorLogger) Handle(err error) {
 	e.logger.Warn("telemetry", slog.String("error", Truncate(err.Error(), 512)), slog.Int("similar_errors_left_out", dropped))
 }
 
-func newResource(ctx context.Context, cfg Config, getenv func(string) string) (*resource.Resource, error) {
-	name := getenv("OTEL_SERVICE_NAME")
+func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
+	name := os.Getenv("OTEL_SERVICE_NAME")
 	if name == "" {
 		name = cfg.ServiceName
 	}
@@ -205,7 +204,7 @@ func newResource(ctx context.Context, cfg Config, getenv func(string) string) (*
 	if cfg.Version != "" {
 		attrs = append(attrs, attribute.String("service.version", cfg.Version))
 	}
-	if id := getenv("HOSTNAME"); id != "" {
+	if id := os.Getenv("HOSTNAME"); id != "" {
 		attrs = append(attrs, attribute.String("service.instance.id", id))
 	}
 	// WithFromEnv reads OTEL_RESOURCE_ATTRIBUTES from the process
@@ -217,22 +216,3 @@ func newResource(ctx context.Context, cfg Config, getenv func(string) string) (*
 	}
 	return res, nil
 }
-
-// dropRootDatabaseSpans samples every root span but a database one. A query
-// with no span around it is the pool's or the work queue's own polling (River
-// fetches jobs every few hundred milliseconds); as its own trace it would
-// bury the traces that matter. Queries made for a request or a node keep
-// their parent and are sampled with it (ParentBased).
-type dropRootDatabaseSpans struct{}
-
-func (dropRootDatabaseSpans) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	ts := trace.SpanContextFromContext(p.ParentContext).TraceState()
-	for _, a := range p.Attributes {
-		if a.Key == "db.system" || a.Key == "db.system.name" {
-			return sdktrace.SamplingResult{Decision: sdktrace.Drop, Tracestate: ts}
-		}
-	}
-	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample, Tracestate: ts}
-}
-
-func (dropRootDatabaseSpans) Description() string { return "DropRootDatabaseSpans" }

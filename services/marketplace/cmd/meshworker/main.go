@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -79,11 +78,11 @@ startup error.`,
 			// the tool calls continue the marketplace's trace (from
 			// params._meta) and every log line carries its trace id.
 			logger := telemetry.NewLogger(os.Stderr, slog.LevelInfo)
-			shutdown, err := telemetry.Setup(cmd.Context(), telemetry.Config{ServiceName: "meshwork-meshworker", Version: buildinfo.Version, Logger: logger})
+			flushTelemetry, err := telemetry.Setup(cmd.Context(), telemetry.Config{ServiceName: "meshwork-meshworker", Version: buildinfo.Version, Logger: logger})
 			if err != nil {
 				return err
 			}
-			defer telemetry.Flush(shutdown, 5*time.Second, logger)
+			defer flushTelemetry()
 			srv, err := meshworker.NewServer(cfg, logger)
 			if err != nil {
 				return err

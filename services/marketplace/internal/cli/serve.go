@@ -7,14 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync"
-	"time"
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
@@ -63,16 +59,13 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	// One registry serves /metrics and, through the bridge, OTLP. Telemetry
 	// is set up first so that the database tracer and the HTTP handler find
 	// the providers, and flushed once the server has stopped.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	shutdownTelemetry, err := telemetry.Setup(ctx, telemetry.Config{
+	reg := telemetry.NewRegistry()
+	flushTelemetry, err := telemetry.Setup(ctx, telemetry.Config{
 		ServiceName: "meshwork-marketplace", Version: buildinfo.Version, Metrics: reg, Logger: logger,
 	})
 	if err != nil {
 		return fmt.Errorf("setting up telemetry: %w", err)
 	}
-	// Bounded: an unreachable collector must not hold the exit.
-	flushTelemetry := sync.OnceFunc(func() { telemetry.Flush(shutdownTelemetry, 5*time.Second, logger) })
 	defer flushTelemetry()
 
 	catalogFS := workers.FS()

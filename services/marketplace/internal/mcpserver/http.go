@@ -54,13 +54,13 @@ func NewHTTPHandler(srv *mcp.Server, st *store.Store, metrics http.Handler, serv
 	}
 	// Only /mcp is traced: the probes and the scrapes would bury the
 	// requests that matter. Its span is "POST /mcp" (GET and DELETE for the
-	// stream and the session's end), outside the token check, so refused
+	// stream and the session's end; otelhttp names it after the method and
+	// the route chi set), outside the token check, so refused
 	// requests show too. telemetry.HTTPTraceHeader hands the span to the
 	// calls (telemetry.HTTPParent), which the SDK runs with the context of
 	// the request that opened the session.
 	traced := otelhttp.NewHandler(auth.RequireBearerToken(verify, nil)(limitBody(telemetry.HTTPTraceHeader(mcpHandler))), "/mcp",
-		otelhttp.WithServerName(serverName),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " /mcp" }))
+		otelhttp.WithServerName(serverName))
 	r.Handle("/mcp", traced)
 	return r
 }

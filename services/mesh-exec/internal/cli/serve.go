@@ -20,8 +20,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -105,18 +103,16 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 	if f.sessionDir == "" {
 		f.sessionDir = filepath.Join(f.workspaceRoot, ".meshwork", "sessions")
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	shutdownTelemetry, err := telemetry.Setup(ctx, telemetry.Config{
+	reg := telemetry.NewRegistry()
+	flushTelemetry, err := telemetry.Setup(ctx, telemetry.Config{
 		ServiceName: "meshwork-mesh-exec", Version: buildinfo.Version, Metrics: reg, Logger: logger,
 	})
 	if err != nil {
 		return err
 	}
 	// Deferred before the server's Shutdown, so it runs after it: the spans
-	// of the runs Shutdown stops are flushed too. Bounded, because an
-	// unreachable collector must not hold up the exit.
-	defer telemetry.Flush(shutdownTelemetry, 5*time.Second, logger)
+	// of the runs Shutdown stops are flushed too.
+	defer flushTelemetry()
 	sessions, err := session.Open(f.sessionDir)
 	if err != nil {
 		return err
@@ -225,24 +221,7 @@ func httpHandler(mcpSrv *mcp.Server, token string, metrics http.Handler, serverN
 		otelhttp.WithServerName(serverName),
 		// Health checks and scrapes every few seconds would bury the
 		// traces that matter.
-		otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path != "/healthz" && r.URL.Path != "/metrics" }),
-		otelhttp.WithSpanNameFormatter(httpSpanName))
-}
-
-// httpSpanName names a request's span by method and route. Both come from
-// the client: an unknown method or path is named generically, so span names
-// stay a small set.
-func httpSpanName(_ string, r *http.Request) string {
-	method := r.Method
-	switch method {
-	case http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodPatch:
-	default:
-		method = "HTTP"
-	}
-	if r.URL.Path == "/mcp" {
-		return method + " /mcp"
-	}
-	return method
+		otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path != "/healthz" && r.URL.Path != "/metrics" }))
 }
 
 func loadToken(file string) (string, error) {

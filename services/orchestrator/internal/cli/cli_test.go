@@ -186,12 +186,11 @@ func TestServe(t *testing.T) {
 	logs := make(lines, 1000)
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	collector := telemetrytest.NewCollector(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL) // the exporters read the process environment
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL) // telemetry reads the process environment
 	cmd := newServeCommand(logger, env{
-		"DATABASE_URL":                pgtest.EmptyDSN(t),
-		"ORCHESTRATOR_TOKENS":         "tester=" + token,
-		"ORCHESTRATOR_ADDR":           "127.0.0.1:0",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
+		"DATABASE_URL":        pgtest.EmptyDSN(t),
+		"ORCHESTRATOR_TOKENS": "tester=" + token,
+		"ORCHESTRATOR_ADDR":   "127.0.0.1:0",
 	}.get)
 	cmd.SetArgs([]string{"--pipelines", dir, "--replica-id", "r1", "--shutdown-timeout", "5s"})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,6 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/mcptools"
 )
@@ -73,7 +75,7 @@ func serveMCP(ctx context.Context, cfg mcpConfig, getenv func(string) string, in
 	}
 	// Traces only (stdout is the MCP stream; OTLP goes over HTTP): a run
 	// started here keeps the trace of the tool call that started it.
-	stopTelemetry, err := startTelemetry(ctx, getenv, nil, logger)
+	stopTelemetry, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: serviceName, Version: buildinfo.Version, Logger: logger})
 	if err != nil {
 		return err
 	}

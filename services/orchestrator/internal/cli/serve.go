@@ -17,12 +17,11 @@ import (
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/meshwork/meshwork/migrations"
+	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -84,6 +83,10 @@ func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TokensFile, "tokens-file", "", `bearer tokens file, one "caller token" per line (besides ORCHESTRATOR_TOKENS)`)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running nodes are waited for before they are cancelled")
 }
+
+// serviceName is the orchestrator's OpenTelemetry service.name (unless
+// OTEL_SERVICE_NAME says otherwise).
+const serviceName = "meshwork-orchestrator"
 
 const serveHelp = `serve runs the orchestrator: the engine that works pipeline runs (River jobs
 in Postgres, shared by every replica) and the HTTP API beside it:
@@ -159,9 +162,8 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	// queries, and is flushed once the rest has stopped, but before the
 	// pool closes: the last export still reads the runs from the database
 	// (orchestrator_runs_*).
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	stopTelemetry, err := startTelemetry(ctx, getenv, reg, logger)
+	reg := telemetry.NewRegistry()
+	stopTelemetry, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: serviceName, Version: buildinfo.Version, Metrics: reg, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func New(cfg Config) (*API, error) {
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this path; see /v1/openapi.json")
 	})
-	r.Use(nameSpan, a.observe)
+	r.Use(a.observe)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", a.readyz)
 	if gatherer != nil {
@@ -151,7 +151,7 @@ func New(cfg Config) (*API, error) {
 	})
 	a.router = r
 	// A server span per request, the child of the caller's traceparent
-	// header if any; nameSpan names it after the route once chi has routed
+	// header if any; observe names it after the route once chi has routed
 	// the request. Probes and scrapes, every few seconds each, would only
 	// bury the traces that matter.
 	serverName := cfg.ServerName
@@ -172,28 +172,24 @@ func New(cfg Config) (*API, error) {
 // ServeHTTP serves a request.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
 
-// nameSpan names the request's server span after chi's route pattern once
-// the request is routed, "GET /v1/runs/{id}", and sets http.route on it
-// and on otelhttp's metrics: the path itself (ids in it) would make a name
-// per run. An unrouted request keeps the method alone as its name.
-func nameSpan(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r)
-		span := trace.SpanFromContext(r.Context())
-		route := chi.RouteContext(r.Context()).RoutePattern()
-		if route == "" || !span.IsRecording() {
-			return
-		}
-		method := methodLabel(r.Method)
-		if method == "OTHER" {
-			method = "HTTP" // as the HTTP semantic conventions name it
-		}
-		span.SetName(method + " " + route)
-		span.SetAttributes(semconv.HTTPRoute(route))
-		if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
-			l.Add(semconv.HTTPRoute(route))
-		}
-	})
+// nameSpan names the request's server span after chi's route pattern,
+// "GET /v1/runs/{id}", and sets http.route on it and on otelhttp's metrics:
+// the path itself (ids in it) would make a name per run. otelhttp cannot,
+// being outside the router: the request chi routes is a copy of its own.
+// An unrouted request keeps the method alone as its name.
+func nameSpan(r *http.Request, method, route string) {
+	span := trace.SpanFromContext(r.Context())
+	if !span.IsRecording() {
+		return
+	}
+	if method == "OTHER" {
+		method = "HTTP" // as the HTTP semantic conventions name it
+	}
+	span.SetName(method + " " + route)
+	span.SetAttributes(semconv.HTTPRoute(route))
+	if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
+		l.Add(semconv.HTTPRoute(route))
+	}
 }
 
 // CloseStreams ends the open event streams (their clients reconnect with
@@ -235,16 +231,18 @@ func (a *API) observe(next http.Handler) http.Handler {
 					writeError(rec, http.StatusInternalServerError, codeInternal, internalMessage)
 				}
 			}
-			route := chi.RouteContext(r.Context()).RoutePattern()
+			method, route := methodLabel(r.Method), chi.RouteContext(r.Context()).RoutePattern()
 			if route == "" {
 				route = "unmatched"
+			} else {
+				nameSpan(r, method, route)
 			}
 			status := rec.status
 			if status == 0 {
 				status = http.StatusOK
 			}
 			elapsed := time.Since(start)
-			a.metrics.observeRequest(methodLabel(r.Method), route, status, elapsed)
+			a.metrics.observeRequest(method, route, status, elapsed)
 			level := slog.LevelInfo
 			switch route {
 			case "/healthz", "/readyz", "/metrics":
