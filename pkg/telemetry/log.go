@@ -12,13 +12,11 @@ import (
 // with a context that holds a span carrying "trace_id" and "span_id", so a
 // log line leads to its trace and back.
 func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(NewLogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
+	return slog.New(traceHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
 }
 
-// NewLogHandler wraps h so that records add the trace and span ids of the
-// span in their context, if any.
-func NewLogHandler(h slog.Handler) slog.Handler { return traceHandler{h} }
-
+// traceHandler adds to each record the trace and span ids of the span in
+// its context, if any.
 type traceHandler struct{ slog.Handler }
 
 func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {

@@ -69,7 +69,7 @@ func ClientMiddleware() mcp.Middleware {
 			if strings.HasPrefix(method, "notifications/") || params == nil {
 				return next(ctx, method, req)
 			}
-			name, attrs := requestSpan(method, req)
+			name, attrs := requestSpan(method, req, params)
 			ctx, span := Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 			defer span.End()
 			params.SetMeta(InjectMeta(ctx, params.GetMeta()))
@@ -91,10 +91,11 @@ func ServerMiddleware() mcp.Middleware {
 			if strings.HasPrefix(method, "notifications/") {
 				return next(ctx, method, req)
 			}
-			if params := paramsOf(req); params != nil {
+			params := paramsOf(req)
+			if params != nil {
 				ctx = ExtractMeta(ctx, params.GetMeta())
 			}
-			name, attrs := requestSpan(method, req)
+			name, attrs := requestSpan(method, req, params)
 			ctx, span := Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 			defer span.End()
 			res, err := next(ctx, method, req)
@@ -121,7 +122,8 @@ func paramsOf(req mcp.Request) mcp.Params {
 // maxToolName bounds a tool name in span names and attributes.
 const maxToolName = 64
 
-func requestSpan(method string, req mcp.Request) (string, []attribute.KeyValue) {
+// requestSpan names the span of req, whose params (paramsOf) are given.
+func requestSpan(method string, req mcp.Request, params mcp.Params) (string, []attribute.KeyValue) {
 	method = Truncate(method, maxToolName)
 	attrs := []attribute.KeyValue{AttrMCPMethodName.String(method)}
 	if s := req.GetSession(); s != nil {
@@ -130,7 +132,7 @@ func requestSpan(method string, req mcp.Request) (string, []attribute.KeyValue) 
 		}
 	}
 	var tool string
-	switch p := paramsOf(req).(type) {
+	switch p := params.(type) {
 	case *mcp.CallToolParams:
 		tool = p.Name
 	case *mcp.CallToolParamsRaw:

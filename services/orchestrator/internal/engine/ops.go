@@ -328,11 +328,7 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
 	}
 	// A fork is a new run, in the trace of the request that forks it; its
 	// span links to the source run's trace.
-	if src.Traceparent != "" {
-		if sc := trace.SpanContextFromContext(runTrace(context.Background(), src)); sc.IsValid() {
-			trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
-		}
-	}
+	linkRunTrace(ctx, src)
 	seq := req.Seq
 	var sessions map[string]string
 	if req.Thread == "" {
@@ -562,11 +558,8 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 	e.cache.drop(req.RunID)
 	// The nodes that run again continue the run's trace; the request that
 	// resumed it links to it.
-	runCtx := runTrace(ctx, run)
-	if sc := trace.SpanContextFromContext(runCtx); sc.IsValid() {
-		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
-	}
-	e.reportSkipped(runCtx, p, run.ID, "", step)
+	linkRunTrace(ctx, run)
+	e.reportSkipped(runTrace(ctx, run), p, run.ID, "", step)
 	return store.GetRun(ctx, e.pool, req.RunID)
 }
 

@@ -44,6 +44,18 @@ func runTrace(ctx context.Context, run store.Run) context.Context {
 	return telemetry.WithTraceContext(ctx, run.Traceparent, run.Tracestate)
 }
 
+// linkRunTrace links ctx's span to run's trace, when the run has one (runs
+// created before traces were stored have none, and runTrace would then
+// return ctx itself: a span linked to itself).
+func linkRunTrace(ctx context.Context, run store.Run) {
+	if run.Traceparent == "" {
+		return
+	}
+	if sc := trace.SpanContextFromContext(runTrace(context.Background(), run)); sc.IsValid() {
+		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
+	}
+}
+
 // startNodeSpan starts the span of one attempt of node a.NodeID, in the
 // run's trace: "invoke_agent {role}" for an agent node, "node {id}" for any
 // other. session is the role's session when known.

@@ -98,13 +98,14 @@ type Run struct {
 
 const runColumns = `id::text, pipeline, pipeline_hash, thread, caller, status, coalesce(error, ''), head_seq,
 	coalesce(forked_from_run::text, ''), forked_from_seq, created_at, updated_at, finished_at,
-	coalesce(traceparent, ''), coalesce(tracestate, '')`
+	coalesce(traceparent, ''), coalesce(tracestate, ''), coalesce(split_part(traceparent, '-', 2), '')`
 
-// runFields are the scan targets of runColumns, in order.
+// runFields are the scan targets of runColumns, in order. TraceID is
+// the traceparent's second field: InsertRun keeps only valid ones.
 func runFields(r *Run) []any {
 	return []any{
 		&r.ID, &r.Pipeline, &r.PipelineHash, &r.Thread, &r.Caller, &r.Status, &r.Error, &r.HeadSeq,
-		&r.ForkedFromRun, &r.ForkedFromSeq, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Traceparent, &r.Tracestate,
+		&r.ForkedFromRun, &r.ForkedFromSeq, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Traceparent, &r.Tracestate, &r.TraceID,
 	}
 }
 
@@ -114,7 +115,6 @@ func scanRun(row pgx.Row) (Run, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
-	r.TraceID = traceID(r.Traceparent)
 	return r, err
 }
 
@@ -235,7 +235,6 @@ func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Du
 		RETURNING fence, coalesce((SELECT session_id FROM role_sessions s WHERE s.thread = runs.thread AND s.role = $4), ''), `+runColumns,
 		runID, owner, ttl.Milliseconds(), role)
 	err := row.Scan(append([]any{&l.Fence, &l.Session}, runFields(&l.Run)...)...)
-	l.Run.TraceID = traceID(l.Run.Traceparent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := GetRun(ctx, q, runID); err != nil {
 			return Lease{}, false, err
@@ -256,7 +255,6 @@ func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence in
 	var held bool
 	err := tx.QueryRow(ctx, `SELECT `+runColumns+`, coalesce(lease_owner = $2 AND fence = $3, false) FROM runs WHERE id = $1 FOR UPDATE`, id, owner, fence).Scan(
 		append(runFields(&r), &held)...)
-	r.TraceID = traceID(r.Traceparent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
