@@ -25,7 +25,10 @@ const ShutdownTimeout = 10 * time.Second
 // the shutdown starts (http.Server.RegisterOnShutdown), such as stopping
 // work whose calls should then answer.
 func Serve(ctx context.Context, ln net.Listener, handler http.Handler, logger *slog.Logger, onShutdown ...func()) error {
-	hs := &http.Server{Handler: endStreamsOnShutdown(ctx, handler), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{
+		Handler: endStreamsOnShutdown(ctx, handler), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 	for _, f := range onShutdown {
 		hs.RegisterOnShutdown(f)
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/meshwork/meshwork/migrations"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -232,29 +232,14 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 		_ = ln.Close()
 		return errors.Join(err, stopEngine())
 	}
-	hs := &http.Server{
-		Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	hs.RegisterOnShutdown(api.CloseStreams)
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
 	logger.InfoContext(ctx, "serving", slog.String("addr", ln.Addr().String()), slog.String("replica", eng.ReplicaID()),
 		slog.Bool("api_only", cfg.APIOnly), slog.Int("pipelines", len(catalog.Pipelines())))
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-		logger.InfoContext(ctx, "shutting down")
-	case serveErr = <-served:
+	// The event streams end as the shutdown starts (their clients
+	// reconnect with Last-Event-ID); the other requests are waited for.
+	serveErr := mcphttp.Serve(ctx, ln, api, logger, func() { logger.InfoContext(ctx, "shutting down") }, api.CloseStreams)
+	if serveErr != nil {
 		serveErr = fmt.Errorf("serving HTTP: %w", serveErr)
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	if err := hs.Shutdown(shutdownCtx); err != nil {
-		logger.WarnContext(ctx, "closing the HTTP connections still open", slog.Any("error", err))
-		_ = hs.Close()
-	}
-	cancel()
 	err = errors.Join(serveErr, stopEngine())
 	if err == nil {
 		logger.InfoContext(ctx, "stopped")
