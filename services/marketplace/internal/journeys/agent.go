@@ -79,13 +79,14 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 			_ = json.Unmarshal(raw, &out)
 		}
 	}
-	u := parseUsage(out.Metadata)
-	failed := err != nil || res.IsError || u.isError
-	m.observeAgentRun(ctx, entry, u, failed, time.Since(started))
+	run := parseUsage(out.Metadata)
+	run.OK = run.OK && err == nil && !res.IsError
+	run.Duration = time.Since(started)
+	m.observeAgentRun(ctx, entry, run)
 	if err != nil {
 		return nil, 0, err
 	}
-	cost := u.costUSD
+	cost := run.CostUSD
 	if out.SessionID != "" && out.SessionID != j.AgentSessionID {
 		// Saved at once: the next action, or a restarted marketplace, resumes it.
 		if err := m.cfg.Store.SetAgentSession(context.WithoutCancel(ctx), j.UID, out.SessionID); err != nil {
@@ -98,78 +99,57 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 	return out, cost, nil
 }
 
-// agentUsage is what an agent run reported in mesh_execute's metadata:
-// cost_usd, num_turns, input_tokens, output_tokens, backend, is_error. Each
-// has* says the field was there and sane; the metadata is the agent
-// container's output, untrusted, so a negative, non-finite or absurd
-// number (telemetry.UsageOK) counts as absent.
-type agentUsage struct {
-	backend                   string
-	isError                   bool
-	costUSD                   float64
-	inputTokens, outputTokens int64
-	turns                     int64
-	hasCost, hasTurns         bool
-	hasInput, hasOutput       bool
-}
-
-func parseUsage(md map[string]any) agentUsage {
-	var u agentUsage
-	u.backend, _ = md["backend"].(string)
-	u.isError, _ = md["is_error"].(bool)
-	u.costUSD, u.hasCost = amount(md["cost_usd"], telemetry.MaxAgentCostUSD)
-	turns, hasTurns := amount(md["num_turns"], telemetry.MaxAgentTurns)
-	in, hasIn := amount(md["input_tokens"], telemetry.MaxAgentTokens)
-	out, hasOut := amount(md["output_tokens"], telemetry.MaxAgentTokens)
-	u.turns, u.hasTurns = int64(turns), hasTurns
-	u.inputTokens, u.hasInput = int64(in), hasIn
-	u.outputTokens, u.hasOutput = int64(out), hasOut
-	return u
+// parseUsage reads what an agent run reported in mesh_execute's metadata:
+// backend, is_error, cost_usd, num_turns, input_tokens, output_tokens. The
+// metadata is the agent container's output, untrusted: a negative,
+// non-finite or absurd number (telemetry.UsageOK) counts as not reported,
+// zero.
+func parseUsage(md map[string]any) telemetry.AgentRun {
+	var r telemetry.AgentRun
+	r.Backend, _ = md["backend"].(string)
+	isError, _ := md["is_error"].(bool)
+	r.OK = !isError
+	r.CostUSD = amount(md["cost_usd"], telemetry.MaxAgentCostUSD)
+	r.Turns = int64(amount(md["num_turns"], telemetry.MaxAgentTurns))
+	r.InputTokens = int64(amount(md["input_tokens"], telemetry.MaxAgentTokens))
+	r.OutputTokens = int64(amount(md["output_tokens"], telemetry.MaxAgentTokens))
+	return r
 }
 
 // amount reads a reported number (JSON numbers decode as float64), at most
-// limit.
-func amount(v any, limit float64) (float64, bool) {
+// limit; zero when it is not one.
+func amount(v any, limit float64) float64 {
 	f, ok := v.(float64)
 	if !ok || !telemetry.UsageOK(f, limit) {
-		return 0, false
+		return 0
 	}
-	return f, true
+	return f
 }
 
 // observeAgentRun counts an agent run in the metrics and puts its usage on
 // the action's span (invoke_agent). The backend label is the one the agent
 // reported, mapped onto the known backends, or the definition's when the
 // run reported nothing (it failed before mesh-exec answered).
-func (m *Manager) observeAgentRun(ctx context.Context, entry *workerdef.Entry, u agentUsage, failed bool, elapsed time.Duration) {
-	backend := u.backend
-	if backend == "" && entry.Definition.Agent != nil {
-		backend = entry.Definition.Agent.Backend
+func (m *Manager) observeAgentRun(ctx context.Context, entry *workerdef.Entry, run telemetry.AgentRun) {
+	if run.Backend == "" && entry.Definition.Agent != nil {
+		run.Backend = entry.Definition.Agent.Backend
 	}
-	backend = telemetry.BoundBackend(backend)
-	m.metrics.agent.Observe(u.run(backend, failed, elapsed))
+	run.Backend = telemetry.BoundBackend(run.Backend)
+	m.metrics.agent.Observe(run)
 
 	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(attrAgentBackend.String(backend))
-	if u.hasInput {
-		span.SetAttributes(telemetry.AttrUsageInputTokens.Int64(u.inputTokens))
+	span.SetAttributes(attrAgentBackend.String(run.Backend))
+	if run.InputTokens > 0 {
+		span.SetAttributes(telemetry.AttrUsageInputTokens.Int64(run.InputTokens))
 	}
-	if u.hasOutput {
-		span.SetAttributes(telemetry.AttrUsageOutputTokens.Int64(u.outputTokens))
+	if run.OutputTokens > 0 {
+		span.SetAttributes(telemetry.AttrUsageOutputTokens.Int64(run.OutputTokens))
 	}
-	if u.hasCost {
-		span.SetAttributes(telemetry.AttrCostUSD.Float64(u.costUSD))
+	if run.CostUSD > 0 {
+		span.SetAttributes(telemetry.AttrCostUSD.Float64(run.CostUSD))
 	}
-	if u.hasTurns {
-		span.SetAttributes(telemetry.AttrNumTurns.Int64(u.turns))
-	}
-}
-
-// run is the agent run u reports, for the metrics.
-func (u agentUsage) run(backend string, failed bool, elapsed time.Duration) telemetry.AgentRun {
-	return telemetry.AgentRun{
-		Backend: backend, OK: !failed, CostUSD: u.costUSD, InputTokens: u.inputTokens, OutputTokens: u.outputTokens,
-		Turns: u.turns, Duration: elapsed,
+	if run.Turns > 0 {
+		span.SetAttributes(telemetry.AttrNumTurns.Int64(run.Turns))
 	}
 }
 

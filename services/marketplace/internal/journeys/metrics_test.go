@@ -25,19 +25,22 @@ func TestAgentRunUsageFromUntrustedMetadata(t *testing.T) {
 	}
 
 	good := parseUsage(map[string]any{"backend": "claude", "cost_usd": 0.25, "num_turns": 3.0, "input_tokens": 120.0, "output_tokens": 30.0})
-	m.agent.Observe(good.run(telemetry.BoundBackend(good.backend), false, 2*time.Second))
+	good.Duration = 2 * time.Second
+	m.agent.Observe(good)
 	hostile := parseUsage(map[string]any{
 		"backend": "claude", "cost_usd": -5.0, "num_turns": math.NaN(), "input_tokens": math.Inf(1), "output_tokens": "many",
 	})
-	if hostile.hasCost || hostile.hasTurns || hostile.hasInput || hostile.hasOutput {
+	if hostile.CostUSD != 0 || hostile.Turns != 0 || hostile.InputTokens != 0 || hostile.OutputTokens != 0 {
 		t.Errorf("hostile usage read as present: %+v", hostile)
 	}
-	m.agent.Observe(hostile.run(telemetry.BoundBackend(hostile.backend), true, time.Second))
+	hostile.OK, hostile.Duration = false, time.Second
+	m.agent.Observe(hostile)
 	huge := parseUsage(map[string]any{"cost_usd": 1e300, "num_turns": 1e7, "input_tokens": 1e13})
-	if huge.hasCost || huge.hasTurns || huge.hasInput {
+	if huge.CostUSD != 0 || huge.Turns != 0 || huge.InputTokens != 0 {
 		t.Errorf("absurd usage read as present: %+v", huge)
 	}
-	m.agent.Observe(huge.run(telemetry.BoundBackend("made-up"), false, time.Second))
+	huge.Backend, huge.Duration = telemetry.BoundBackend("made-up"), time.Second
+	m.agent.Observe(huge)
 
 	for _, tc := range []struct {
 		name   string
