@@ -152,7 +152,7 @@ func Setup(ctx context.Context, cfg Config) (stop func(), err error) {
 		errs := make(chan error, 1)
 		go func() { errs <- mp.Shutdown(ctx) }()
 		if err := errors.Join(tp.Shutdown(ctx), <-errs); err != nil && cfg.Logger != nil {
-			cfg.Logger.Warn("flushing telemetry", slog.String("error", err.Error()))
+			cfg.Logger.WarnContext(ctx, "flushing telemetry", slog.String("error", err.Error()))
 		}
 	}), nil
 }
