@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -153,7 +154,7 @@ func unmarshalError(err error) error {
 			return &Error{Field: field, Msg: "unknown field (fields are " + fieldNames + ")"}
 		}
 		if se.JSONKind != 0 && se.GoType != nil {
-			return &Error{Field: field, Msg: fmt.Sprintf("want %s, got a JSON %s", goKind(se.GoType.String()), se.JSONKind)}
+			return &Error{Field: field, Msg: fmt.Sprintf("want %s, got a JSON %s", goKind(se.GoType), se.JSONKind)}
 		}
 		return &Error{Field: field, Msg: se.Error()}
 	}
@@ -164,11 +165,13 @@ func unmarshalError(err error) error {
 	return &Error{Msg: err.Error()}
 }
 
-func goKind(t string) string {
-	switch {
-	case strings.HasPrefix(t, "[]"):
+// goKind names the JSON a Go type takes: the action and its arguments are
+// objects, command a list of strings, every other field a string.
+func goKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
 		return "a list of strings"
-	case strings.HasPrefix(t, "map["):
+	case reflect.Map, reflect.Struct:
 		return "an object"
 	}
 	return "a string"

@@ -71,6 +71,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"tool without name", `{"type":"tool","arguments":{}}`, "/tool", "missing"},
 		{"arguments not object", `{"type":"tool","tool":"x","arguments":[1]}`, "/arguments", "want an object"},
 		{"target not string", `{"type":"read","target":42}`, "/target", "want a string"},
+		{"action not object", `"read"`, "", "want an object, got a JSON string"},
 		{"null", `null`, "/type", "missing"},
 		{"array", `[]`, "", "want"},
 		{"not JSON", `type=read`, "", "invalid JSON"},
