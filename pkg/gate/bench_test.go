@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -58,4 +59,24 @@ func BenchmarkEvaluateBuiltins(b *testing.B) {
 // size, startsWith, exists(), regex). Goal: p50 under 10 µs.
 func BenchmarkEvaluateBuiltinsAndSixRules(b *testing.B) {
 	benchEvaluate(b, ruleDef(sixRules...), benchActions)
+}
+
+// BenchmarkEvaluateResult checks an allowed change of 50 files against every
+// built-in result check and the result rules of the tests.
+func BenchmarkEvaluateResult(b *testing.B) {
+	def := resultDef(resultRules...)
+	def.Result.MaxChangedFiles = 100
+	g := mustCompile(b, def)
+	files := make([]meshtype.ChangedFile, 50)
+	for i := range files {
+		files[i] = modified("src/pkg/file" + strconv.Itoa(i) + ".go")
+	}
+	files[7] = renamed("src/old.go", "src/new.go")
+	c := summary(files...)
+	b.ReportAllocs()
+	for b.Loop() {
+		if vs := g.EvaluateResult(c); vs != nil {
+			b.Fatalf("unexpected violations: %+v", vs)
+		}
+	}
 }

@@ -12,6 +12,15 @@
 // type-checked at compile time and run with a cost limit; a rule that errors or
 // runs out of budget is a violation (the gate fails closed).
 //
+// The same Gate is also the result gate, on what leaves a worker:
+// [Gate.EvaluateResult] checks a workspace's change (a [meshtype.ChangeSummary],
+// computed whenever a diff or an export is asked for) against the
+// definition's result block: max_changed_files, max_diff_bytes, denied globs
+// on every changed path (both sides of a rename), lexical path safety, and
+// CEL rules over the summary, which they see as `result`. Result rules run in
+// their own CEL environment, with the same cost limit and fail-closed handling
+// as action rules.
+//
 // The decision is not the enforcement: executors still confine file access to
 // the workspace with os.Root, limit sizes while streaming and run commands
 // without a shell. The gate's job is to refuse early and explain why.

@@ -2,7 +2,6 @@ package gate
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,11 +27,10 @@ var builtinIDs = []string{
 	ConstraintAllowed, ConstraintDenied, ConstraintCommands, ConstraintMaxActions, ConstraintMaxCost,
 }
 
-var ruleIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
-
-// CompileError is a problem in a definition's constraints. Path names the
-// offending field the way the definition file spells it
-// ("constraints.rules[0].expression"), so loaders can point at it.
+// CompileError is a problem in a definition's constraints or result
+// constraints. Path names the offending field the way the definition file
+// spells it ("constraints.rules[0].expression", "result.denied_paths[1]"), so
+// loaders can point at it.
 type CompileError struct {
 	Path string
 	Msg  string
@@ -40,7 +38,8 @@ type CompileError struct {
 
 func (e *CompileError) Error() string { return e.Path + ": " + e.Msg }
 
-// Gate is the compiled form of one definition's constraints.
+// Gate is the compiled form of one definition's constraints and result
+// constraints.
 type Gate struct {
 	kind        meshtype.Kind
 	tools       []string
@@ -52,11 +51,13 @@ type Gate struct {
 	maxActions  int64
 	maxCostUSD  float64
 	rules       []*rule
+	result      resultGate
 }
 
-// Compile builds the gate for a definition. It fails with a *CompileError on
-// a malformed command entry, a bad glob, or a rule whose id is invalid or
-// taken, or whose CEL does not compile or does not type-check.
+// Compile builds the gate for a definition, its result block included. It
+// fails with a *CompileError on a malformed command entry, a bad glob, or a
+// rule whose id is invalid or taken, or whose CEL does not compile or does
+// not type-check.
 func Compile(def *meshtype.Definition) (*Gate, error) {
 	c := &def.Constraints
 	g := &Gate{
@@ -81,24 +82,11 @@ func Compile(def *meshtype.Definition) (*Gate, error) {
 		}
 		g.commands = append(g.commands, argv)
 	}
-	seen := map[string]bool{}
-	for i := range c.Rules {
-		r := &c.Rules[i]
-		path := "constraints.rules[" + strconv.Itoa(i) + "]"
-		switch {
-		case !ruleIDPattern.MatchString(r.ID):
-			return nil, &CompileError{Path: path + ".id", Msg: fmt.Sprintf("rule id %q must match %s", r.ID, ruleIDPattern)}
-		case slices.Contains(builtinIDs, r.ID):
-			return nil, &CompileError{Path: path + ".id", Msg: fmt.Sprintf("rule id %q is a built-in constraint id", r.ID)}
-		case seen[r.ID]:
-			return nil, &CompileError{Path: path + ".id", Msg: fmt.Sprintf("rule id %q is used twice", r.ID)}
-		}
-		seen[r.ID] = true
-		cr, err := compileRule(path, r)
-		if err != nil {
-			return nil, err
-		}
-		g.rules = append(g.rules, cr)
+	if g.rules, err = actionRules.compile(c.Rules); err != nil {
+		return nil, err
+	}
+	if g.result, err = compileResult(&def.Result, g.denied); err != nil {
+		return nil, err
 	}
 	return g, nil
 }

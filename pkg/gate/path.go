@@ -167,7 +167,7 @@ func (g *Gate) checkPath(a *meshtype.Action, c *collector) {
 	if !g.allowedPath(clean) {
 		c.add(ConstraintAllowed, fmt.Sprintf("path %q is not inside the allowed paths", clean))
 	}
-	if p, ok := g.deniedBy(clean); ok {
+	if p, ok := deniedBy(g.denied, clean); ok {
 		c.add(ConstraintDenied, fmt.Sprintf("path %q is denied by %q", clean, p))
 	}
 }
@@ -180,12 +180,15 @@ func (g *Gate) PathDenied(clean string) bool {
 	if !g.allowedPath(clean) {
 		return true
 	}
-	_, denied := g.deniedBy(clean)
+	_, denied := deniedBy(g.denied, clean)
 	return denied
 }
 
-func (g *Gate) deniedBy(clean string) (string, bool) {
-	if len(g.denied) == 0 {
+// deniedBy returns the first of the denied globs that refuses a clean path.
+// The action gate and the result gate share it, so a denied glob means the
+// same in constraints and in result.
+func deniedBy(denied []glob, clean string) (string, bool) {
+	if len(denied) == 0 {
 		return "", false
 	}
 	// Denied globs match case-insensitively and also against the compatibility
@@ -197,7 +200,7 @@ func (g *Gate) deniedBy(clean string) (string, bool) {
 	if !isASCII(clean) {
 		forms[1] = strings.ToLower(norm.NFKC.String(clean))
 	}
-	for _, gl := range g.denied {
+	for _, gl := range denied {
 		for i, f := range forms {
 			if i == 1 && f == forms[0] {
 				break

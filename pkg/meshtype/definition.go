@@ -54,8 +54,11 @@ type Definition struct {
 	Tools       []string    `yaml:"tools,omitempty" json:"tools,omitempty" jsonschema:"action types the worker accepts, and tool names callable with tool actions"`
 	Isolation   Isolation   `yaml:"isolation,omitempty" json:"isolation,omitzero"`
 	Constraints Constraints `yaml:"constraints,omitempty" json:"constraints,omitzero"`
-	Agent       *AgentSpec  `yaml:"agent,omitempty" json:"agent,omitempty" jsonschema:"agent settings; kind agent only"`
-	MCP         *MCPSpec    `yaml:"mcp,omitempty" json:"mcp,omitempty" jsonschema:"MCP server settings; kind mcp only"`
+	// Result is the gate on what leaves the worker: the change a diff or an
+	// export carries out of the workspace.
+	Result ResultConstraints `yaml:"result,omitempty" json:"result,omitzero"`
+	Agent  *AgentSpec        `yaml:"agent,omitempty" json:"agent,omitempty" jsonschema:"agent settings; kind agent only"`
+	MCP    *MCPSpec          `yaml:"mcp,omitempty" json:"mcp,omitempty" jsonschema:"MCP server settings; kind mcp only"`
 }
 
 // Isolation is how a worker's container is confined.

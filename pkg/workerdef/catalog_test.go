@@ -1,6 +1,7 @@
 package workerdef_test
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -118,6 +119,82 @@ func TestHashTracksDefinition(t *testing.T) {
 	}
 }
 
+// A result block loads, merges over its base's like constraints do (maps
+// merge, lists replace), and the entry's gate enforces it.
+func TestResultBlock(t *testing.T) {
+	t.Parallel()
+	c := mustLoad(t, map[string]string{
+		"base.yaml": base + `result:
+  max_changed_files: 50
+  max_diff_bytes: 1MB
+  denied_paths: [".github/**"]
+`,
+		"child.yaml": `id: child_v1
+extends: base_v1
+name: Child
+result:
+  max_changed_files: 2
+  denied_paths: ["go.sum"]
+  rules:
+    - id: no_vendor
+      expression: "!result.files.exists(f, f.path.startsWith('vendor/'))"
+      messageExpression: "'vendored: ' + result.files.filter(f, f.path.startsWith('vendor/')).map(f, f.path).join(', ')"
+`,
+	})
+	b, _ := c.Lookup("base_v1")
+	e, ok := c.Lookup("child_v1")
+	if !ok {
+		t.Fatal("child_v1 missing")
+	}
+	want := meshtype.ResultConstraints{
+		MaxChangedFiles: 2,
+		MaxDiffBytes:    1_000_000,
+		DeniedPaths:     []string{"go.sum"},
+		Rules: []meshtype.Rule{{
+			ID:                "no_vendor",
+			Expression:        "!result.files.exists(f, f.path.startsWith('vendor/'))",
+			MessageExpression: "'vendored: ' + result.files.filter(f, f.path.startsWith('vendor/')).map(f, f.path).join(', ')",
+		}},
+	}
+	if !reflect.DeepEqual(e.Definition.Result, want) {
+		t.Errorf("result %+v, want %+v", e.Definition.Result, want)
+	}
+	change := &meshtype.ChangeSummary{
+		Files: []meshtype.ChangedFile{
+			{Path: "go.sum", Status: meshtype.ChangeModified},
+			{Path: ".github/ci.yml", Status: meshtype.ChangeModified}, // denied by the base only: the child's list replaced it
+			{Path: "vendor/x.go", Status: meshtype.ChangeAdded},
+		},
+		DiffBytes: 2_000_000,
+	}
+	var got []string
+	for _, v := range e.Gate.EvaluateResult(change) {
+		got = append(got, v.ConstraintID+": "+v.Message)
+	}
+	wantVs := []string{
+		"result.max_changed_files: the change touches 3 files; the limit is 2",
+		"result.max_diff_bytes: the patch is 2000000 bytes; the limit is 1000000 bytes",
+		`result.denied_paths: change to "go.sum" is refused: it matches denied path "go.sum"`,
+		"no_vendor: vendored: vendor/x.go",
+	}
+	if !reflect.DeepEqual(got, wantVs) {
+		t.Errorf("violations\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(wantVs, "\n"))
+	}
+	if b.Hash == e.Hash {
+		t.Error("base and child share a hash")
+	}
+	// A definition without a result block has an empty one, left out of the
+	// JSON its hash is taken over, so the hashes of existing definitions stay.
+	plain := mustLoad(t, map[string]string{"base.yaml": base})
+	p, _ := plain.Lookup("base_v1")
+	if !reflect.DeepEqual(p.Definition.Result, meshtype.ResultConstraints{}) {
+		t.Errorf("no result block: got %+v", p.Definition.Result)
+	}
+	if js, err := json.Marshal(&p.Definition); err != nil || strings.Contains(string(js), `"result"`) {
+		t.Errorf("no result block: JSON %s (%v) names a result", js, err)
+	}
+}
+
 func TestLoadErrorsHavePositions(t *testing.T) {
 	t.Parallel()
 	ok := "id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: [read]\n"
@@ -126,7 +203,7 @@ func TestLoadErrorsHavePositions(t *testing.T) {
 		files map[string]string
 		want  string // one of the errors, exactly
 	}{
-		{"unknown field", map[string]string{"a.yaml": ok + "colour: blue\n"}, "a.yaml:6:1: unknown field \"colour\" (known: abstract, agent, constraints, description, extends, id, image, isolation, kind, mcp, name, tools)"},
+		{"unknown field", map[string]string{"a.yaml": ok + "colour: blue\n"}, "a.yaml:6:1: unknown field \"colour\" (known: abstract, agent, constraints, description, extends, id, image, isolation, kind, mcp, name, result, tools)"},
 		{"unknown nested field with hint", map[string]string{"a.yaml": ok + "constraints:\n  maxFileSize: 1MB\n"}, "a.yaml:7:3: unknown field \"maxFileSize\" in constraints (did you mean \"max_file_size\"?)"},
 		{"bad size unit", map[string]string{"a.yaml": ok + "constraints:\n  max_file_size: 1XB\n"}, "a.yaml:7:18: constraints.max_file_size: invalid size \"1XB\": unknown unit \"XB\" (use B, kB, MB, GB, TB, KiB, MiB, GiB or TiB)"},
 		{"negative size", map[string]string{"a.yaml": ok + "constraints:\n  max_file_size: -1MB\n"}, "a.yaml:7:18: constraints.max_file_size: invalid size \"-1MB\": want a number with an optional unit such as 10MB or 256Mi"},
@@ -148,6 +225,24 @@ func TestLoadErrorsHavePositions(t *testing.T) {
 		{"CEL unknown field", map[string]string{"a.yaml": ok + "constraints:\n  rules:\n    - id: r\n      expression: \"action.tagret == 'x'\"\n"}, ""},
 		{"CEL not bool", map[string]string{"a.yaml": ok + "constraints:\n  rules:\n    - id: r\n      expression: \"action.target\"\n"}, "a.yaml:9:19: CEL expression must evaluate to bool, not string"},
 		{"bad glob", map[string]string{"a.yaml": ok + "constraints:\n  denied_paths: [\"ok/**\", \"a/[b\"]\n"}, "a.yaml:7:27: glob \"a/[b\" is not a valid pattern"},
+		{"result unknown field", map[string]string{"a.yaml": ok + "result:\n  max_files: 3\n"}, "a.yaml:7:3: unknown field \"max_files\" in result (known: denied_paths, max_changed_files, max_diff_bytes, rules)"},
+		{"result unknown field with hint", map[string]string{"a.yaml": ok + "result:\n  maxDiffBytes: 1MB\n"}, "a.yaml:7:3: unknown field \"maxDiffBytes\" in result (did you mean \"max_diff_bytes\"?)"},
+		{"result not a mapping", map[string]string{"a.yaml": ok + "result: [max_changed_files]\n"}, "a.yaml:6:9: result: want a mapping, got a list"},
+		{"result negative count", map[string]string{"a.yaml": ok + "result:\n  max_changed_files: -1\n"}, "a.yaml:7:22: result.max_changed_files must not be negative"},
+		{"result fractional count", map[string]string{"a.yaml": ok + "result: {max_changed_files: 2.5}\n"}, "a.yaml:6:29: result.max_changed_files: want a whole number, got \"2.5\""},
+		{"result negative size", map[string]string{"a.yaml": ok + "result: {max_diff_bytes: -1MB}\n"}, "a.yaml:6:26: result.max_diff_bytes: invalid size \"-1MB\": want a number with an optional unit such as 10MB or 256Mi"},
+		{"result bad size unit", map[string]string{"a.yaml": ok + "result: {max_diff_bytes: 1XB}\n"}, "a.yaml:6:26: result.max_diff_bytes: invalid size \"1XB\": unknown unit \"XB\" (use B, kB, MB, GB, TB, KiB, MiB, GiB or TiB)"},
+		{"result bad glob", map[string]string{"a.yaml": ok + "result:\n  denied_paths: [\"ok/**\", \"a/[b\"]\n"}, "a.yaml:7:27: glob \"a/[b\" is not a valid pattern"},
+		{"result absolute glob", map[string]string{"a.yaml": ok + "result:\n  denied_paths: [/etc/**]\n"}, "a.yaml:7:18: glob \"/etc/**\": globs are anchored at the workspace root already; drop the leading /"},
+		{"result empty glob", map[string]string{"a.yaml": ok + "result:\n  denied_paths: [\"\"]\n"}, "a.yaml:7:18: empty glob"},
+		{"result CEL not bool", map[string]string{"a.yaml": ok + "result:\n  rules:\n    - id: r\n      expression: \"result.files_changed\"\n"}, "a.yaml:9:19: CEL expression must evaluate to bool, not int"},
+		{"result CEL message not string", map[string]string{"a.yaml": ok + "result:\n  rules:\n    - id: r\n      expression: \"true\"\n      messageExpression: \"result.deleted\"\n"}, "a.yaml:10:26: CEL expression must evaluate to string, not int"},
+		{"result rule missing expression", map[string]string{"a.yaml": ok + "result:\n  rules:\n    - id: r\n      message: no\n"}, "a.yaml:8:7: empty expression"},
+		{"result rule bad id", map[string]string{"a.yaml": ok + "result:\n  rules:\n    - id: No-Vendor\n      expression: \"true\"\n"}, "a.yaml:8:11: rule id \"No-Vendor\" must match ^[a-z][a-z0-9_]{0,62}$"},
+		{"result rule built-in id", map[string]string{"a.yaml": ok + "result:\n  rules:\n    - id: denied_paths\n      expression: \"true\"\n"}, "a.yaml:8:11: rule id \"denied_paths\" is a built-in constraint id"},
+		{"result rule id used twice", map[string]string{"a.yaml": ok + "result:\n  rules:\n    - id: r\n      expression: \"true\"\n    - id: r\n      expression: \"true\"\n"}, "a.yaml:10:11: rule id \"r\" is used twice"},
+		{"result rule unknown field", map[string]string{"a.yaml": ok + "result:\n  rules:\n    - id: r\n      expresion: \"true\"\n"}, "a.yaml:9:7: unknown field \"expresion\" in result.rules[0] (did you mean \"expression\"?)"},
+		{"result error in base reported in base", map[string]string{"base.yaml": base + "result: {max_changed_files: -5}\n", "c.yaml": "id: c_v1\nextends: base_v1\n"}, "base.yaml:16:29: result.max_changed_files must not be negative"},
 		{"missing id", map[string]string{"a.yaml": "name: x\n"}, "a.yaml:1:1: missing id: every definition needs an id such as \"my_worker_v1\""},
 		{"bad id", map[string]string{"a.yaml": "id: NoVersion\nname: x\nkind: builtin\nimage: x\ntools: [read]\n"}, "a.yaml:1:5: id \"NoVersion\" must match ^[a-z][a-z0-9_]*_v[0-9]+$ (lower case, with a version suffix such as _v1)"},
 		{"duplicate id", map[string]string{"a.yaml": ok, "b.yaml": ok}, "b.yaml:1:5: duplicate id \"ok_v1\": already defined in a.yaml"},
@@ -160,7 +255,7 @@ func TestLoadErrorsHavePositions(t *testing.T) {
 		{"root user", map[string]string{"a.yaml": ok + "isolation: {user: \"0:0\"}\n"}, "a.yaml:6:19: isolation.user must not be root (uid 0)"},
 		{"root spelled 00", map[string]string{"a.yaml": ok + "isolation: {user: \"00:5\"}\n"}, "a.yaml:6:19: isolation.user must not be root (uid 0)"},
 		{"network", map[string]string{"a.yaml": ok + "isolation: {network: host}\n"}, "a.yaml:6:22: isolation.network \"host\" is not one of none, bridge"},
-		{"agent without backend", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task]\nagent: {model: sonnet}\n"}, "a.yaml:1:1: agent.backend \"\" is not one of [claude codex opencode gemini command]"},
+		{"agent without backend", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task]\nagent: {model: sonnet}\n"}, "a.yaml:6:8: agent.backend \"\" is not one of [claude codex opencode gemini command]"},
 		{"agent prompt missing", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task]\nagent: {backend: claude, system_prompt: prompts/none.md}\n"}, "a.yaml:6:41: agent.system_prompt \"prompts/none.md\": no such file in the catalog"},
 		{"agent prompt escapes", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task]\nagent: {backend: claude, system_prompt: ../../etc/passwd}\n"}, "a.yaml:6:41: agent.system_prompt \"../../etc/passwd\" must be a clean path inside the catalog"},
 		{"agent tool name", map[string]string{"a.yaml": "id: a_v1\nname: A\nkind: agent\nimage: x\ntools: [task, git_commit]\nagent: {backend: claude}\n"}, "a.yaml:5:15: tool \"git_commit\": agent workers accept action types only (task, read, write, ...)"},
@@ -198,6 +293,9 @@ func TestLoadErrorPositionsForSyntaxAndCEL(t *testing.T) {
 		{"id: a_v1\nname: A\nname: B\n", "a.yaml:3:1:", "duplicate key \"name\""},
 		{"id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: [read]\nconstraints:\n  rules:\n    - id: r\n      expression: \"action.tagret == 'x'\"\n", "a.yaml:9:19:", "undefined field 'tagret'"},
 		{"id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: [read]\nconstraints:\n  rules:\n    - id: r\n      expression: \"action.target ==\"\n", "a.yaml:9:19:", "invalid CEL"},
+		{"id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: [read]\nresult:\n  rules:\n    - id: r\n      expression: \"result.files_changed >\"\n", "a.yaml:9:19:", "invalid CEL"},
+		{"id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: [read]\nresult:\n  rules:\n    - id: r\n      expression: \"result.filez == []\"\n", "a.yaml:9:19:", "undefined field 'filez'"},
+		{"id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: [read]\nresult:\n  rules:\n    - id: r\n      expression: \"action.target == 'x'\"\n", "a.yaml:9:19:", "undeclared reference to 'action'"},
 	} {
 		_, err := workerdef.Load(catalog(map[string]string{"a.yaml": tt.body}))
 		if err == nil || !strings.HasPrefix(err.Error(), tt.prefix) || !strings.Contains(err.Error(), tt.contains) {

@@ -22,6 +22,7 @@ func FuzzLoad(f *testing.F) {
 		"id: a_v1\nagent: {backend: claude, system_prompt: ../x}\nkind: agent\n",
 		"- - - -\n",
 		"id: a_v1\nname: !!binary aGVsbG8=\n",
+		"id: a_v1\nextends: base_v1\nname: A\nresult:\n  max_changed_files: 3\n  max_diff_bytes: 1MB\n  denied_paths: ['.github/**', '[']\n  rules:\n    - id: r\n      expression: \"result.files.all(f, !f.old_path.startsWith('vendor/'))\"\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -45,6 +45,10 @@ func Schema() ([]byte, error) {
 	// setting worth seeing, but a file may leave it to the default.
 	iso := s.Properties["isolation"]
 	iso.Required = slices.DeleteFunc(iso.Required, func(r string) bool { return r == "readonly_rootfs" })
+	// Result rules are Rules too, but over the change summary, not the action.
+	rules := s.Properties["result"].Properties["rules"]
+	rules.Items = rules.Items.CloneSchemas()
+	rules.Items.Properties["expression"].Description = "CEL boolean over result (the change summary); true allows the change"
 	s.Properties["agent"].Properties["backend"].Enum = []any{"claude", "codex", "opencode", "gemini", "command"}
 	out, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {

@@ -25,7 +25,8 @@ var agentBackends = []string{"claude", "codex", "opencode", "gemini", "command"}
 
 // validator checks what decoding cannot: required fields, enums, ranges and
 // cross-field rules. Each error points at the field's position, or at the
-// definition's own file when the field was never written.
+// nearest enclosing field that was written (the rule of a missing
+// expression), or at the definition's own file when none was.
 type validator struct {
 	fsys      fs.FS
 	origin    map[*yaml.Node]string
@@ -37,11 +38,26 @@ type validator struct {
 
 func (v *validator) fail(path, format string, args ...any) {
 	n, ok := v.positions[path]
+	for !ok && path != "" {
+		path = parentPath(path)
+		n, ok = v.positions[path]
+	}
 	file := v.origin[n]
 	if !ok || file == "" || file == "(defaults)" {
 		n, file = v.root, v.file
 	}
 	v.errs = append(v.errs, &Error{File: file, Line: n.Line, Column: n.Column, Msg: fmt.Sprintf(format, args...)})
+}
+
+// parentPath is the field path that encloses path: "result.rules[0]" for
+// "result.rules[0].expression", "result.rules" for "result.rules[0]", "" at
+// the top.
+func parentPath(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
+	}
+	return path[:i]
 }
 
 func (v *validator) validate(d *meshtype.Definition) {
@@ -63,6 +79,7 @@ func (v *validator) validate(d *meshtype.Definition) {
 	v.validateTools(d)
 	v.validateIsolation(&d.Isolation)
 	v.validateConstraints(&d.Constraints)
+	v.validateResult(&d.Result)
 }
 
 func (v *validator) validateKind(d *meshtype.Definition) {
@@ -167,26 +184,40 @@ func (v *validator) validateConstraints(c *meshtype.Constraints) {
 	if c.MaxFileSize < 0 {
 		v.fail("constraints.max_file_size", "constraints.max_file_size must not be negative")
 	}
-	for _, list := range []struct {
-		name  string
-		globs []string
-	}{{"allowed_paths", c.AllowedPaths}, {"denied_paths", c.DeniedPaths}} {
-		for i, g := range list.globs {
-			path := "constraints." + list.name + "[" + strconv.Itoa(i) + "]"
-			switch {
-			case g == "":
-				v.fail(path, "empty glob")
-			case g[0] == '/':
-				v.fail(path, "glob %q: globs are anchored at the workspace root already; drop the leading /", g)
-			case !doublestar.ValidatePattern(g):
-				v.fail(path, "glob %q is not a valid pattern", g)
-			}
-		}
-	}
+	v.validateGlobs("constraints.allowed_paths", c.AllowedPaths)
+	v.validateGlobs("constraints.denied_paths", c.DeniedPaths)
 	if c.MaxActions < 0 {
 		v.fail("constraints.max_actions", "constraints.max_actions must not be negative")
 	}
 	if c.MaxCostUSD < 0 {
 		v.fail("constraints.max_cost_usd", "constraints.max_cost_usd must not be negative")
+	}
+}
+
+// validateResult checks the result block, the gate on what leaves a worker.
+// Its rules are checked when the gate compiles them.
+func (v *validator) validateResult(r *meshtype.ResultConstraints) {
+	if r.MaxChangedFiles < 0 {
+		v.fail("result.max_changed_files", "result.max_changed_files must not be negative")
+	}
+	if r.MaxDiffBytes < 0 {
+		v.fail("result.max_diff_bytes", "result.max_diff_bytes must not be negative")
+	}
+	v.validateGlobs("result.denied_paths", r.DeniedPaths)
+}
+
+// validateGlobs checks a list of workspace globs written at field, saying
+// more than the gate's compile error can about what is wrong with one.
+func (v *validator) validateGlobs(field string, globs []string) {
+	for i, g := range globs {
+		path := field + "[" + strconv.Itoa(i) + "]"
+		switch {
+		case g == "":
+			v.fail(path, "empty glob")
+		case g[0] == '/':
+			v.fail(path, "glob %q: globs are anchored at the workspace root already; drop the leading /", g)
+		case !doublestar.ValidatePattern(g):
+			v.fail(path, "glob %q is not a valid pattern", g)
+		}
 	}
 }

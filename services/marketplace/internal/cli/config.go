@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v4"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 )
 
 // serveConfig is `marketplace serve`'s configuration. Precedence: flag >
@@ -41,6 +43,21 @@ type serveConfig struct {
 	// NestedMCPURL is this marketplace's MCP URL as agent containers reach
 	// it; set, agents can spawn nested workers. Defaults to none.
 	NestedMCPURL string `yaml:"nested_mcp_url"`
+	// BaseDir holds the marketplace's record of each journey's base (what its
+	// workspace started from). Defaults to $TMPDIR/meshwork-bases.
+	BaseDir string `yaml:"base_dir"`
+	// SourceHosts are the https hosts spawn_worker's git sources may name,
+	// "host,host:port". Defaults to none.
+	SourceHosts string `yaml:"source_hosts"`
+	// SourceRoots are the local directories git sources may name,
+	// "dir,dir". Defaults to none.
+	SourceRoots string `yaml:"source_roots"`
+	// SourceCredentialsFile holds credentials for private source hosts, one
+	// "HOST USERNAME PASSWORD" per line. Defaults to none.
+	SourceCredentialsFile string `yaml:"source_credentials_file"`
+	// SourceCAFile is extra PEM certificates to trust for source hosts.
+	// Defaults to the system's roots only.
+	SourceCAFile string `yaml:"source_ca_file"`
 }
 
 func defaultServeConfig() serveConfig {
@@ -69,6 +86,11 @@ func (c *serveConfig) fields() []configField {
 		{flag: "idle-check", env: "MESHWORK_IDLE_CHECK", usage: "how often to stop idle workers", dur: &c.IdleCheck},
 		{flag: "labels", env: "MESHWORK_LABELS", usage: `extra labels on worker containers, "k=v,k=v"`, str: &c.Labels},
 		{flag: "nested-mcp-url", env: "MESHWORK_NESTED_MCP_URL", usage: "this marketplace's /mcp URL as agent containers reach it (enables nested workers)", str: &c.NestedMCPURL},
+		{flag: "base-dir", env: "MESHWORK_BASE_DIR", usage: "where the marketplace records what each workspace started from (default $TMPDIR/meshwork-bases)", str: &c.BaseDir},
+		{flag: "source-hosts", env: "MESHWORK_SOURCE_HOSTS", usage: `https hosts git sources may name, "host,host:port"`, str: &c.SourceHosts},
+		{flag: "source-roots", env: "MESHWORK_SOURCE_ROOTS", usage: `local directories git sources may name, "dir,dir"`, str: &c.SourceRoots},
+		{flag: "source-credentials-file", env: "MESHWORK_SOURCE_CREDENTIALS_FILE", usage: `credentials for private source hosts, "HOST USERNAME PASSWORD" per line`, str: &c.SourceCredentialsFile},
+		{flag: "source-ca-file", env: "MESHWORK_SOURCE_CA_FILE", usage: "extra PEM certificates to trust for source hosts", str: &c.SourceCAFile},
 	}
 }
 
@@ -227,4 +249,47 @@ func loadTokens(envValue, file string) (map[string]string, error) {
 		}
 	}
 	return tokens, nil
+}
+
+// sourcePolicy builds what spawn_worker sources may be from the settings.
+func (c *serveConfig) sourcePolicy() (source.Policy, error) {
+	var p source.Policy
+	for _, h := range splitList(c.SourceHosts) {
+		if strings.ContainsAny(h, "/@ ") {
+			return p, fmt.Errorf("source-hosts: %q is not a host or host:port", h)
+		}
+		p.Hosts = append(p.Hosts, source.NormalizeHost(h))
+	}
+	p.Roots = splitList(c.SourceRoots)
+	if err := p.CheckRoots(); err != nil {
+		return p, fmt.Errorf("source-roots: %w", err)
+	}
+	if c.SourceCredentialsFile != "" {
+		data, err := os.ReadFile(c.SourceCredentialsFile)
+		if err != nil {
+			return p, fmt.Errorf("source-credentials-file: %w", err)
+		}
+		if p.Credentials, err = source.ParseCredentials(data); err != nil {
+			return p, fmt.Errorf("source-credentials-file %s: %w", c.SourceCredentialsFile, err)
+		}
+	}
+	if c.SourceCAFile != "" {
+		data, err := os.ReadFile(c.SourceCAFile)
+		if err != nil {
+			return p, fmt.Errorf("source-ca-file: %w", err)
+		}
+		p.CABundle = data
+	}
+	return p, nil
+}
+
+// splitList reads "a,b,c", dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

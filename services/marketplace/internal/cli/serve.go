@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +20,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
+	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -111,10 +113,23 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	sources, err := cfg.sourcePolicy()
+	if err != nil {
+		return err
+	}
+	baseDir := cfg.BaseDir
+	if baseDir == "" {
+		baseDir = filepath.Join(os.TempDir(), "meshwork-bases")
+	}
+	baseStore, err := bases.NewStore(baseDir)
+	if err != nil {
+		return err
+	}
 	mgr, err := journeys.New(journeys.Config{
 		Catalog: catalog, Store: st, Runtimes: runtimes, Labels: labels,
 		ArchiveDir: cfg.ArchiveDir, Logger: logger, Metrics: reg,
 		AgentEnv: agentCredentials(os.Getenv), NestedMCPURL: cfg.NestedMCPURL,
+		Bases: baseStore, Sources: sources,
 	})
 	if err != nil {
 		return err

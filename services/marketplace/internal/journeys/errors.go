@@ -21,6 +21,9 @@ const (
 	CodeNotFound        = "not_found"
 	CodeConflict        = "conflict"
 	CodeUnavailable     = "unavailable"
+	// CodePermissionDenied: outside what the operator allows (a source
+	// host or directory not on the allowlists).
+	CodePermissionDenied = "permission_denied"
 )
 
 func invalid(format string, args ...any) error {

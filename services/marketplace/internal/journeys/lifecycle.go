@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
+
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
@@ -91,7 +93,7 @@ func (m *Manager) List(ctx context.Context, caller, state string) ([]WorkerState
 // StopRequest is the input of stop_worker.
 type StopRequest struct {
 	JourneyID string `json:"journey_id"`
-	Workspace string `json:"workspace,omitempty" jsonschema:"keep (default: the workspace stays for a later resume), archive (a tarball of it is written, then everything is removed) or delete (everything is removed)"`
+	Workspace string `json:"workspace,omitempty" jsonschema:"keep (default: the workspace stays for a later resume), archive (a tarball of it is written, then everything is removed), patch (the diff against the base is returned, then everything is removed) or delete (everything is removed)"`
 }
 
 // StopResult is the output of stop_worker.
@@ -101,6 +103,12 @@ type StopResult struct {
 	Archive   string `json:"archive,omitempty" jsonschema:"path of the workspace tarball on the marketplace host (archive mode)"`
 	Bytes     int64  `json:"archive_bytes,omitempty"`
 	SHA256    string `json:"archive_sha256,omitempty"`
+	// Patch and Summary: the change, in patch mode.
+	Patch   string                  `json:"patch,omitempty" jsonschema:"patch mode: the git-format diff against the base"`
+	Summary *meshtype.ChangeSummary `json:"summary,omitempty" jsonschema:"patch mode: what the patch changes"`
+	// Refusal: in patch mode, the result gate refused the change and
+	// nothing was stopped or removed.
+	Refusal
 }
 
 // Stop stops a journey's worker and keeps, archives or deletes its workspace.
@@ -109,8 +117,21 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 	if mode == "" {
 		mode = "keep"
 	}
-	if mode != "keep" && mode != "archive" && mode != "delete" {
-		return StopResult{}, invalid("workspace %q is not one of keep, archive, delete", req.Workspace)
+	if mode != "keep" && mode != "archive" && mode != "delete" && mode != "patch" {
+		return StopResult{}, invalid("workspace %q is not one of keep, archive, patch, delete", req.Workspace)
+	}
+	var res StopResult
+	if mode == "patch" {
+		// The change is taken, and gated, before anything is removed: a
+		// refused change leaves the journey as it was, for the agent to fix.
+		j, ch, refusal, err := m.change(ctx, caller, req.JourneyID, nil, auditStop)
+		if err != nil {
+			return StopResult{}, err
+		}
+		if refusal.Refused {
+			return StopResult{JourneyID: j.ID, State: string(j.State), Refusal: refusal}, nil
+		}
+		res.Patch, res.Summary = string(ch.Patch), &ch.Summary
 	}
 	j, err := m.journey(ctx, caller, req.JourneyID)
 	if err != nil {
@@ -121,7 +142,7 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 		return StopResult{}, err
 	}
 	m.dropChannel(j.UID)
-	res := StopResult{JourneyID: j.ID}
+	res.JourneyID = j.ID
 	h := handle(j)
 	if mode == "archive" {
 		if h.Workspace == "" {
@@ -143,6 +164,7 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 	state := store.StateStopped
 	if mode != "keep" {
 		state = store.StateDeleted
+		m.dropBase(ctx, j)
 	}
 	if err := m.cfg.Store.SetState(ctx, j.UID, state); err != nil {
 		return StopResult{}, err

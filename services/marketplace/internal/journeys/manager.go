@@ -18,7 +18,9 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
+	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
 
@@ -60,6 +62,13 @@ type Config struct {
 	// token of its own, which sees only the journeys that agent spawns
 	// (recursive composition). Defaults to none.
 	NestedMCPURL string
+	// Bases is the marketplace's own record of what each journey's workspace
+	// started from. Required.
+	Bases *bases.Store
+	// Sources is what spawn_worker sources may be: allowed git hosts and
+	// local roots, credentials, limits. Defaults to no git source allowed
+	// (archives and journey patches need no allowlist).
+	Sources source.Policy
 }
 
 // Manager runs journeys. It is safe for concurrent use; actions on one
@@ -85,8 +94,8 @@ func (m *Manager) actionLock(uid uuid.UUID) *sync.Mutex {
 
 // New returns a Manager.
 func New(cfg Config) (*Manager, error) {
-	if cfg.Catalog == nil || cfg.Store == nil {
-		return nil, errors.New("journeys: Catalog and Store are required")
+	if cfg.Catalog == nil || cfg.Store == nil || cfg.Bases == nil {
+		return nil, errors.New("journeys: Catalog, Store and Bases are required")
 	}
 	if cfg.Runtimes[meshtype.IsolationContainer] == nil && cfg.Runtimes[meshtype.IsolationProcess] == nil {
 		return nil, errors.New("journeys: no runtime configured")
@@ -141,6 +150,8 @@ type SpawnRequest struct {
 	JourneyID      string `json:"journey_id" jsonschema:"your name for this worker instance and its workspace: 1-128 of A-Z a-z 0-9 . _ -"`
 	IsolationLevel string `json:"isolation_level,omitempty" jsonschema:"container (default) or process (only if the marketplace allows it)"`
 	Mode           string `json:"mode,omitempty" jsonschema:"normal (default: spawn, or report already_active), resume (restart a stopped or orphaned journey with its workspace) or fresh (destroy and respawn)"`
+	// Source seeds the workspace of a new journey (or a fresh one).
+	Source *source.Spec `json:"source,omitempty" jsonschema:"what the workspace starts from (new journeys and mode fresh): {git: {url, ref, depth}}, {archive: {tar_gz_base64, sha256}} or {journey, patch}; default empty"`
 }
 
 // SpawnResult is the output of spawn_worker.
@@ -150,6 +161,8 @@ type SpawnResult struct {
 	State       string `json:"state" jsonschema:"active, or already_active when a normal spawn found the journey running"`
 	ContainerID string `json:"container_id"`
 	Workspace   string `json:"workspace"`
+	// Source is what the workspace was seeded from, when a source was given.
+	Source *source.Record `json:"source,omitempty" jsonschema:"the source the workspace was seeded from: kind, commit, files, bytes"`
 }
 
 // Worker returns a spawnable catalog worker, or a not-found error that says
@@ -211,7 +224,22 @@ func (m *Manager) Spawn(ctx context.Context, caller string, req SpawnRequest) (S
 
 // spawn is Spawn once the request is valid, inside its span.
 func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, entry *workerdef.Entry, level, mode string) (SpawnResult, error) {
+	if req.Source != nil && mode == "resume" {
+		return SpawnResult{}, invalid("a source seeds a new workspace; mode resume keeps the journey's own (use mode fresh to start over from the source)")
+	}
 	j, err := m.cfg.Store.Journey(ctx, caller, req.JourneyID)
+	if err == nil && req.Source != nil && mode != "fresh" {
+		return SpawnResult{}, conflict("journey %q exists; a source seeds only a new journey or mode fresh", j.ID)
+	}
+	// A new workspace (a new journey, or fresh) gets its base, built and
+	// checked before anything is created.
+	var src *preparedSource
+	if errors.Is(err, store.ErrNotFound) || (err == nil && mode == "fresh") {
+		var perr error
+		if src, perr = m.prepareSource(ctx, caller, req.Source); perr != nil {
+			return SpawnResult{}, perr
+		}
+	}
 	if err == nil && mode != "fresh" {
 		// A journey keeps its isolation: its workspace lives in that runtime.
 		if req.IsolationLevel != "" && req.IsolationLevel != j.IsolationLevel {
@@ -288,12 +316,29 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		m.logger.ErrorContext(ctx, "spawning worker failed", slog.String("journey", j.UID.String()), slog.String("worker", entry.Definition.ID), slog.Any("error", err))
 		return SpawnResult{}, unavailable("could not start worker %s: %v", entry.Definition.ID, err)
 	}
+	if src != nil {
+		if err := m.seed(ctx, rt, h, j, &entry.Definition, src); err != nil {
+			m.metrics.spawns.WithLabelValues(entry.Definition.ID, "error").Observe(time.Since(started).Seconds())
+			cleanup := context.WithoutCancel(ctx)
+			if rerr := rt.Remove(cleanup, h, runtime.RemoveOptions{Workspace: true}); rerr != nil {
+				m.logger.WarnContext(cleanup, "removing a worker whose seeding failed", slog.String("journey", j.UID.String()), slog.Any("error", rerr))
+			}
+			m.dropBase(cleanup, j)
+			_ = m.cfg.Store.SetState(cleanup, j.UID, store.StateFailed)
+			m.logger.ErrorContext(ctx, "seeding the workspace failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
+			return SpawnResult{}, unavailable("could not seed the workspace of %s: %v", entry.Definition.ID, err)
+		}
+	}
 	if err := m.cfg.Store.SetRunning(ctx, j.UID, h.ID, h.Workspace); err != nil {
 		return SpawnResult{}, err
 	}
 	m.metrics.spawns.WithLabelValues(entry.Definition.ID, "ok").Observe(time.Since(started).Seconds())
 	m.logger.InfoContext(ctx, "worker spawned", slog.String("journey", j.UID.String()), slog.String("worker", entry.Definition.ID), slog.String("mode", mode))
-	return SpawnResult{JourneyID: j.ID, WorkerID: entry.Definition.ID, State: string(store.StateActive), ContainerID: h.ID, Workspace: h.Workspace}, nil
+	res := SpawnResult{JourneyID: j.ID, WorkerID: entry.Definition.ID, State: string(store.StateActive), ContainerID: h.ID, Workspace: h.Workspace}
+	if src != nil {
+		res.Source = src.record
+	}
+	return res, nil
 }
 
 // beginSpawn refuses a second concurrent spawn of one journey.

@@ -65,15 +65,20 @@ func New(mgr *journeys.Manager, catalog *workerdef.Catalog, caller CallerFunc, l
 	}, h.execute)
 	mcp.AddTool(s, &mcp.Tool{Name: "get_worker_state", Description: "Show a journey: state, worker, container, times, action counts, cost so far and agent session."}, tool(h, "get_worker_state", h.state))
 	mcp.AddTool(s, &mcp.Tool{Name: "list_journeys", Description: "List your journeys, optionally in one state."}, tool(h, "list_journeys", h.list))
-	mcp.AddTool(s, &mcp.Tool{Name: "stop_worker", Description: "Stop a journey's worker and keep (default), archive (tarball) or delete its workspace."}, tool(h, "stop_worker", mgr.Stop))
+	mcp.AddTool(s, &mcp.Tool{Name: "stop_worker", Description: "Stop a journey's worker and keep (default), archive (tarball), patch (return the diff against the base, passed by the result gate, then remove everything) or delete its workspace."}, tool(h, "stop_worker", mgr.Stop))
+	mcp.AddTool(s, &mcp.Tool{Name: "workspace_diff", Description: "The journey's change against the base it was spawned from, as a git-format unified diff (git apply takes it) with a summary: files added, modified, deleted, renamed; lines; binary files listed. The worker's own .git is never consulted. The worker's result gate checks the change first; a refusal lists every violation."}, tool(h, "workspace_diff", mgr.Diff))
+	mcp.AddTool(s, &mcp.Tool{Name: "export_workspace", Description: "Take the journey's work out as a patch (the diff), a tar of the workspace, or a git bundle of one commit on the git source's commit (git fetch takes it). Checked by the worker's result gate first."}, tool(h, "export_workspace", mgr.Export))
 	mcp.AddTool(s, &mcp.Tool{Name: "worker_logs", Description: "Show the last lines of a journey's worker output."}, tool(h, "worker_logs", h.logs))
 	return s
 }
 
 const instructions = `Meshwork runs workers in isolated containers. Call list_workers, then
-spawn_worker {worker_id, journey_id}, then execute_in_worker {journey_id, action}
-with actions such as {"type":"read","target":"README.md"}. Every action is checked
-against the worker's constraints first; refusals list every violated constraint.`
+spawn_worker {worker_id, journey_id, source?} (source: {git: {url, ref}},
+{archive: {tar_gz_base64, sha256}} or {journey, patch}), then execute_in_worker
+{journey_id, action} with actions such as {"type":"read","target":"README.md"}.
+Every action is checked against the worker's constraints first; refusals list
+every violated constraint. workspace_diff and export_workspace take the change
+out, checked by the worker's result gate.`
 
 type handlers struct {
 	mgr     *journeys.Manager
@@ -260,9 +265,17 @@ func tool[In, Out any](h *handlers, name string, op func(ctx context.Context, ca
 		if out, err = op(ctx, caller, in); err != nil {
 			return nil, out, h.clientError(ctx, name, err)
 		}
+		// A result the result gate refused is an ordinary failure for the
+		// client: isError, with the violations in the structured output.
+		if r, ok := any(out).(refusable); ok && r.IsRefused() {
+			return &mcp.CallToolResult{IsError: true}, out, nil
+		}
 		return nil, out, nil
 	}
 }
+
+// refusable is an output that the result gate may have refused.
+type refusable interface{ IsRefused() bool }
 
 func (h *handlers) state(ctx context.Context, caller string, in journeyIn) (journeys.WorkerState, error) {
 	return h.mgr.State(ctx, caller, in.JourneyID)

@@ -19,10 +19,12 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker"
+	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/workers"
 )
@@ -59,6 +61,10 @@ type bundle struct {
 	images    map[string]string
 	agentEnv  []string
 	nestedURL bool
+	// sources is what spawn_worker sources may be; baseDir keeps the bases
+	// across restarts of the manager.
+	sources source.Policy
+	baseDir string
 }
 
 // setup starts a marketplace (real Docker runtime, real Postgres, real MCP
@@ -75,6 +81,7 @@ func setupWith(t testing.TB, b *bundle) *bundle {
 	b.pool, b.labels = pgtest.Pool(t), map[string]string{"meshwork.test": "mcpserver-" + uuid.NewString()[:8]}
 	b.store = store.New(b.pool)
 	b.rt = &countingRuntime{Runtime: dockerRuntime(t)}
+	b.baseDir = t.TempDir()
 	t.Cleanup(func() { removeLabelled(t, b.labels["meshwork.test"]) })
 	for token, caller := range map[string]string{aliceToken: "alice", bobToken: "bob"} {
 		if err := b.store.PutToken(context.Background(), caller, store.TokenHash(token), nil); err != nil {
@@ -103,10 +110,15 @@ func (b *bundle) start(t testing.TB) {
 		nested = "http://" + srv.Listener.Addr().String() + "/mcp"
 	}
 	reg := prometheus.NewRegistry()
+	baseStore, err := bases.NewStore(b.baseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b.mgr, err = journeys.New(journeys.Config{
 		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: t.TempDir(),
 		Runtimes: map[meshtype.IsolationLevel]runtime.Runtime{meshtype.IsolationContainer: b.rt},
 		AgentEnv: b.agentEnv, NestedMCPURL: nested, Metrics: reg,
+		Bases: baseStore, Sources: b.sources,
 	})
 	if err != nil {
 		t.Fatal(err)

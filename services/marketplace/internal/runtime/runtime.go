@@ -130,4 +130,9 @@ type Runtime interface {
 	Logs(ctx context.Context, h Handle, tail int) ([]byte, error)
 	// ExportWorkspace writes the workspace's contents as a tar stream.
 	ExportWorkspace(ctx context.Context, h Handle, w io.Writer) error
+	// SeedWorkspace unpacks a tar stream into the workspace of a created
+	// worker, keeping the owners and modes its headers give. The tar comes
+	// from the marketplace's own checked base (package bases), never from a
+	// client directly.
+	SeedWorkspace(ctx context.Context, h Handle, tar io.Reader) error
 }

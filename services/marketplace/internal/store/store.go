@@ -62,6 +62,13 @@ type Journey struct {
 	CreatedAt      time.Time
 	LastUsedAt     time.Time
 	StoppedAt      *time.Time
+	// BaseCommit is the commit of the journey's base in the marketplace's
+	// base store, "" for a journey from before sources existed; BaseOrigin
+	// the git source's commit it descends from ("" for none); Source what
+	// the source was, as JSON (nil for none).
+	BaseCommit string
+	BaseOrigin string
+	Source     []byte
 }
 
 // Store is the marketplace's Postgres state.
@@ -77,13 +84,15 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 const journeyColumns = `uid, caller, id, worker_id, definition_hash, state, isolation_level,
 	coalesce(container_id, ''), coalesce(volume, ''), parent_journey, coalesce(agent_session_id, ''),
-	action_count, cost_usd::float8, created_at, last_used_at, stopped_at`
+	action_count, cost_usd::float8, created_at, last_used_at, stopped_at,
+	coalesce(base_commit, ''), coalesce(base_origin, ''), source`
 
 func scanJourney(row pgx.Row) (Journey, error) {
 	var j Journey
 	err := row.Scan(&j.UID, &j.Caller, &j.ID, &j.WorkerID, &j.DefinitionHash, &j.State, &j.IsolationLevel,
 		&j.ContainerID, &j.Workspace, &j.ParentJourney, &j.AgentSessionID,
-		&j.ActionCount, &j.CostUSD, &j.CreatedAt, &j.LastUsedAt, &j.StoppedAt)
+		&j.ActionCount, &j.CostUSD, &j.CreatedAt, &j.LastUsedAt, &j.StoppedAt,
+		&j.BaseCommit, &j.BaseOrigin, &j.Source)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return j, ErrNotFound
 	}
@@ -199,6 +208,13 @@ func (s *Store) SetRunning(ctx context.Context, uid uuid.UUID, containerID, work
 		uid, containerID, workspace)
 }
 
+// SetBase records a journey's base: its commit, the git commit it descends
+// from ("" for none) and the source as JSON (nil for none).
+func (s *Store) SetBase(ctx context.Context, uid uuid.UUID, commit, origin string, source []byte) error {
+	return s.exec(ctx, `UPDATE journeys SET base_commit = $2, base_origin = nullif($3, ''), source = $4 WHERE uid = $1`,
+		uid, commit, origin, source)
+}
+
 // SetState moves a journey to a state; stopped, orphaned, failed and deleted
 // also record when.
 func (s *Store) SetState(ctx context.Context, uid uuid.UUID, state JourneyState) error {
@@ -277,6 +293,10 @@ type ActionRecord struct {
 	ResponseBytes  int64
 	CostUSD        float64
 	TraceID        string
+	// Uncounted keeps an allowed record out of the journey's action count:
+	// results taken out (diffs, exports) are audited like actions but are
+	// not actions the worker ran.
+	Uncounted bool
 }
 
 // RecordAction writes an audit row. An allowed action also counts against
@@ -296,7 +316,7 @@ func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 			return fmt.Errorf("recording action: %w", err)
 		}
 		counted := 0
-		if r.Decision == DecisionAllowed {
+		if r.Decision == DecisionAllowed && !r.Uncounted {
 			counted = 1
 		}
 		if _, err := tx.Exec(ctx, `UPDATE journeys SET action_count = action_count + $2, cost_usd = cost_usd + $3, last_used_at = now() WHERE uid = $1`,

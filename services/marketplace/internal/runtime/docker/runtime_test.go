@@ -446,7 +446,7 @@ func TestExportWithoutAContainerLeavesNoHelper(t *testing.T) {
 	if err := b.rt.ExportWorkspace(t.Context(), h, &buf); err != nil {
 		t.Fatalf("ExportWorkspace of a volume without a container: %v", err)
 	}
-	// The image's /workspace seeded the volume: it has .keep.
+	// The image's /workspace seeded the volume: it has .meshwork/.keep.
 	tr := tar.NewReader(&buf)
 	var names []string
 	for {
@@ -456,8 +456,8 @@ func TestExportWithoutAContainerLeavesNoHelper(t *testing.T) {
 		}
 		names = append(names, hdr.Name)
 	}
-	if !slices.Contains(names, ".keep") {
-		t.Errorf("export holds %v, want .keep from the image", names)
+	if !slices.Contains(names, ".meshwork/.keep") {
+		t.Errorf("export holds %v, want .meshwork/.keep from the image", names)
 	}
 	f := client.Filters{}.Add("label", runtimetest.LabelTest+"="+b.labels[runtimetest.LabelTest])
 	cs, err := b.c.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: f})

@@ -1,0 +1,60 @@
+package meshtype
+
+// ResultConstraints are what the result gate enforces on a workspace's change
+// whenever it is asked to leave the worker (workspace_diff, export_workspace,
+// stop_worker with workspace: patch): the gate on what leaves a worker, as
+// Constraints are the gate on what enters it.
+type ResultConstraints struct {
+	MaxChangedFiles int64    `yaml:"max_changed_files,omitempty" json:"max_changed_files,omitempty" jsonschema:"most files a change may add, modify, delete or rename (0: no limit)"`
+	MaxDiffBytes    ByteSize `yaml:"max_diff_bytes,omitempty" json:"max_diff_bytes,omitempty" jsonschema:"largest patch, in bytes, a change may produce (0: no limit)"`
+	DeniedPaths     []string `yaml:"denied_paths,omitempty" json:"denied_paths,omitempty" jsonschema:"globs anchored at the workspace root; a change to a matching path (either side of a rename) is refused"`
+	Rules           []Rule   `yaml:"rules,omitempty" json:"rules,omitempty" jsonschema:"user rules in CEL over result (the change summary); true allows the change"`
+}
+
+// ChangeStatus says what a change did to one path.
+type ChangeStatus string
+
+// The change statuses.
+const (
+	ChangeAdded    ChangeStatus = "added"
+	ChangeModified ChangeStatus = "modified"
+	ChangeDeleted  ChangeStatus = "deleted"
+	ChangeRenamed  ChangeStatus = "renamed"
+)
+
+// ChangedFile is one path a change touches.
+//
+// The JSON names double as the field names CEL result rules see
+// (result.files.exists(f, f.path.startsWith('vendor/'))).
+type ChangedFile struct {
+	// Path is the path after the change, relative to the workspace root (the
+	// old path for a deletion).
+	Path string `json:"path"`
+	// OldPath is the path before a rename; empty otherwise.
+	OldPath string       `json:"old_path,omitempty"`
+	Status  ChangeStatus `json:"status"`
+	// Binary files are listed, never inlined in the patch.
+	Binary       bool  `json:"binary,omitempty"`
+	LinesAdded   int64 `json:"lines_added"`
+	LinesDeleted int64 `json:"lines_deleted"`
+	// Mode is the file's git mode after the change ("100644", "100755",
+	// "120000" for a symbolic link); the old mode for a deletion.
+	Mode string `json:"mode,omitempty"`
+}
+
+// ChangeSummary is what a workspace's change against its base amounts to.
+// The result gate sees it as `result`.
+type ChangeSummary struct {
+	Files        []ChangedFile `json:"files"`
+	FilesChanged int64         `json:"files_changed"`
+	Added        int64         `json:"added"`
+	Modified     int64         `json:"modified"`
+	Deleted      int64         `json:"deleted"`
+	Renamed      int64         `json:"renamed"`
+	LinesAdded   int64         `json:"lines_added"`
+	LinesDeleted int64         `json:"lines_deleted"`
+	// Binary lists the paths of the binary files among Files.
+	Binary []string `json:"binary,omitempty"`
+	// DiffBytes is the size of the patch.
+	DiffBytes int64 `json:"diff_bytes"`
+}

@@ -1,0 +1,372 @@
+package journeys
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/source"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workdiff"
+)
+
+// MaxExportBytes bounds what export_workspace returns inline (a tar or a
+// bundle, before base64); larger workspaces leave through stop_worker's
+// archive mode.
+const MaxExportBytes = 32 << 20
+
+// Audit action types of what leaves a worker: audited like actions, with
+// the result gate's decision, and not counted against max_actions.
+const (
+	auditDiff   = "workspace_diff"
+	auditExport = "export_workspace"
+	auditStop   = "stop_worker"
+)
+
+// preparedSource is a checked source, built in memory, not yet anywhere.
+type preparedSource struct {
+	draft  *bases.Draft
+	record *source.Record // nil when no source was given
+}
+
+// prepareSource checks a spawn's source and builds its base in memory,
+// before anything is created: a refused source leaves nothing in Docker,
+// Postgres or the base store. No source gives an empty base, so every new
+// journey has one to diff against.
+func (m *Manager) prepareSource(ctx context.Context, caller string, spec *source.Spec) (*preparedSource, error) {
+	d := bases.NewDraft(m.cfg.Sources.Limits)
+	if spec == nil {
+		if _, err := d.Commit("Meshwork: empty workspace", plumbing.ZeroHash, plumbing.ZeroHash); err != nil {
+			return nil, err
+		}
+		return &preparedSource{draft: d}, nil
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, sourceError(err)
+	}
+	var (
+		rec source.Record
+		err error
+	)
+	switch spec.Kind() {
+	case "git":
+		rec, err = m.cfg.Sources.Git(ctx, spec.Git, d)
+	case "archive":
+		rec, err = m.cfg.Sources.Archive(spec.Archive, d)
+	case "journey":
+		var from store.Journey
+		if from, err = m.journey(ctx, caller, spec.Journey); err != nil {
+			return nil, notFound("source.journey: no journey %q of yours", spec.Journey)
+		}
+		var base *bases.Base
+		if base, err = m.openBase(from); err != nil {
+			return nil, err
+		}
+		rec, err = source.Patch(base, from.ID, spec.Patch, d)
+	}
+	if err != nil {
+		return nil, sourceError(err)
+	}
+	return &preparedSource{draft: d, record: &rec}, nil
+}
+
+// sourceError turns a refused source into a client error; anything else
+// stays internal.
+func sourceError(err error) error {
+	if e, ok := source.AsError(err); ok {
+		switch e.Code {
+		case source.CodeNotFound:
+			return notFound("source: %s", e.Msg)
+		case source.CodeDenied:
+			return &Error{Code: CodePermissionDenied, Msg: "source: " + e.Msg}
+		case source.CodeUnavailable:
+			return unavailable("source: %s", e.Msg)
+		}
+		return invalid("source: %s", e.Msg)
+	}
+	if errors.Is(err, bases.ErrRefused) {
+		return invalid("source: %s", strings.TrimPrefix(err.Error(), bases.ErrRefused.Error()+": "))
+	}
+	return err
+}
+
+// seed records a prepared base for a created worker and unpacks it into the
+// workspace, owned by the worker's user.
+func (m *Manager) seed(ctx context.Context, rt runtime.Runtime, h runtime.Handle, j store.Journey, d *meshtype.Definition, src *preparedSource) error {
+	rec, err := m.cfg.Bases.Keep(j.UID, src.draft)
+	if err != nil {
+		return err
+	}
+	base, err := m.cfg.Bases.Open(j.UID, rec)
+	if err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(base.WriteTar(pw, ownerOf(d.Isolation.User))) }()
+	if err := rt.SeedWorkspace(ctx, h, pr); err != nil {
+		_ = pr.CloseWithError(err)
+		return fmt.Errorf("seeding the workspace: %w", err)
+	}
+	origin := ""
+	if !rec.Origin.IsZero() {
+		origin = rec.Origin.String()
+	}
+	var recorded []byte
+	if src.record != nil {
+		if recorded, err = json.Marshal(src.record); err != nil {
+			return err
+		}
+	}
+	return m.cfg.Store.SetBase(ctx, j.UID, rec.Commit.String(), origin, recorded)
+}
+
+// ownerOf reads a definition's "uid[:gid]"; the defaults fill it in, so a
+// bad one cannot reach here, but it falls back to the default user.
+func ownerOf(user string) bases.Owner {
+	u, g, ok := strings.Cut(user, ":")
+	uid, err1 := strconv.Atoi(u)
+	gid, err2 := strconv.Atoi(g)
+	if !ok {
+		gid, err2 = uid, nil
+	}
+	if err1 != nil || err2 != nil {
+		return bases.Owner{UID: 65532, GID: 65532}
+	}
+	return bases.Owner{UID: uid, GID: gid}
+}
+
+// openBase opens a journey's recorded base.
+func (m *Manager) openBase(j store.Journey) (*bases.Base, error) {
+	if j.BaseCommit == "" {
+		return nil, conflict("journey %q has no recorded base (it was spawned before sources existed); spawn_worker with mode fresh gives it one", j.ID)
+	}
+	rec := bases.Record{Commit: plumbing.NewHash(j.BaseCommit)}
+	if j.BaseOrigin != "" {
+		rec.Origin = plumbing.NewHash(j.BaseOrigin)
+	}
+	b, err := m.cfg.Bases.Open(j.UID, rec)
+	if errors.Is(err, bases.ErrNoBase) {
+		return nil, unavailable("the recorded base of journey %q is missing from the marketplace's base store", j.ID)
+	}
+	return b, err
+}
+
+// BaseInfo is what a journey started from.
+type BaseInfo struct {
+	Commit string         `json:"commit" jsonschema:"the base commit in the marketplace's own record"`
+	Origin string         `json:"origin,omitempty" jsonschema:"the git source's commit the base descends from"`
+	Source *source.Record `json:"source,omitempty" jsonschema:"the source the journey was spawned from"`
+}
+
+// Refusal is the result gate's refusal of a change: every violation, and a
+// message. Nothing was returned or removed.
+type Refusal struct {
+	Refused    bool                 `json:"refused,omitempty"`
+	Violations []meshtype.Violation `json:"violations,omitempty"`
+	Message    string               `json:"message,omitempty"`
+}
+
+// IsRefused reports whether the result gate refused the change.
+func (r Refusal) IsRefused() bool { return r.Refused }
+
+// DiffRequest is the input of workspace_diff.
+type DiffRequest struct {
+	JourneyID string   `json:"journey_id"`
+	Paths     []string `json:"paths,omitempty" jsonschema:"only changes to these files or under these directories (default: all)"`
+}
+
+// DiffResult is the output of workspace_diff.
+type DiffResult struct {
+	JourneyID string                 `json:"journey_id"`
+	Base      BaseInfo               `json:"base"`
+	Summary   meshtype.ChangeSummary `json:"summary"`
+	Patch     string                 `json:"patch" jsonschema:"git-format unified diff against the base; git apply takes it (binary files are listed in summary.binary, not inlined)"`
+	Refusal
+}
+
+// change computes a journey's change against its base, checks it with the
+// result gate and audits the decision. A refusal comes back as the
+// Refusal, with a nil change.
+func (m *Manager) change(ctx context.Context, caller, journeyID string, paths []string, auditType string) (store.Journey, *workdiff.Change, Refusal, error) {
+	start := time.Now()
+	j, err := m.journey(ctx, caller, journeyID)
+	if err != nil {
+		return j, nil, Refusal{}, err
+	}
+	entry, ok := m.cfg.Catalog.Lookup(j.WorkerID)
+	if !ok {
+		return j, nil, Refusal{}, unavailable("worker %s of journey %q is no longer in the catalog", j.WorkerID, j.ID)
+	}
+	rt, _, err := m.runtimeFor(j.IsolationLevel)
+	if err != nil {
+		return j, nil, Refusal{}, err
+	}
+	base, err := m.openBase(j)
+	if err != nil {
+		return j, nil, Refusal{}, err
+	}
+	// The action lock: no action changes the workspace while it is read.
+	lock := m.actionLock(j.UID)
+	lock.Lock()
+	defer lock.Unlock()
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(rt.ExportWorkspace(ctx, handle(j), pw)) }()
+	ch, err := workdiff.Compute(base, pr, workdiff.Options{Paths: paths})
+	_ = pr.CloseWithError(io.ErrClosedPipe)
+	if errors.Is(err, workdiff.ErrTooLarge) {
+		return j, nil, Refusal{}, invalid("%v", err)
+	}
+	if err != nil {
+		return j, nil, Refusal{}, unavailable("reading the workspace: %v", err)
+	}
+	rec := store.ActionRecord{
+		JourneyUID: j.UID, Caller: caller, WorkerID: j.WorkerID, DefinitionHash: entry.Hash,
+		ActionType: auditType, Target: strings.Join(paths, ","), Uncounted: true,
+		ResponseBytes: int64(len(ch.Patch)),
+	}
+	if vs := entry.Gate.EvaluateResult(&ch.Summary); len(vs) > 0 {
+		rec.Decision, rec.Violations = store.DecisionRefused, vs
+		m.record(ctx, rec, start)
+		msgs := make([]string, len(vs))
+		for i, v := range vs {
+			msgs[i] = v.Message
+		}
+		return j, nil, Refusal{Refused: true, Violations: vs, Message: "Result gate refused the change: " + strings.Join(msgs, "; ")}, nil
+	}
+	rec.Decision = store.DecisionAllowed
+	m.record(ctx, rec, start)
+	return j, ch, Refusal{}, nil
+}
+
+func baseInfo(j store.Journey) BaseInfo {
+	b := BaseInfo{Commit: j.BaseCommit, Origin: j.BaseOrigin}
+	if len(j.Source) > 0 {
+		var rec source.Record
+		if json.Unmarshal(j.Source, &rec) == nil {
+			b.Source = &rec
+		}
+	}
+	return b
+}
+
+// Diff returns a journey's change against its base, if the result gate
+// allows it.
+func (m *Manager) Diff(ctx context.Context, caller string, req DiffRequest) (DiffResult, error) {
+	j, ch, refusal, err := m.change(ctx, caller, req.JourneyID, req.Paths, auditDiff)
+	if err != nil {
+		return DiffResult{}, err
+	}
+	out := DiffResult{JourneyID: j.ID, Base: baseInfo(j), Refusal: refusal, Summary: meshtype.ChangeSummary{Files: []meshtype.ChangedFile{}}}
+	if ch != nil {
+		out.Summary, out.Patch = ch.Summary, string(ch.Patch)
+	}
+	return out, nil
+}
+
+// ExportRequest is the input of export_workspace.
+type ExportRequest struct {
+	JourneyID string `json:"journey_id"`
+	Format    string `json:"format,omitempty" jsonschema:"patch (default: the diff against the base), tar (the workspace's files) or bundle (a git bundle of one commit on the git source's commit)"`
+}
+
+// ExportResult is the output of export_workspace.
+type ExportResult struct {
+	JourneyID     string                 `json:"journey_id"`
+	Format        string                 `json:"format"`
+	Base          BaseInfo               `json:"base"`
+	Summary       meshtype.ChangeSummary `json:"summary"`
+	Patch         string                 `json:"patch,omitempty" jsonschema:"format patch: the git-format diff"`
+	ContentBase64 string                 `json:"content_base64,omitempty" jsonschema:"format tar or bundle: the file, base64-encoded"`
+	Bytes         int64                  `json:"bytes"`
+	SHA256        string                 `json:"sha256,omitempty"`
+	Commit        string                 `json:"commit,omitempty" jsonschema:"format bundle: the commit it holds, as refs/heads/meshwork"`
+	Refusal
+}
+
+// Export returns a journey's change as a patch, a tar or a git bundle, if
+// the result gate allows it.
+func (m *Manager) Export(ctx context.Context, caller string, req ExportRequest) (ExportResult, error) {
+	format := req.Format
+	if format == "" {
+		format = "patch"
+	}
+	if format != "patch" && format != "tar" && format != "bundle" {
+		return ExportResult{}, invalid("format %q is not one of patch, tar, bundle", req.Format)
+	}
+	j, ch, refusal, err := m.change(ctx, caller, req.JourneyID, nil, auditExport)
+	if err != nil {
+		return ExportResult{}, err
+	}
+	out := ExportResult{JourneyID: j.ID, Format: format, Base: baseInfo(j), Refusal: refusal, Summary: meshtype.ChangeSummary{Files: []meshtype.ChangedFile{}}}
+	if ch == nil {
+		return out, nil
+	}
+	out.Summary = ch.Summary
+	var buf bytes.Buffer
+	w := &capped{w: &buf, left: MaxExportBytes}
+	switch format {
+	case "patch":
+		out.Patch = string(ch.Patch)
+		buf.Write(ch.Patch)
+	case "tar":
+		entry, _ := m.cfg.Catalog.Lookup(j.WorkerID)
+		err = ch.WriteTar(w, ownerOf(entry.Definition.Isolation.User))
+	case "bundle":
+		var c plumbing.Hash
+		c, err = ch.WriteBundle(w, "Meshwork: the change of journey "+j.ID, time.Now())
+		if errors.Is(err, workdiff.ErrNoOrigin) {
+			return ExportResult{}, invalid("journey %q did not start from a git source; a bundle needs one (use format patch or tar)", j.ID)
+		}
+		out.Commit = c.String()
+	}
+	if errors.Is(err, errExportTooLarge) {
+		return ExportResult{}, invalid("the %s passes %d bytes; stop_worker with workspace archive writes large workspaces", format, MaxExportBytes)
+	}
+	if err != nil {
+		return ExportResult{}, err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	out.Bytes, out.SHA256 = int64(buf.Len()), hex.EncodeToString(sum[:])
+	if format != "patch" {
+		out.ContentBase64 = base64.StdEncoding.EncodeToString(buf.Bytes())
+	}
+	return out, nil
+}
+
+var errExportTooLarge = errors.New("export too large")
+
+// capped fails a write past left bytes.
+type capped struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, errExportTooLarge
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
+}
+
+// dropBase removes a journey's base once its workspace is gone.
+func (m *Manager) dropBase(ctx context.Context, j store.Journey) {
+	if err := m.cfg.Bases.Remove(j.UID); err != nil {
+		m.logger.WarnContext(ctx, "removing a base failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
+	}
+}

@@ -1,0 +1,361 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
+)
+
+// fetchedRef is where a fetched commit is put in the draft.
+const fetchedRef = plumbing.ReferenceName("refs/meshwork/source")
+
+var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// Git fetches a git source into the draft: the commit becomes the base
+// (and its origin, for bundles). Remote repositories come over https from
+// an allowed host; local ones are read, never executed, from under an
+// allowed root.
+func (p *Policy) Git(ctx context.Context, spec *GitSpec, d *bases.Draft) (Record, error) {
+	rec := Record{Kind: "git", URL: spec.URL, Ref: spec.Ref}
+	if strings.ContainsAny(spec.Ref, "\x00\n\r") || strings.HasPrefix(spec.Ref, "-") || strings.Contains(spec.Ref, "..") {
+		return rec, invalid("source.git.ref %q is not a branch, tag or commit name", spec.Ref)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.fetchTimeout())
+	defer cancel()
+	var (
+		commit plumbing.Hash
+		err    error
+	)
+	if dir, ok, lerr := p.localPath(spec.URL); lerr != nil {
+		return rec, lerr
+	} else if ok {
+		commit, err = p.copyLocal(dir, spec.Ref, d)
+	} else {
+		commit, err = p.fetchRemote(ctx, spec, d)
+	}
+	if err != nil {
+		return rec, err
+	}
+	c, err := object.GetCommit(d.Storage(), commit)
+	if err != nil {
+		return rec, fmt.Errorf("reading the fetched commit: %w", err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return rec, fmt.Errorf("reading the fetched tree: %w", err)
+	}
+	if err := d.AddTree(tree); err != nil {
+		return rec, err
+	}
+	d.SetCommit(commit, commit)
+	rec.Commit = commit.String()
+	rec.Files = len(d.Files())
+	for _, e := range d.Files() {
+		rec.Bytes += e.Size
+	}
+	return rec, nil
+}
+
+// localPath reports whether raw names a local repository (a path or a
+// file:// URL) and, if so, checks that it lies under an allowed root once
+// symbolic links are resolved.
+func (p *Policy) localPath(raw string) (string, bool, error) {
+	var dir string
+	switch {
+	case strings.HasPrefix(raw, "file://"):
+		u, err := url.Parse(raw)
+		if err != nil || (u.Host != "" && u.Host != "localhost") {
+			return "", true, invalid("source.git.url %q is not a file:// URL of a local path", raw)
+		}
+		dir = u.Path
+	case strings.HasPrefix(raw, "/"):
+		dir = raw
+	case strings.Contains(raw, "://"):
+		return "", false, nil
+	default:
+		return "", true, invalid("source.git.url %q is neither an https URL nor an absolute path", raw)
+	}
+	if len(p.Roots) == 0 {
+		return "", true, denied("local git sources are not allowed on this marketplace (the operator sets --source-roots)")
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(dir))
+	if err != nil {
+		// Say the same whether or not it exists outside the roots.
+		if p.under(filepath.Clean(dir)) {
+			return "", true, notFound("no repository at %s", dir)
+		}
+		return "", true, denied("%s is not under an allowed source root", dir)
+	}
+	if !p.under(real) {
+		return "", true, denied("%s is not under an allowed source root", dir)
+	}
+	return real, true, nil
+}
+
+func (p *Policy) under(dir string) bool {
+	for _, r := range p.Roots {
+		if dir == r || strings.HasPrefix(dir, r+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+// copyLocal reads a local repository with go-git on a filesystem bounded to
+// its git directory (no alternates or links out of it) and copies the
+// commit and its tree, and nothing else, into the draft. It runs no git
+// program and no hook.
+func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, error) {
+	gitDir := dir
+	if st, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+		if !st.IsDir() {
+			return plumbing.ZeroHash, invalid("%s/.git is not a directory (linked worktrees and submodule checkouts are not taken); name the main repository", dir)
+		}
+		gitDir = filepath.Join(dir, ".git")
+	}
+	if _, err := os.Stat(filepath.Join(gitDir, "objects")); err != nil {
+		return plumbing.ZeroHash, notFound("%s is not a git repository", dir)
+	}
+	st := filesystem.NewStorageWithOptions(osfs.New(gitDir, osfs.WithBoundOS()), cache.NewObjectLRUDefault(), filesystem.Options{})
+	repo, err := git.Open(st, nil)
+	if err != nil {
+		return plumbing.ZeroHash, notFound("%s is not a git repository: %v", dir, err)
+	}
+	rev := ref
+	if rev == "" {
+		rev = "HEAD"
+	}
+	h, err := repo.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return plumbing.ZeroHash, notFound("no ref %q in %s", rev, dir)
+	}
+	if err := CopyCommit(st, d, *h, plumbing.ZeroHash); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return *h, nil
+}
+
+// CopyCommit copies commit, its tree, and the commits and trees of its
+// first-parent ancestors down to stop (inclusive; zero: commit alone) from
+// src into the draft, refusing more files or bytes than the draft's limits
+// allow as it goes. The oldest copied commit is marked shallow when it has
+// parents, so the draft is a consistent shallow repository.
+func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plumbing.Hash) error {
+	dst := d.Storage()
+	limits := d.Limits()
+	files, size := 0, int64(0)
+	seen := map[plumbing.Hash]bool{}
+	var copyObj func(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error)
+	copyObj = func(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+		obj, err := src.EncodedObject(t, h)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s %s: %w", t, h, err)
+		}
+		if _, err := dst.SetEncodedObject(obj); err != nil {
+			return nil, err
+		}
+		return obj, nil
+	}
+	var copyTree func(h plumbing.Hash) error
+	copyTree = func(h plumbing.Hash) error {
+		if seen[h] {
+			return nil
+		}
+		seen[h] = true
+		obj, err := copyObj(plumbing.TreeObject, h)
+		if err != nil {
+			return err
+		}
+		t, err := object.DecodeTree(dst, obj)
+		if err != nil {
+			return fmt.Errorf("reading tree %s: %w", h, err)
+		}
+		for _, e := range t.Entries {
+			switch e.Mode {
+			case filemode.Dir:
+				if err := copyTree(e.Hash); err != nil {
+					return err
+				}
+			case filemode.Submodule:
+			default:
+				if seen[e.Hash] {
+					continue
+				}
+				seen[e.Hash] = true
+				files++
+				if files > limits.MaxFiles {
+					return fmt.Errorf("%w: the repository has more than %d files", bases.ErrRefused, limits.MaxFiles)
+				}
+				n, err := src.EncodedObjectSize(e.Hash)
+				if err != nil {
+					return fmt.Errorf("reading blob %s: %w", e.Hash, err)
+				}
+				if size += n; size > limits.MaxBytes {
+					return fmt.Errorf("%w: the repository's files pass the limit of %d bytes", bases.ErrRefused, limits.MaxBytes)
+				}
+				if _, err := copyObj(plumbing.BlobObject, e.Hash); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	h := commit
+	for {
+		obj, err := copyObj(plumbing.CommitObject, h)
+		if err != nil {
+			return err
+		}
+		c, err := object.DecodeCommit(dst, obj)
+		if err != nil {
+			return fmt.Errorf("reading commit %s: %w", h, err)
+		}
+		if err := copyTree(c.TreeHash); err != nil {
+			return err
+		}
+		if h == stop || stop.IsZero() || c.NumParents() == 0 {
+			if c.NumParents() > 0 {
+				return dst.SetShallow([]plumbing.Hash{h})
+			}
+			return nil
+		}
+		h = c.ParentHashes[0]
+	}
+}
+
+// fetchRemote fetches one commit of an https repository on an allowed host,
+// with the host's configured credentials.
+func (p *Policy) fetchRemote(ctx context.Context, spec *GitSpec, d *bases.Draft) (plumbing.Hash, error) {
+	u, err := url.Parse(spec.URL)
+	if err != nil {
+		return plumbing.ZeroHash, invalid("source.git.url %q is not a URL", spec.URL)
+	}
+	if u.Scheme != "https" {
+		return plumbing.ZeroHash, invalid("source.git.url %q: only https URLs (or local paths under an allowed root) are taken", spec.URL)
+	}
+	if u.User != nil {
+		return plumbing.ZeroHash, invalid("source.git.url must not carry credentials; the operator configures them per host")
+	}
+	host := NormalizeHost(u.Host)
+	if !slices.Contains(p.Hosts, host) {
+		return plumbing.ZeroHash, denied("host %s is not an allowed source host (the operator sets --source-hosts)", host)
+	}
+	var auth transport.AuthMethod
+	if c, ok := p.Credentials[host]; ok {
+		auth = &githttp.BasicAuth{Username: c.Username, Password: c.Password}
+	}
+	repo, err := git.Init(d.Storage(), nil)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	remote, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{u.String()}})
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, CABundle: p.CABundle})
+	if err != nil {
+		return plumbing.ZeroHash, remoteError(host, err)
+	}
+	src, err := pickRef(refs, spec.Ref)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	depth := spec.Depth
+	if depth == 0 {
+		depth = 1
+	}
+	err = remote.FetchContext(ctx, &git.FetchOptions{
+		RefSpecs: []config.RefSpec{config.RefSpec(src + ":" + string(fetchedRef))},
+		Depth:    depth, Auth: auth, CABundle: p.CABundle, Tags: git.NoTags, Force: true,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return plumbing.ZeroHash, remoteError(host, err)
+	}
+	ref, err := d.Storage().Reference(fetchedRef)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("the fetch left no commit: %w", err)
+	}
+	h := ref.Hash()
+	// An annotated tag names a tag object: base the journey on its commit.
+	if tag, err := object.GetTag(d.Storage(), h); err == nil {
+		c, err := tag.Commit()
+		if err != nil {
+			return plumbing.ZeroHash, invalid("tag %q does not name a commit", spec.Ref)
+		}
+		h = c.Hash
+	}
+	if err := d.Storage().RemoveReference(fetchedRef); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return h, nil
+}
+
+// pickRef finds what to fetch for ref among a remote's references: the
+// default branch (HEAD) for "", a full ref name, a branch, a tag, or a
+// commit id as is.
+func pickRef(refs []*plumbing.Reference, ref string) (string, error) {
+	byName := map[plumbing.ReferenceName]*plumbing.Reference{}
+	for _, r := range refs {
+		byName[r.Name()] = r
+	}
+	if ref == "" {
+		head, ok := byName[plumbing.HEAD]
+		if !ok {
+			return "", notFound("the repository has no HEAD; give source.git.ref")
+		}
+		if head.Type() == plumbing.SymbolicReference {
+			return string(head.Target()), nil
+		}
+		for _, r := range refs {
+			if r.Name().IsBranch() && r.Hash() == head.Hash() {
+				return string(r.Name()), nil
+			}
+		}
+		return head.Hash().String(), nil
+	}
+	for _, name := range []plumbing.ReferenceName{plumbing.ReferenceName(ref), plumbing.NewBranchReferenceName(ref), plumbing.NewTagReferenceName(ref)} {
+		if _, ok := byName[name]; ok && strings.HasPrefix(string(name), "refs/") {
+			return string(name), nil
+		}
+	}
+	if commitPattern.MatchString(ref) {
+		return ref, nil
+	}
+	return "", notFound("no branch, tag or ref %q in the repository", ref)
+}
+
+// remoteError turns a transport failure into a client error that names the
+// host, and never the credentials.
+func remoteError(host string, err error) error {
+	switch {
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return notFound("no such repository on %s", host)
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		return denied("%s refused the marketplace's credentials for this repository", host)
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		return notFound("the repository on %s is empty", host)
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Code: CodeUnavailable, Msg: fmt.Sprintf("fetching from %s timed out", host)}
+	}
+	return &Error{Code: CodeUnavailable, Msg: fmt.Sprintf("fetching from %s failed: %v", host, err)}
+}

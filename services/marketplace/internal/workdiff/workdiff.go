@@ -1,0 +1,403 @@
+// Package workdiff computes what a worker changed: it reads the workspace
+// as the runtime exports it (a tar stream the engine produces, not anything
+// the worker says) and compares it with the journey's recorded base
+// (package bases). The worker's own .git is never consulted, so rewriting
+// its history or index hides nothing.
+//
+// The change comes out as a git-format unified diff that `git apply` takes
+// (binary files are listed in the summary, not inlined), as a tar of the
+// workspace, or as a git bundle of one commit on the base's git commit.
+// Paths under .meshwork/ (the marketplace's private part of the workspace)
+// and every .git directory are left out.
+package workdiff
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	fdiff "github.com/go-git/go-git/v5/plumbing/format/diff"
+	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/go-git/go-git/v5/utils/diff"
+	dmp "github.com/sergi/go-diff/diffmatchpatch"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
+)
+
+// Options tune Compute. Zero fields take the defaults.
+type Options struct {
+	// Paths keeps only changes to these paths or under these directories.
+	// Defaults to every path.
+	Paths []string
+	// MaxChangedBytes bounds the content of changed files held to build the
+	// patch. Defaults to 64 MiB.
+	MaxChangedBytes int64
+	// MaxTextBytes is the largest file diffed line by line; a larger one is
+	// listed like a binary file. Defaults to 4 MiB.
+	MaxTextBytes int64
+}
+
+// ErrTooLarge is returned when the changed files pass MaxChangedBytes.
+var ErrTooLarge = errors.New("the change is too large")
+
+func (o Options) withDefaults() Options {
+	if o.MaxChangedBytes <= 0 {
+		o.MaxChangedBytes = 64 << 20
+	}
+	if o.MaxTextBytes <= 0 {
+		o.MaxTextBytes = 4 << 20
+	}
+	return o
+}
+
+// Change is a workspace compared with its base.
+type Change struct {
+	Summary meshtype.ChangeSummary
+	// Patch is the git-format unified diff of the text files in Summary.
+	Patch []byte
+
+	base  *bases.Base
+	files map[string]bases.Entry // the workspace's files
+	// blobs holds the content of the workspace files that the base lacks.
+	blobs *memory.Storage
+}
+
+// Private reports whether a workspace path is left out of changes:
+// .meshwork/ at the root, and any .git directory.
+func Private(p string) bool {
+	first, _, _ := strings.Cut(p, "/")
+	if first == ".meshwork" {
+		return true
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if strings.EqualFold(seg, ".git") {
+			return true
+		}
+	}
+	return false
+}
+
+// Compute reads the workspace tar and compares it with base.
+func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, error) {
+	opts = opts.withDefaults()
+	baseFiles, err := base.Files()
+	if err != nil {
+		return nil, err
+	}
+	c := &Change{base: base, files: map[string]bases.Entry{}, blobs: memory.NewStorage()}
+	budget := opts.MaxChangedBytes
+	tr := tar.NewReader(workspace)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the workspace: %w", err)
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(hdr.Name, "./"), "/")
+		if name == "" || name == "." || Private(name) {
+			continue
+		}
+		var (
+			mode filemode.FileMode
+			data []byte
+		)
+		switch hdr.Typeflag {
+		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // what older engines write
+			mode = filemode.Regular
+			if hdr.Mode&0o100 != 0 {
+				mode = filemode.Executable
+			}
+			h, content, err := hashFile(tr, hdr.Size, budget, baseFiles[name].Hash)
+			if err != nil {
+				return nil, fmt.Errorf("reading %q from the workspace: %w", name, err)
+			}
+			if content == nil && h != baseFiles[name].Hash {
+				return nil, fmt.Errorf("%w: %q and the other changed files pass %d bytes; narrow the paths or export a tar", ErrTooLarge, name, opts.MaxChangedBytes)
+			}
+			if content != nil {
+				budget -= int64(len(content))
+				if _, err := bases.WriteBlob(c.blobs, content); err != nil {
+					return nil, err
+				}
+			}
+			c.files[name] = bases.Entry{Mode: mode, Hash: h, Size: hdr.Size}
+			continue
+		case tar.TypeSymlink:
+			mode, data = filemode.Symlink, []byte(hdr.Linkname)
+		case tar.TypeLink:
+			target := strings.TrimPrefix(hdr.Linkname, "./")
+			if e, ok := c.files[target]; ok {
+				c.files[name] = e
+			}
+			continue
+		default:
+			continue // directories, devices, pipes: not content
+		}
+		h, err := bases.WriteBlob(c.blobs, data)
+		if err != nil {
+			return nil, err
+		}
+		c.files[name] = bases.Entry{Mode: mode, Hash: h, Size: int64(len(data))}
+	}
+	if err := c.compare(baseFiles, opts); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// hashFile reads one file's content and returns its git blob hash. The
+// content is returned too when it differs from want and fits in budget; nil
+// when it equals want (nothing to keep) or does not fit.
+func hashFile(r io.Reader, size, budget int64, want plumbing.Hash) (plumbing.Hash, []byte, error) {
+	hasher := plumbing.NewHasher(plumbing.BlobObject, size)
+	if size > budget {
+		if _, err := io.Copy(hasher, r); err != nil {
+			return plumbing.ZeroHash, nil, err
+		}
+		return hasher.Sum(), nil, nil
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	_, _ = hasher.Write(buf)
+	h := hasher.Sum()
+	if h == want {
+		return h, nil, nil
+	}
+	return h, buf, nil
+}
+
+func (o Options) keeps(p string) bool {
+	if len(o.Paths) == 0 {
+		return true
+	}
+	for _, want := range o.Paths {
+		want = strings.Trim(path.Clean("/"+want), "/")
+		if want == "" || p == want || strings.HasPrefix(p, want+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// fileChange is one path's change before it is encoded.
+type fileChange struct {
+	meshtype.ChangedFile
+	from, to *file
+}
+
+// compare finds the changes, pairs exact renames, and writes the patch.
+func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
+	var added, deleted []string
+	var changes []*fileChange
+	for p, e := range c.files {
+		if !opts.keeps(p) {
+			continue
+		}
+		b, ok := baseFiles[p]
+		switch {
+		case !ok:
+			added = append(added, p)
+		case b.Hash != e.Hash || b.Mode != e.Mode:
+			changes = append(changes, &fileChange{
+				ChangedFile: meshtype.ChangedFile{Path: p, Status: meshtype.ChangeModified, Mode: e.Mode.String()},
+				from:        &file{path: p, entry: b}, to: &file{path: p, entry: e},
+			})
+		}
+	}
+	for p := range baseFiles {
+		if _, ok := c.files[p]; !ok && opts.keeps(p) {
+			deleted = append(deleted, p)
+		}
+	}
+	sort.Strings(added)
+	sort.Strings(deleted)
+	// Exact renames: a deleted path whose content reappears at an added one.
+	byHash := map[plumbing.Hash][]string{}
+	for _, p := range deleted {
+		byHash[baseFiles[p].Hash] = append(byHash[baseFiles[p].Hash], p)
+	}
+	renamedFrom := map[string]bool{}
+	for _, p := range added {
+		e := c.files[p]
+		if olds := byHash[e.Hash]; len(olds) > 0 && e.Mode != filemode.Symlink {
+			old := olds[0]
+			byHash[e.Hash] = olds[1:]
+			renamedFrom[old] = true
+			changes = append(changes, &fileChange{
+				ChangedFile: meshtype.ChangedFile{Path: p, OldPath: old, Status: meshtype.ChangeRenamed, Mode: e.Mode.String()},
+				from:        &file{path: old, entry: baseFiles[old]}, to: &file{path: p, entry: e},
+			})
+			continue
+		}
+		changes = append(changes, &fileChange{
+			ChangedFile: meshtype.ChangedFile{Path: p, Status: meshtype.ChangeAdded, Mode: e.Mode.String()},
+			to:          &file{path: p, entry: e},
+		})
+	}
+	for _, p := range deleted {
+		if renamedFrom[p] {
+			continue
+		}
+		changes = append(changes, &fileChange{
+			ChangedFile: meshtype.ChangedFile{Path: p, Status: meshtype.ChangeDeleted, Mode: baseFiles[p].Mode.String()},
+			from:        &file{path: p, entry: baseFiles[p]},
+		})
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Path < changes[j].Path })
+
+	var patches []fdiff.FilePatch
+	s := &c.Summary
+	s.Files = make([]meshtype.ChangedFile, 0, len(changes))
+	for _, ch := range changes {
+		fp, err := c.filePatch(ch, opts)
+		if err != nil {
+			return err
+		}
+		if fp != nil {
+			patches = append(patches, fp)
+		}
+		switch ch.Status {
+		case meshtype.ChangeAdded:
+			s.Added++
+		case meshtype.ChangeModified:
+			s.Modified++
+		case meshtype.ChangeDeleted:
+			s.Deleted++
+		case meshtype.ChangeRenamed:
+			s.Renamed++
+		}
+		if ch.Binary {
+			s.Binary = append(s.Binary, ch.Path)
+		}
+		s.LinesAdded += ch.LinesAdded
+		s.LinesDeleted += ch.LinesDeleted
+		s.Files = append(s.Files, ch.ChangedFile)
+	}
+	s.FilesChanged = int64(len(s.Files))
+	var buf bytes.Buffer
+	if len(patches) > 0 {
+		if err := fdiff.NewUnifiedEncoder(&buf, fdiff.DefaultContextLines).Encode(patch(patches)); err != nil {
+			return fmt.Errorf("writing the patch: %w", err)
+		}
+	}
+	c.Patch = buf.Bytes()
+	s.DiffBytes = int64(len(c.Patch))
+	return nil
+}
+
+// content reads a file of either side.
+func (c *Change) content(f *file) ([]byte, error) {
+	if f == nil {
+		return nil, nil
+	}
+	if obj, err := c.blobs.EncodedObject(plumbing.BlobObject, f.entry.Hash); err == nil {
+		r, err := obj.Reader()
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		return io.ReadAll(r)
+	}
+	return c.base.Blob(f.entry.Hash, f.entry.Size)
+}
+
+// filePatch diffs one change, filling its line counts and binary flag. It
+// returns nil for a binary change: those are listed, not put in the patch.
+func (c *Change) filePatch(ch *fileChange, opts Options) (fdiff.FilePatch, error) {
+	from, err := c.content(ch.from)
+	if err != nil {
+		return nil, err
+	}
+	to, err := c.content(ch.to)
+	if err != nil {
+		return nil, err
+	}
+	if bases.IsBinary(from) || bases.IsBinary(to) || int64(len(from)) > opts.MaxTextBytes || int64(len(to)) > opts.MaxTextBytes {
+		ch.Binary = true
+		return nil, nil
+	}
+	fp := &filePatch{from: ch.from, to: ch.to}
+	if bytes.Equal(from, to) {
+		return fp, nil // a rename or a mode change alone
+	}
+	for _, d := range diff.Do(string(from), string(to)) {
+		var op fdiff.Operation
+		switch d.Type {
+		case dmp.DiffEqual:
+			op = fdiff.Equal
+		case dmp.DiffDelete:
+			op = fdiff.Delete
+			ch.LinesDeleted += lines(d.Text)
+		case dmp.DiffInsert:
+			op = fdiff.Add
+			ch.LinesAdded += lines(d.Text)
+		}
+		fp.chunks = append(fp.chunks, chunk{content: d.Text, op: op})
+	}
+	return fp, nil
+}
+
+// lines counts the lines of a diff chunk (a last line without a newline
+// counts).
+func lines(s string) int64 {
+	n := int64(strings.Count(s, "\n"))
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		n++
+	}
+	return n
+}
+
+// The go-git diff encoder's interfaces.
+
+type patch []fdiff.FilePatch
+
+func (p patch) FilePatches() []fdiff.FilePatch { return p }
+func (p patch) Message() string                { return "" }
+
+type file struct {
+	path  string
+	entry bases.Entry
+}
+
+func (f *file) Hash() plumbing.Hash     { return f.entry.Hash }
+func (f *file) Mode() filemode.FileMode { return f.entry.Mode }
+func (f *file) Path() string            { return f.path }
+
+type filePatch struct {
+	from, to *file
+	chunks   []fdiff.Chunk
+}
+
+func (p *filePatch) IsBinary() bool { return false }
+func (p *filePatch) Files() (fdiff.File, fdiff.File) {
+	// A nil *file must be a nil interface for the encoder.
+	var from, to fdiff.File
+	if p.from != nil {
+		from = p.from
+	}
+	if p.to != nil {
+		to = p.to
+	}
+	return from, to
+}
+func (p *filePatch) Chunks() []fdiff.Chunk { return p.chunks }
+
+type chunk struct {
+	content string
+	op      fdiff.Operation
+}
+
+func (c chunk) Content() string          { return c.content }
+func (c chunk) Type() fdiff.Operation    { return c.op }

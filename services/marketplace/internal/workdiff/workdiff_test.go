@@ -1,0 +1,227 @@
+package workdiff_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
+	"github.com/meshwork/meshwork/services/marketplace/internal/source"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workdiff"
+)
+
+// git runs the real git in dir and returns its output.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// repoWith makes a git repository under root holding files, committed.
+func repoWith(t *testing.T, root string, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(root, "repo")
+	git(t, root, "init", "-q", "-b", "main", dir)
+	for p, c := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-q", "-m", "base")
+	return dir
+}
+
+// untar unpacks a tar into dir (the test's stand-in for a workspace).
+func untar(t *testing.T, r io.Reader, dir string) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, hdr.Name)
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeSymlink:
+			if err := os.Symlink(hdr.Linkname, p); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			b, _ := io.ReadAll(tr)
+			if err := os.WriteFile(p, b, os.FileMode(hdr.Mode)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// tarDir tars a directory the way the runtime exports a workspace.
+func tarDir(t *testing.T, dir string) io.Reader {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.AddFS(os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &buf
+}
+
+func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	repo := repoWith(t, root, map[string]string{
+		"go.mod":         "module example.com/m\n\ngo 1.19\n",
+		"calc.go":        "package m\n\nfunc Add(a, b int) int { return a - b }\n",
+		"docs/old.md":    "# Old\nunchanged text\n",
+		"docs/remove.md": "bye\n",
+	})
+	pol := &source.Policy{Roots: []string{root}}
+	if err := pol.CheckRoots(); err != nil {
+		t.Fatal(err)
+	}
+	d := bases.NewDraft(bases.Limits{})
+	rec, err := pol.Git(context.Background(), &source.GitSpec{URL: "file://" + repo}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := strings.TrimSpace(git(t, repo, "rev-parse", "HEAD"))
+	if rec.Commit != head || rec.Files != 4 {
+		t.Fatalf("record %+v, want commit %s and 4 files", rec, head)
+	}
+	store, err := bases.NewStore(filepath.Join(root, "bases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	journey := uuid.New()
+	brec, err := store.Keep(journey, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := store.Open(journey, brec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seed bytes.Buffer
+	if err := base.WriteTar(&seed, bases.Owner{UID: os.Getuid(), GID: os.Getgid()}); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(root, "ws")
+	untar(t, &seed, ws)
+
+	// The worker's work: a fix, a new file, a deletion, a rename, and a
+	// rewritten .git that must not matter.
+	os.WriteFile(filepath.Join(ws, "calc.go"), []byte("package m\n\nfunc Add(a, b int) int { return a + b }\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "calc_test.go"), []byte("package m\n"), 0o644)
+	os.Remove(filepath.Join(ws, "docs/remove.md"))
+	os.Rename(filepath.Join(ws, "docs/old.md"), filepath.Join(ws, "docs/new.md"))
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git", "HEAD"), []byte("lies\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, ".meshwork/home"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".meshwork/home/session"), []byte("private\n"), 0o644)
+
+	ch, err := workdiff.Compute(base, tarDir(t, ws), workdiff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ch.Summary
+	if s.Added != 1 || s.Modified != 1 || s.Deleted != 1 || s.Renamed != 1 || s.FilesChanged != 4 {
+		t.Fatalf("summary %+v\n%s", s, ch.Patch)
+	}
+	for _, f := range s.Files {
+		if f.Status == meshtype.ChangeRenamed && (f.OldPath != "docs/old.md" || f.Path != "docs/new.md") {
+			t.Errorf("rename %+v", f)
+		}
+	}
+	if s.LinesAdded != 2 || s.LinesDeleted != 2 {
+		t.Errorf("lines +%d -%d, want +2 -2\n%s", s.LinesAdded, s.LinesDeleted, ch.Patch)
+	}
+
+	// The patch applies with the real git in a fresh clone.
+	clone := filepath.Join(root, "clone")
+	git(t, root, "clone", "-q", repo, clone)
+	patchFile := filepath.Join(root, "change.patch")
+	os.WriteFile(patchFile, ch.Patch, 0o644)
+	git(t, clone, "apply", "--check", patchFile)
+	git(t, clone, "apply", patchFile)
+	if got, _ := os.ReadFile(filepath.Join(clone, "calc.go")); !strings.Contains(string(got), "a + b") {
+		t.Errorf("calc.go after apply: %s", got)
+	}
+	if _, err := os.Stat(filepath.Join(clone, "docs/new.md")); err != nil {
+		t.Errorf("rename not applied: %v", err)
+	}
+
+	// The bundle fetches into another clone that has the base commit.
+	var bundle bytes.Buffer
+	commit, err := ch.WriteBundle(&bundle, "change", time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundleFile := filepath.Join(root, "change.bundle")
+	os.WriteFile(bundleFile, bundle.Bytes(), 0o644)
+	clone2 := filepath.Join(root, "clone2")
+	git(t, root, "clone", "-q", repo, clone2)
+	git(t, clone2, "bundle", "verify", bundleFile)
+	git(t, clone2, "fetch", "-q", bundleFile, "refs/heads/meshwork:refs/heads/meshwork")
+	if got := strings.TrimSpace(git(t, clone2, "rev-parse", "meshwork")); got != commit.String() {
+		t.Errorf("fetched %s, want %s", got, commit)
+	}
+	if got := strings.TrimSpace(git(t, clone2, "rev-parse", "meshwork^")); got != head {
+		t.Errorf("bundle commit's parent %s, want the source commit %s", got, head)
+	}
+	if out := git(t, clone2, "diff", "--stat", "HEAD", "meshwork"); !strings.Contains(out, "4 files changed") {
+		t.Errorf("bundle diff: %s", out)
+	}
+
+	// The patch seeds another journey: base plus patch equals the workspace.
+	d2 := bases.NewDraft(bases.Limits{})
+	if _, err := source.Patch(base, "first", string(ch.Patch), d2); err != nil {
+		t.Fatal(err)
+	}
+	j2 := uuid.New()
+	rec2, err := store.Keep(j2, d2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base2, err := store.Open(j2, rec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch2, err := workdiff.Compute(base2, tarDir(t, ws), workdiff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch2.Summary.FilesChanged != 0 || len(ch2.Patch) != 0 {
+		t.Errorf("the patched base differs from the workspace: %+v\n%s", ch2.Summary, ch2.Patch)
+	}
+}
