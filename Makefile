@@ -66,19 +66,37 @@ images: build ## Build the service images onto public bases (BASE overrides the 
 offline-images: ## Build every image tests and the stack need, with no registry (debootstrap + docker import)
 	IMAGE=$(OFFLINE_POSTGRES_IMAGE) deploy/offline/postgres/build.sh
 	$(MAKE) --no-print-directory images BASE=scratch
+	IMAGE=$(IMAGE_PREFIX)/shell-worker:$(IMAGE_TAG) BIN=$(BIN) deploy/offline/shell-worker/build.sh
 	$(MAKE) --no-print-directory test-images
 
+# The fake codex answers every task with this script's reply.
+FAKE_CODEX_SCRIPT := {"runs": [{"steps": [{"reply": "The fake codex did the task (a test double: no work was done)."}]}]}
+
 .PHONY: test-images
-test-images: build ## Build the test-only images: the agent worker with the FAKE claude (meshwork/claude-worker-fake:test)
+test-images: build ## Build the test-only images: the agent workers with the FAKE claude and FAKE codex (meshwork/claude-worker-fake:test, meshwork/codex-worker-fake:test)
 	@mkdir -p bin/test
 	CGO_ENABLED=0 go build -trimpath -o bin/test/fakeclaude ./services/mesh-exec/testdata/fakeclaude
 	@log=$$(mktemp); docker build -q -f deploy/docker/claude-worker-fake.Dockerfile --build-arg BIN=$(BIN) -t meshwork/claude-worker-fake:test . >"$$log" 2>&1 \
 	  || { cat "$$log" >&2; rm -f "$$log"; exit 1; }; rm -f "$$log"; echo "built meshwork/claude-worker-fake:test"
+	CGO_ENABLED=0 go build -trimpath -o bin/test/fakeagents ./services/mesh-exec/testdata/fakeagents
+	@printf '%s\n' '$(FAKE_CODEX_SCRIPT)' >bin/test/fakecodex-script.json
+	@log=$$(mktemp); docker build -q -f deploy/docker/codex-worker-fake.Dockerfile --build-arg BIN=$(BIN) -t meshwork/codex-worker-fake:test . >"$$log" 2>&1 \
+	  || { cat "$$log" >&2; rm -f "$$log"; exit 1; }; rm -f "$$log"; echo "built meshwork/codex-worker-fake:test"
 
 .PHONY: image-claude-worker
 image-claude-worker: build ## Build the Claude Code worker image for users (needs a registry and npm; CLAUDE_CODE_VERSION)
 	docker build -f deploy/docker/claude-worker.Dockerfile --build-arg BIN=$(BIN) $${CLAUDE_CODE_VERSION:+--build-arg CLAUDE_CODE_VERSION=$$CLAUDE_CODE_VERSION} \
 	  -t $(IMAGE_PREFIX)/claude-worker:$(IMAGE_TAG) .
+
+.PHONY: image-codex-worker
+image-codex-worker: build ## Build the Codex worker image for users (needs a registry and npm; CODEX_VERSION)
+	docker build -f deploy/docker/codex-worker.Dockerfile --build-arg BIN=$(BIN) $${CODEX_VERSION:+--build-arg CODEX_VERSION=$$CODEX_VERSION} \
+	  -t $(IMAGE_PREFIX)/codex-worker:$(IMAGE_TAG) .
+
+.PHONY: image-shell-worker
+image-shell-worker: build ## Build the shell worker image on the official Go image (needs a registry; GO_IMAGE); offline-images builds it without one
+	docker build -f deploy/docker/shell-worker.Dockerfile --build-arg BIN=$(BIN) $${GO_IMAGE:+--build-arg GO_IMAGE=$$GO_IMAGE} \
+	  -t $(IMAGE_PREFIX)/shell-worker:$(IMAGE_TAG) .
 
 ##@ Run
 
@@ -98,7 +116,8 @@ CHECK_TOKENS := MESHWORK_CLIENT_TOKEN=placeholder-token-0000 MESHWORK_ORCHESTRAT
 # What up/offline starts: everything but lgtm, whose image must be pulled.
 CORE_SERVICES := postgres migrate marketplace mesh-exec orchestrator
 FAKE_MESH_EXEC_IMAGE := meshwork/claude-worker-fake:test
-# up/offline's worker catalog: the built-in one, the Claude Code worker on the fake image.
+FAKE_CODEX_IMAGE := meshwork/codex-worker-fake:test
+# up/offline's worker catalog: the built-in one, the Claude Code and Codex workers on their fake images.
 OFFLINE_CATALOG_DIR := $(CURDIR)/.build/offline-catalog
 
 .PHONY: env
@@ -119,17 +138,18 @@ env: ## Write deploy/.env from deploy/.env.example with fresh random tokens and 
 	  echo "env: wrote $(ENV_FILE) (fresh tokens and Postgres password, DOCKER_GID=$$gid); put your Claude credentials in it"
 
 .PHONY: up
-up: env images image-claude-worker ## Build every image, then start the whole stack with Grafana (needs a registry; settings in deploy/.env)
+up: env images image-shell-worker image-claude-worker image-codex-worker ## Build every image, then start the whole stack with Grafana (needs a registry; settings in deploy/.env)
 	$(STACK) up -d
 	@echo "up: marketplace MCP http://127.0.0.1:8080/mcp, orchestrator http://127.0.0.1:8090, Grafana http://127.0.0.1:3000 (default ports; tokens in $(ENV_FILE))"
 
 # The fake claude logs in with any key; real credentials are kept from it.
 .PHONY: up/offline
-up/offline: env offline-images ## No registry: start the core services (no Grafana) on the offline images, the agents with the FAKE claude
-	@echo "up/offline: *** mesh-exec and the Claude Code worker run $(FAKE_MESH_EXEC_IMAGE): a FAKE claude that imitates the CLI for trying the stack without credentials; its agents do no real work ***"
+up/offline: env offline-images ## No registry: start the core services (no Grafana) on the offline images, the agents with the FAKE claude and codex
+	@echo "up/offline: *** mesh-exec and the Claude Code worker run $(FAKE_MESH_EXEC_IMAGE), the Codex worker $(FAKE_CODEX_IMAGE): FAKE CLIs that imitate the real ones for trying the stack without credentials; their agents do no real work ***"
 	@rm -rf $(OFFLINE_CATALOG_DIR) && mkdir -p $(OFFLINE_CATALOG_DIR) && cp -R workers/. $(OFFLINE_CATALOG_DIR)/ && \
 	  rm -f $(OFFLINE_CATALOG_DIR)/*.go $(OFFLINE_CATALOG_DIR)/go.* && chmod -R a+rX $(OFFLINE_CATALOG_DIR) && \
-	  sed -i 's|image: meshwork/claude-worker:latest|image: $(FAKE_MESH_EXEC_IMAGE)|' $(OFFLINE_CATALOG_DIR)/*.yaml
+	  sed -i -e 's|image: meshwork/claude-worker:latest|image: $(FAKE_MESH_EXEC_IMAGE)|' \
+	    -e 's|image: meshwork/codex-worker:latest|image: $(FAKE_CODEX_IMAGE)|' $(OFFLINE_CATALOG_DIR)/*.yaml
 	POSTGRES_IMAGE=$(OFFLINE_POSTGRES_IMAGE) MESH_EXEC_IMAGE=$(FAKE_MESH_EXEC_IMAGE) OFFLINE_CATALOG_DIR=$(OFFLINE_CATALOG_DIR) \
 	  ANTHROPIC_API_KEY=fake-key-for-the-fake-claude CLAUDE_CODE_OAUTH_TOKEN= OTEL_EXPORTER_OTLP_ENDPOINT= \
 	  $(STACK) -f deploy/offline/compose.fake-agents.yaml up -d $(CORE_SERVICES)
@@ -208,6 +228,7 @@ bench: ## Run the benchmarks (BENCHTIME=2s); figures with p50/p99 where goals ar
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/action
 	go test -run '^$$' -fuzz '^FuzzEvaluate$$' -fuzztime $(FUZZTIME) ./pkg/gate
+	go test -run '^$$' -fuzz '^FuzzEvaluateResult$$' -fuzztime $(FUZZTIME) ./pkg/gate
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./pkg/workerdef
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/pipeline
 	go test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/claude

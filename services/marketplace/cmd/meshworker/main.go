@@ -70,9 +70,15 @@ allowed_paths and denied_paths globs, one per flag. They are checked on the
 path a request names and on the path it resolves to after following
 symbolic links, so a link cannot reach a denied file under an allowed
 name; list and search leave out what they refuse. An invalid glob is a
-startup error.`,
+startup error.
+
+exec runs commands with PATH=/usr/local/bin:/usr/bin:/bin and HOME=/tmp,
+plus the Go toolchain's settings found in this environment (GOCACHE,
+GOFLAGS, GOMODCACHE, GOPATH, GOPROXY, GOTMPDIR, GOTOOLCHAIN; a worker image
+sets them), and nothing else of it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.ExecEnv = meshworker.ToolchainEnv(os.Environ())
 			// The container has no network, so nothing is exported; Setup
 			// still installs the propagator and a recording provider, so
 			// the tool calls continue the marketplace's trace (from

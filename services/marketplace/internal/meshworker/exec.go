@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -16,7 +17,7 @@ import (
 
 const (
 	// execPath is the only PATH a command sees, and where a bare program
-	// name is looked up: the worker's environment is not passed on.
+	// name is looked up: the worker's own PATH is not passed on.
 	execPath = "/usr/local/bin:/usr/bin:/bin"
 	// killGrace is how long a command's process group has between SIGTERM
 	// and SIGKILL, and how long its output may stay open once it is killed.
@@ -55,12 +56,16 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 		return execOut{}, err
 	}
 
+	if err := makeGoTmpDir(w.cfg.ExecEnv); err != nil {
+		return execOut{}, err
+	}
+
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, prog, in.Command[1:]...)
 	cmd.Args[0] = in.Command[0]
 	cmd.Dir = w.absRoot
-	cmd.Env = []string{"PATH=" + execPath, "HOME=/tmp"}
+	cmd.Env = append([]string{"PATH=" + execPath, "HOME=/tmp"}, w.cfg.ExecEnv...)
 	// Its own process group, so that what the command starts is killed
 	// with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -96,6 +101,40 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 		res.ExitCode = 128 + int(ws.Signal())
 	}
 	return res, nil
+}
+
+// toolchainVars are the variables ToolchainEnv passes on.
+var toolchainVars = []string{"GOCACHE", "GOFLAGS", "GOMODCACHE", "GOPATH", "GOPROXY", "GOTMPDIR", "GOTOOLCHAIN"}
+
+// ToolchainEnv returns the entries of environ ("NAME=value", as from
+// os.Environ) that say where the Go toolchain keeps its caches and temporary
+// files and whether it may download: GOCACHE, GOFLAGS, GOMODCACHE, GOPATH,
+// GOPROXY, GOTMPDIR and GOTOOLCHAIN. meshworker serve gives them to the
+// commands it runs (Config.ExecEnv): a worker's root filesystem is read-only
+// and its /tmp noexec, so the image points them into the workspace. Nothing
+// else of the worker's environment reaches a command.
+func ToolchainEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(toolchainVars, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// makeGoTmpDir creates the GOTMPDIR of env, if it sets one: go build and go
+// test put their work directory there and fail when it is missing.
+func makeGoTmpDir(env []string) error {
+	for _, kv := range env {
+		if dir, ok := strings.CutPrefix(kv, "GOTMPDIR="); ok && dir != "" {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return fmt.Errorf("creating GOTMPDIR: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // lookPath resolves a bare program name on execPath rather than on the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,6 +89,34 @@ func seq(n int) string {
 		b.WriteString(strconv.Itoa(i) + "\n")
 	}
 	return b.String()[:n]
+}
+
+// A worker image's Go settings reach commands, and the GOTMPDIR they name
+// is made for them.
+func TestExecEnv(t *testing.T) {
+	t.Parallel()
+	tmp := filepath.Join(t.TempDir(), "go", "tmp")
+	b := setup(t, meshworker.Config{AllowExec: true, ExecEnv: []string{"GOTMPDIR=" + tmp, "GOPROXY=off"}})
+	var r execResult
+	b.ok(t, "exec", map[string]any{"command": []string{"env"}}, &r)
+	if want := "PATH=/usr/local/bin:/usr/bin:/bin\nHOME=/tmp\nGOTMPDIR=" + tmp + "\nGOPROXY=off\n"; r.Stdout != want {
+		t.Errorf("environment:\n%s\nwant\n%s", r.Stdout, want)
+	}
+	if fi, err := os.Stat(tmp); err != nil || !fi.IsDir() {
+		t.Errorf("GOTMPDIR was not created: %v", err)
+	}
+}
+
+func TestToolchainEnv(t *testing.T) {
+	t.Parallel()
+	environ := []string{
+		"PATH=/opt/bin", "HOME=/root", "GOCACHE=/ws/.meshwork/go/cache", "DATABASE_URL=postgres://secret",
+		"GOTMPDIR=/ws/.meshwork/go/tmp", "GOPROXY=off", "GOTOOLCHAIN=local", "GOCACHEPROG=x", "XGOPATH=y",
+	}
+	want := []string{"GOCACHE=/ws/.meshwork/go/cache", "GOTMPDIR=/ws/.meshwork/go/tmp", "GOPROXY=off", "GOTOOLCHAIN=local"}
+	if got := meshworker.ToolchainEnv(environ); !slices.Equal(got, want) {
+		t.Errorf("ToolchainEnv = %q, want %q", got, want)
+	}
 }
 
 func TestExecRefusedWithoutAllowExec(t *testing.T) {

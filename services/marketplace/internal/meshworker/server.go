@@ -52,6 +52,11 @@ type Config struct {
 	// one, as asked or as it resolves after following symbolic links, is
 	// refused, and list and search leave it out. Defaults to none.
 	DeniedPaths []string
+	// ExecEnv are "NAME=value" entries every command gets besides PATH and
+	// HOME=/tmp, such as ToolchainEnv's. A GOTMPDIR among them is created
+	// before each command: Go needs it to exist, and a worker image points
+	// it into the workspace, which starts empty. Defaults to none.
+	ExecEnv []string
 }
 
 func (c Config) withDefaults() Config {
