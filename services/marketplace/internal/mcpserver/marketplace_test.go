@@ -30,8 +30,8 @@ func TestNormalUse(t *testing.T) {
 	cs := b.client(t, aliceToken)
 
 	workers := must(t, cs, "list_workers", map[string]any{})
-	if n := len(workers["workers"].([]any)); n != 7 {
-		t.Errorf("list_workers: %d workers, want 7", n)
+	if n := len(workers["workers"].([]any)); n != 8 {
+		t.Errorf("list_workers: %d workers, want 8", n)
 	}
 	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "notes"})
 	if sp["state"] != "active" || sp["container_id"] == "" || sp["workspace"] == "" {

@@ -47,8 +47,10 @@
 //
 // # Scripts
 //
-// FAKE_CLAUDE_SCRIPT names a JSON file that says what the "agent" does.
-// Without it, it replies "ok: <task>" at a cost of $0.0012. The format:
+// FAKE_CLAUDE_SCRIPT names a JSON file that says what the "agent" does;
+// without it, a .fake-claude.json in the working directory is the script
+// (so a repository under test can carry it into a worker container), and
+// without either it replies "ok: <task>" at a cost of $0.0012. The format:
 //
 //	{
 //	  "steps": [                        // run in order

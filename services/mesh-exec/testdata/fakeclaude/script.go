@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // script is what the fake agent does in a run; the format is in the
@@ -66,6 +67,25 @@ type hangStep struct {
 
 // defaultScript is the run without FAKE_CLAUDE_SCRIPT: reply "ok: <task>".
 func defaultScript() *script { return &script{} }
+
+// workspaceScript is the script a repository can carry for the fake, when
+// FAKE_CLAUDE_SCRIPT is not set: end-to-end tests put it in the repository
+// a pipeline works on, since they cannot set the environment of the worker
+// containers the marketplace starts.
+const workspaceScript = ".fake-claude.json"
+
+// scriptPath is FAKE_CLAUDE_SCRIPT, else the workspace's script if cwd has
+// one, else "" (the default script).
+func scriptPath(cwd string) string {
+	if p := os.Getenv("FAKE_CLAUDE_SCRIPT"); p != "" {
+		return p
+	}
+	p := filepath.Join(cwd, workspaceScript)
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return ""
+}
 
 // loadScript reads and checks the script at path; "" is the default script.
 // Unknown fields are refused, so a typo in a test's script fails loudly

@@ -48,7 +48,7 @@ func (t *turn) run() (int, error) {
 	if t.servers, err = loadMCPConfigs(t.o.mcpConfigs); err != nil {
 		return 0, fail(1, "Error: Invalid MCP configuration:\n%v", err)
 	}
-	sc, err := loadScript(os.Getenv("FAKE_CLAUDE_SCRIPT"))
+	sc, err := loadScript(scriptPath(t.cwd))
 	if err != nil {
 		return 0, fail(2, "fake claude: FAKE_CLAUDE_SCRIPT: %v", err)
 	}

@@ -263,6 +263,7 @@ func (e *Engine) stateAt(ctx context.Context, q store.Querier, runID string, seq
 // nodeResult is what one attempt produced.
 type nodeResult struct {
 	output  string
+	patch   string
 	session string
 	role    string
 	cost    float64
@@ -290,8 +291,10 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	req := executor.Request{
 		RunID: run.ID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, Thread: run.Thread,
 		RoleName: n.Role, Role: role, Timeout: time.Duration(role.Timeout) * time.Millisecond,
+		Command: n.Command,
 	}
 	ps := st.Pipeline()
+	req.Source = nodeSource(p, ps, a.NodeID)
 	if n.IsForeach() {
 		out, err := e.executeItems(ctx, p, n, ps, ex, req)
 		res.output = out
@@ -300,9 +303,14 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 		}
 		return res, err
 	}
-	task, err := p.RenderTask(a.NodeID, ps)
-	if err != nil {
-		return res, err
+	var (
+		task string
+		err  error
+	)
+	if len(n.Command) == 0 { // a command node runs its command, not a task
+		if task, err = p.RenderTask(a.NodeID, ps); err != nil {
+			return res, err
+		}
 	}
 	if !sessionKnown {
 		if session, err = store.RoleSession(ctx, e.pool, run.Thread, n.Role); err != nil {
@@ -332,7 +340,7 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	}
 	r, err := ex.Execute(ctx, req)
 	r.Output, r.SessionID = scrub(r.Output), scrub(r.SessionID)
-	res.session, res.cost = r.SessionID, r.CostUSD
+	res.session, res.cost, res.patch = r.SessionID, r.CostUSD, scrub(r.Patch)
 	if res.session == "" {
 		res.session = saved
 	}
@@ -342,6 +350,22 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	}
 	res.output, err = p.RenderOutput(a.NodeID, ps, r.Output)
 	return res, err
+}
+
+// nodeSource resolves a node's source for its executor: the repository
+// input's value, or the from node's role and patch.
+func nodeSource(p *pipeline.Pipeline, ps pipeline.State, id string) *executor.Source {
+	src := p.Source(id)
+	switch {
+	case src == nil:
+		return nil
+	case src.Input != "":
+		repo, _ := ps.Inputs[src.Input].(map[string]any)
+		return &executor.Source{Repository: repo}
+	}
+	from, _ := p.Node(src.From)
+	role, _ := p.Role(src.From)
+	return &executor.Source{FromRole: from.Role, FromWorker: role.Worker, Patch: ps.Nodes[src.From].Patch}
 }
 
 // executeItems runs a foreach node's items, at most MaxConcurrency at once,
@@ -448,7 +472,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 			step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, truncate(scrub(execErr.Error()), 4000))
 			info.Status = outcomeFailed
 		} else {
-			step = runstate.Complete(p, st, a.NodeID, a.Iteration, a.Attempt, res.output)
+			step = runstate.CompleteWithPatch(p, st, a.NodeID, a.Iteration, a.Attempt, res.output, res.patch)
 		}
 		if res.session != "" && res.role != "" && st.Sessions[res.role] != res.session {
 			step.Delta.Apply(runstate.SetSession(res.role, res.session))

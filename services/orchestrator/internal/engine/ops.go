@@ -207,6 +207,10 @@ type RunView struct {
 	Interrupts []store.Interrupt `json:"interrupts"`
 	Attempts   []store.Attempt   `json:"attempts,omitempty"`
 	Loops      map[string]int    `json:"loops,omitempty"`
+	// PatchNode and Patch are the run's patch: the change of the pipeline's
+	// patch node (a git-format diff), once it has one.
+	PatchNode string `json:"patch_node,omitempty"`
+	Patch     string `json:"patch,omitempty"`
 }
 
 // GetRun returns a run with its state, its role sessions, its interrupts and
@@ -243,6 +247,11 @@ func (e *Engine) GetRun(ctx context.Context, id string) (RunView, error) {
 	for id, ns := range st.Nodes {
 		if ns.Status == pipeline.StatusSucceeded {
 			v.Outputs[id] = ns.Output
+		}
+	}
+	if p != nil {
+		if v.PatchNode = p.PatchNode(); v.PatchNode != "" {
+			v.Patch = st.Node(v.PatchNode).Patch
 		}
 	}
 	if v.Sessions, err = store.ListRoleSessions(ctx, e.pool, run.Thread); err != nil {

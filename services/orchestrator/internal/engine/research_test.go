@@ -170,7 +170,7 @@ var buildMarketplace = sync.OnceValues(func() (string, error) {
 // database with the built-in catalog, but the Claude Code worker on the
 // fake agent image. Its containers carry a label of this test's, and are
 // removed with it.
-func startMarketplace(t *testing.T, dsn string) *marketplaceProcess {
+func startMarketplace(t *testing.T, dsn string, extraArgs ...string) *marketplaceProcess {
 	t.Helper()
 	bin, err := buildMarketplace()
 	if err != nil {
@@ -191,7 +191,8 @@ func startMarketplace(t *testing.T, dsn string) *marketplaceProcess {
 	}
 	label := fmt.Sprintf("orchestrator-%d-%d", os.Getpid(), time.Now().UnixNano())
 	token := "orchestrator-test-token-0123456789"
-	cmd := exec.Command(bin, "serve", "--transport", "http", "--addr", "127.0.0.1:0", "--catalog", catalog, "--labels", "meshwork.test="+label)
+	args := []string{"serve", "--transport", "http", "--addr", "127.0.0.1:0", "--catalog", catalog, "--labels", "meshwork.test=" + label, "--base-dir", t.TempDir()}
+	cmd := exec.Command(bin, append(args, extraArgs...)...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MESHWORK_TOKENS=orchestrator="+token, "ANTHROPIC_API_KEY=test-key-not-real")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -37,6 +37,12 @@ type Request struct {
 	SessionID string
 	// Timeout bounds the attempt; 0 means none beyond the context's.
 	Timeout time.Duration
+	// Source seeds the worker's workspace (roles via marketplace); nil for
+	// none.
+	Source *Source
+	// Command, when set, runs in the worker (an exec action) instead of
+	// Task.
+	Command []string
 	// OnSession, when set, is called as soon as the agent reports its
 	// session id, before the attempt ends, so that a crash in the middle of
 	// the node can resume the same session. It may be called more than once
@@ -44,8 +50,24 @@ type Request struct {
 	OnSession func(sessionID string)
 }
 
+// Source is where a marketplace role's workspace comes from: a repository
+// (seeding the role's journey when it is first spawned) or another role's
+// journey plus a patch (seeding the workspace afresh for every attempt).
+type Source struct {
+	// Repository is a spawn_worker source ({"git": ...} or {"archive":
+	// ...}), from an input of type repository.
+	Repository map[string]any
+	// FromRole and FromWorker name the role whose journey on this thread
+	// holds the base the patch applies to; Patch is that node's patch.
+	FromRole, FromWorker string
+	Patch                string
+}
+
 // Result is what an attempt produced.
 type Result struct {
+	// Patch is the worker's change to its workspace (a git-format diff
+	// against its base), for attempts with a Source.
+	Patch string
 	// Output is the agent's reply.
 	Output string
 	// SessionID is the role's session after the attempt; empty when the

@@ -28,8 +28,52 @@ func (a *app) runsCommand() *cobra.Command {
 		Short: "List, inspect, fork, approve, resume, cancel and prune runs",
 	}
 	cmd.AddCommand(a.runsList(), a.runsShow(), a.runsHistory(), a.runsFork(), a.runsApprove(),
-		a.runsCancel(), a.runsResume(), a.runsPrune(), a.runsWatch())
+		a.runsCancel(), a.runsResume(), a.runsPrune(), a.runsWatch(), a.runsPatch())
 	return cmd
+}
+
+func (a *app) runsPatch() *cobra.Command {
+	var node string
+	cmd := &cobra.Command{
+		Use:   "patch RUN_ID",
+		Short: "Print a run's patch (a git-format diff that git apply takes): its pipeline's patch node's, or --node's",
+		Args:  exactArgs("RUN_ID"),
+		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, args []string) error {
+			v, err := c.GetRun(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			patch, err := runPatch(v, node)
+			if err != nil {
+				return err
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), patch)
+			return err
+		}),
+	}
+	cmd.Flags().StringVar(&node, "node", "", "the node whose patch to print (default: the pipeline's patch node)")
+	return cmd
+}
+
+// runPatch is the patch of a run's node, or of its patch node; an error
+// says why there is none.
+func runPatch(v engine.RunView, node string) (string, error) {
+	if node == "" {
+		if v.PatchNode == "" {
+			return "", fmt.Errorf("run %s: pipeline %s makes no patch (no node has a source)", v.ID, v.Pipeline)
+		}
+		node = v.PatchNode
+	}
+	for _, n := range v.Nodes {
+		if n.ID != node {
+			continue
+		}
+		if n.Status != "succeeded" && n.Patch == "" {
+			return "", fmt.Errorf("run %s: node %s has no patch yet (it is %s)", v.ID, node, n.Status)
+		}
+		return n.Patch, nil
+	}
+	return "", fmt.Errorf("run %s: no node %q", v.ID, node)
 }
 
 func (a *app) runsList() *cobra.Command {

@@ -128,10 +128,13 @@ func (c *compiler) checkInputs() {
 		}
 		switch {
 		case in.Type == "":
-			c.fail(p, "input %q: missing type: string, number, boolean or object", name)
+			c.fail(p, "input %q: missing type: string, number, boolean, object or repository", name)
 			continue
 		case !slices.Contains(inputTypes, in.Type):
-			c.fail(p+".type", "input %q: type %q is not one of string, number, boolean, object", name, in.Type)
+			c.fail(p+".type", "input %q: type %q is not one of string, number, boolean, object, repository", name, in.Type)
+			continue
+		case in.Type == TypeRepository && !in.Required:
+			c.fail(p, "input %q: a repository input must be required (a workspace seeded from nothing needs no source)", name)
 			continue
 		}
 		if in.Default == nil {
@@ -160,6 +163,9 @@ func (c *compiler) checkRoles() {
 		}
 		switch r.Via {
 		case ViaMesh:
+			if r.Source != nil {
+				c.fail(p+".source", "role %q: source is only for via marketplace (a mesh role works in its repository)", name)
+			}
 			if r.Repository == "" {
 				c.fail(p, "role %q: via mesh needs a repository", name)
 			}
@@ -187,6 +193,11 @@ func (c *compiler) checkRoles() {
 				if f.set {
 					c.fail(p+"."+f.field, "role %q: %s is only for via mesh (a marketplace worker's settings are in its definition)", name, f.field)
 				}
+			}
+			if r.Source != nil && r.Source.From != "" {
+				c.fail(p+".source.from", "role %q: source.from names a node, so it goes on the node that runs from it", name)
+			} else {
+				c.checkSource(p+".source", fmt.Sprintf("role %q", name), r.Source)
 			}
 		case "":
 			c.fail(p, "role %q: missing via: mesh or marketplace", name)
@@ -266,6 +277,7 @@ func (c *compiler) checkNodes() {
 		c.checkNode(i)
 	}
 	c.checkGraph()
+	c.checkFrom()
 	c.nodes = make([]compiledNode, len(nodes))
 	for i := range nodes {
 		c.compileNode(i)
@@ -290,7 +302,7 @@ func (c *compiler) checkNode(i int) {
 		} else if _, ok := c.def.Roles[n.Role]; !ok {
 			c.fail(p+".role", "%s: unknown role %q (%s)", label, n.Role, c.roleList())
 		}
-		if n.Task == "" && len(n.Needs) == 0 {
+		if n.Task == "" && len(n.Command) == 0 && len(n.Needs) == 0 {
 			c.fail(p, "%s: missing task: a node that needs nothing has no outputs to work from", label)
 		} else if n.Task == "" && n.IsForeach() {
 			c.fail(p, "%s: a foreach node needs a task (each item is .item in it)", label)
@@ -319,6 +331,7 @@ func (c *compiler) checkNode(i int) {
 	}
 
 	c.checkRetry(i)
+	c.checkWork(i)
 
 	switch {
 	case n.MaxConcurrency < 0:
@@ -343,6 +356,103 @@ func (c *compiler) checkNode(i int) {
 			c.fail(p+".next", "%s: next %q loops without a bound: add max_iterations", label, n.Next)
 		}
 	}
+}
+
+// checkSource checks a source's input (a declared input of type
+// repository); From is checked with the graph, in checkFrom.
+func (c *compiler) checkSource(p, label string, s *Source) {
+	switch {
+	case s == nil:
+	case (s.Input == "") == (s.From == ""):
+		c.fail(p, "%s: source takes exactly one of input (a repository input) or from (a node)", label)
+	case s.Input != "":
+		if in, ok := c.def.Inputs[s.Input]; !ok || in.Type != TypeRepository {
+			c.fail(p+".input", "%s: source.input %q is not an input of type repository (%s)", label, s.Input, c.inputList())
+		}
+	}
+}
+
+// checkWork checks what an agent node does besides its task: its source
+// and its command, both for via marketplace roles only.
+func (c *compiler) checkWork(i int) {
+	n := &c.def.Nodes[i]
+	p, label := nodePath(i), c.label(i)
+	if n.Type == TypeApproval {
+		if n.Source != nil {
+			c.fail(p+".source", "%s: approval nodes take no source", label)
+		}
+		if len(n.Command) > 0 {
+			c.fail(p+".command", "%s: approval nodes take no command", label)
+		}
+		return
+	}
+	role, known := c.def.Roles[n.Role]
+	if !known {
+		return // refused above
+	}
+	if role.Via != ViaMarketplace {
+		if n.Source != nil {
+			c.fail(p+".source", "%s: source is only for roles via marketplace", label)
+		}
+		if len(n.Command) > 0 {
+			c.fail(p+".command", "%s: command is only for roles via marketplace", label)
+		}
+		return
+	}
+	c.checkSource(p+".source", label, n.Source)
+	if len(n.Command) > 0 {
+		switch {
+		case n.Task != "":
+			c.fail(p+".command", "%s: a node runs a command or a task, not both", label)
+		case n.IsForeach():
+			c.fail(p+".command", "%s: a foreach node runs a task per item, not a command", label)
+		case slices.Contains(n.Command, ""):
+			c.fail(p+".command", "%s: command has an empty argument", label)
+		}
+	}
+}
+
+// checkFrom checks, once the graph is known, that a node's source.from
+// names an ancestor with a source of its own, and that the pipeline's
+// patch node has a source.
+func (c *compiler) checkFrom() {
+	for i := range c.def.Nodes {
+		n := &c.def.Nodes[i]
+		if n.Source == nil || n.Source.From == "" || n.Source.Input != "" || !c.valid[i] {
+			continue
+		}
+		p, label := nodePath(i)+".source.from", c.label(i)
+		j, ok := c.index[n.Source.From]
+		switch {
+		case !ok:
+			c.fail(p, "%s: source.from names unknown node %q", label, n.Source.From)
+		case !c.isAncestor(j, i):
+			c.fail(p, "%s: source.from %q is not an ancestor through needs, so its patch may not exist yet", label, n.Source.From)
+		case c.sourceOf(j) == nil:
+			c.fail(p, "%s: source.from %q: that node's role has no source, so it has no patch", label, n.Source.From)
+		}
+	}
+	if c.def.Patch != "" {
+		j, ok := c.index[c.def.Patch]
+		switch {
+		case !ok:
+			c.fail("patch", "patch names unknown node %q", c.def.Patch)
+		case c.sourceOf(j) == nil:
+			c.fail("patch", "patch: node %q has no source, so it has no patch", c.def.Patch)
+		}
+	}
+}
+
+// sourceOf is node i's effective source: its own, else its role's.
+func (c *compiler) sourceOf(i int) *Source {
+	n := &c.def.Nodes[i]
+	if n.Source != nil {
+		return n.Source
+	}
+	if r, ok := c.def.Roles[n.Role]; ok && n.Type == TypeAgent {
+		return r.Source
+	}
+	return nil
 }
 
 func (c *compiler) checkRetry(i int) {
@@ -400,7 +510,7 @@ func (c *compiler) compileNode(i int) {
 			cn.foreachCEL = c.compileCEL(i, "foreach", n.Foreach)
 		}
 	}
-	if n.Type == TypeAgent {
+	if n.Type == TypeAgent && len(n.Command) == 0 {
 		if n.Task == "" && len(n.Needs) > 0 && !slices.ContainsFunc(n.Needs, func(id string) bool { _, ok := c.index[id]; return !ok }) {
 			n.Task = defaultTask(n.Needs)
 		}

@@ -18,6 +18,10 @@ type Definition struct {
 	Roles map[string]Role `yaml:"roles" json:"roles,omitempty"`
 	// Nodes are the steps of the graph, in file order.
 	Nodes []Node `yaml:"nodes" json:"nodes"`
+	// Patch names the node whose patch is the run's patch (what
+	// `meshctl runs patch` prints): a node of a role with a source. Optional;
+	// without it, the last such node in file order.
+	Patch string `yaml:"patch" json:"patch,omitempty"`
 }
 
 // InputType is the type of an input's value.
@@ -29,13 +33,17 @@ const (
 	TypeNumber  InputType = "number"
 	TypeBoolean InputType = "boolean"
 	TypeObject  InputType = "object"
+	// TypeRepository is a workspace source for marketplace roles, as
+	// spawn_worker takes it: {"git": {"url", "ref", "depth"}} or
+	// {"archive": {"tar_gz_base64", "sha256"}}.
+	TypeRepository InputType = "repository"
 )
 
-var inputTypes = []InputType{TypeString, TypeNumber, TypeBoolean, TypeObject}
+var inputTypes = []InputType{TypeString, TypeNumber, TypeBoolean, TypeObject, TypeRepository}
 
 // Input declares one input of a run.
 type Input struct {
-	// Type is string, number, boolean or object. Required.
+	// Type is string, number, boolean, object or repository. Required.
 	Type InputType `yaml:"type" json:"type"`
 	// Required inputs must be given when a run starts; they take no default.
 	Required bool `yaml:"required" json:"required,omitempty"`
@@ -80,6 +88,19 @@ type Role struct {
 	// Worker is the id of the marketplace worker, such as
 	// claude_code_assistant_v1. Required for via marketplace, and only for it.
 	Worker string `yaml:"worker" json:"worker,omitempty"`
+	// Source seeds the role's workspace, for via marketplace only: the
+	// pipeline's repository (an input), or another node's base plus its
+	// patch. A node's own source overrides it. Optional.
+	Source *Source `yaml:"source" json:"source,omitempty"`
+}
+
+// Source is where a marketplace role's workspace comes from: exactly one of
+// Input (an input of type repository, seeding the role's journey when it is
+// first spawned) or From (a node whose base plus patch seed the workspace
+// afresh each time the node runs).
+type Source struct {
+	Input string `yaml:"input" json:"input,omitempty"`
+	From  string `yaml:"from" json:"from,omitempty"`
 }
 
 // NodeType is what a node does.
@@ -134,6 +155,13 @@ type Node struct {
 	Next string `yaml:"next" json:"next,omitempty"`
 	// MaxIterations bounds how many times Next is followed in one run.
 	MaxIterations int `yaml:"max_iterations" json:"max_iterations,omitempty"`
+	// Source overrides the role's source for this node. Optional.
+	Source *Source `yaml:"source" json:"source,omitempty"`
+	// Command runs a command (argv, no shell) in the role's worker instead
+	// of a task: an exec action, for builtin workers such as shell_v1. The
+	// node's output is "exit_code: N" on its first line, then the command's
+	// output. Via marketplace only; not with task or foreach.
+	Command []string `yaml:"command" json:"command,omitempty"`
 	// Output is an optional text/template, rendered when the node succeeds,
 	// whose text becomes the node's output instead of the raw result. It
 	// sees what the task sees, and .result, the raw result.

@@ -103,10 +103,42 @@ func checkValue(t InputType, v any) (any, string) {
 		return nil, fmt.Sprintf("want %s, got %T, which is not JSON data", t.article(), v)
 	}
 	got := jsonKind(norm)
+	if t == TypeRepository {
+		return norm, repositoryProblem(norm, got)
+	}
 	if got != string(t) {
 		return nil, fmt.Sprintf("want %s, got %s", t.article(), describe(norm, got))
 	}
 	return norm, ""
+}
+
+// repositoryProblem checks the shape of a repository value: an object with
+// exactly one of git ({url, ref?, depth?}) or archive ({tar_gz_base64,
+// sha256}). The marketplace checks the rest (allowlists, limits, content).
+func repositoryProblem(v any, kind string) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Sprintf(`want a repository ({"git": {"url": ...}} or {"archive": {...}}), got %s`, describe(v, kind))
+	}
+	_, git := m["git"]
+	_, archive := m["archive"]
+	switch {
+	case len(m) != 1 || git == archive:
+		return fmt.Sprintf(`want a repository: an object with exactly one of "git" or "archive", got the keys %s`, strings.Join(slices.Sorted(maps.Keys(m)), ", "))
+	case git:
+		g, ok := m["git"].(map[string]any)
+		if !ok {
+			return `"git" must be an object {"url", "ref", "depth"}`
+		}
+		if u, _ := g["url"].(string); u == "" {
+			return `"git" needs a "url"`
+		}
+	default:
+		if _, ok := m["archive"].(map[string]any); !ok {
+			return `"archive" must be an object {"tar_gz_base64", "sha256"}`
+		}
+	}
+	return ""
 }
 
 // maxDepth bounds the nesting of an input value.

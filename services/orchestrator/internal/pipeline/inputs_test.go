@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
@@ -132,5 +133,41 @@ func TestCheckInputsCopiesDefaults(t *testing.T) {
 	second, _ := p.CheckInputs(map[string]any{"task": "x"})
 	if opts := second["opts"].(map[string]any); opts["tone"] != "dry" || opts["tags"].([]any)[0] != "a" {
 		t.Errorf("the default changed: %v", opts)
+	}
+}
+
+// A repository input is a workspace source: an object with exactly one of
+// git or archive; the marketplace checks the rest.
+func TestCheckRepositoryInput(t *testing.T) {
+	t.Parallel()
+	p := mustLoad(t, `name: p
+inputs:
+  repo: {type: repository, required: true}
+roles: {r: {via: marketplace, worker: w_v1, source: {input: repo}}}
+nodes:
+  - {id: a, role: r, task: fix it}
+`)
+	good := map[string]any{"git": map[string]any{"url": "/sources/app", "ref": "main"}}
+	if got, err := p.CheckInputs(map[string]any{"repo": good}); err != nil || !reflect.DeepEqual(got["repo"], good) {
+		t.Fatalf("a git repository: %v, %v", got, err)
+	}
+	for _, tt := range []struct {
+		value any
+		want  string
+	}{
+		{"https://example.com/x.git", `input "repo": want a repository ({"git": {"url": ...}} or {"archive": {...}}), got a string ("https://example.com/x.git")`},
+		{map[string]any{}, `input "repo": want a repository: an object with exactly one of "git" or "archive", got the keys `},
+		{map[string]any{"git": map[string]any{"url": "x"}, "archive": map[string]any{}}, `got the keys archive, git`},
+		{map[string]any{"git": "x"}, `"git" must be an object {"url", "ref", "depth"}`},
+		{map[string]any{"git": map[string]any{"ref": "main"}}, `"git" needs a "url"`},
+		{map[string]any{"journey": "j"}, `got the keys journey`},
+	} {
+		_, err := p.CheckInputs(map[string]any{"repo": tt.value})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: got %v, want %q", tt.value, err, tt.want)
+		}
+	}
+	if _, err := p.CheckInputs(nil); err == nil || !strings.Contains(err.Error(), `missing required input "repo" (a repository)`) {
+		t.Errorf("missing: %v", err)
 	}
 }

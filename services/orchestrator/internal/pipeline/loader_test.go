@@ -102,9 +102,9 @@ func TestLoadErrors(t *testing.T) {
 		name, src, want string
 	}{
 		// Decoding.
-		{"unknown field", "name: p\ncolour: blue\n", `p.yaml:2:1: unknown field "colour" (known: description, inputs, name, nodes, roles)`},
+		{"unknown field", "name: p\ncolour: blue\n", `p.yaml:2:1: unknown field "colour" (known: description, inputs, name, nodes, patch, roles)`},
 		{"unknown node field with hint", head + "  - {id: a, role: r, task: x, neds: [b]}\n", `p.yaml:5:31: unknown field "neds" in nodes[0] (did you mean "needs"?)`},
-		{"unknown role field", "name: p\nroles: {r: {via: mesh, repo: w}}\n", `p.yaml:2:24: unknown field "repo" in roles.r (known: model, repository, system_prompt, timeout, via, worker)`},
+		{"unknown role field", "name: p\nroles: {r: {via: mesh, repo: w}}\n", `p.yaml:2:24: unknown field "repo" in roles.r (known: model, repository, source, system_prompt, timeout, via, worker)`},
 		{"unknown retry field", head + "  - {id: a, role: r, task: x, retry: {attempts: 2}}\n", `p.yaml:5:39: unknown field "attempts" in nodes[0].retry (known: backoff, max_attempts, max_interval)`},
 		{"scalar for list", head + "  - {id: a, role: r, task: x, needs: a}\n", `p.yaml:5:38: nodes[0].needs: want a list, got "a"`},
 		{"list for string", "name: [p]\n", `p.yaml:1:7: name: want a string, got a list`},
@@ -136,8 +136,8 @@ func TestLoadErrors(t *testing.T) {
 		// Inputs.
 		{"bad input name", "name: p\ninputs: {Topic: {type: string}}\n", `p.yaml:2:10: input name "Topic" must match ^[a-z][a-z0-9_]{0,63}$`},
 		{"reserved input name", "name: p\ninputs: {in: {type: string}}\n", `p.yaml:2:10: input name "in" is a reserved word of CEL`},
-		{"input without type", "name: p\ninputs: {t: {required: true}}\n", `p.yaml:2:13: input "t": missing type: string, number, boolean or object`},
-		{"bad input type", "name: p\ninputs: {t: {type: int}}\n", `p.yaml:2:20: input "t": type "int" is not one of string, number, boolean, object`},
+		{"input without type", "name: p\ninputs: {t: {required: true}}\n", `p.yaml:2:13: input "t": missing type: string, number, boolean, object or repository`},
+		{"bad input type", "name: p\ninputs: {t: {type: int}}\n", `p.yaml:2:20: input "t": type "int" is not one of string, number, boolean, object, repository`},
 		{"required with default", "name: p\ninputs: {t: {type: string, required: true, default: x}}\n", `p.yaml:2:53: input "t": a required input takes no default`},
 		{"default of the wrong type", "name: p\ninputs: {n: {type: number, default: three}}\n", `p.yaml:2:37: input "n": default: want a number, got a string ("three")`},
 		{"string default written as a number", "name: p\ninputs: {s: {type: string, default: 3}}\n", `p.yaml:2:37: input "s": default: want a string, got a number (3)`},
@@ -212,7 +212,7 @@ func TestLoadErrors(t *testing.T) {
 		{"template whole data", head + "  - {id: a, role: r, task: '{{ . }}'}\n", `p.yaml:5:28: node "a": task: .: use .inputs.<name> or .nodes.<id>.output, not the whole data`},
 		{"template unknown field", head + "  - {id: a, role: r, task: '{{ .input.topic }}'}\n", `p.yaml:5:28: node "a": task: .input.topic: unknown field "input": templates use .inputs.<name> and .nodes.<id>.output`},
 		{"template unknown node", head + root + "  - {id: b, role: r, needs: [a], task: '{{ .nodes.z.output }}'}\n", `p.yaml:6:40: node "b": task: .nodes.z.output: unknown node "z"`},
-		{"template node status", head + root + "  - {id: b, role: r, needs: [a], task: '{{ .nodes.a.status }}'}\n", `p.yaml:6:40: node "b": task: .nodes.a.status: only a node's output can be used, as .nodes.a.output`},
+		{"template node status", head + root + "  - {id: b, role: r, needs: [a], task: '{{ .nodes.a.status }}'}\n", `p.yaml:6:40: node "b": task: .nodes.a.status: only a node's output or patch can be used, as .nodes.a.output or .nodes.a.patch`},
 		{"template all nodes", head + root + "  - {id: b, role: r, needs: [a], task: '{{ index .nodes \"a\" \"output\" }}'}\n", `p.yaml:6:40: node "b": task: .nodes: name one node's output, as .nodes.<id>.output`},
 		{"template node not an ancestor", head + root + "  - {id: b, role: r, needs: [a], task: x}\n  - {id: c, role: r, needs: [a], task: '{{ .nodes.b.output }}'}\n", `p.yaml:7:40: node "c": task: .nodes.b.output: "b" is not an ancestor of "c" through needs, so its output may not exist yet`},
 		{"template root variable", head + root + "  - {id: b, role: r, needs: [a], task: '{{ with .inputs.obj }}{{ $.nodes.b.output }}{{ end }}'}\n", `p.yaml:6:40: node "b": task: $.nodes.b.output: "b" is not an ancestor of "b" through needs, so its output may not exist yet`},
@@ -223,6 +223,17 @@ func TestLoadErrors(t *testing.T) {
 		{"template calls a template", head + "  - {id: a, role: r, task: '{{ template \"x\" }}'}\n", `p.yaml:5:28: node "a": task: {{template}} is not supported in pipelines`},
 		{"template defines a template", head + "  - {id: a, role: r, task: '{{ define \"x\" }}y{{ end }}z'}\n", `p.yaml:5:28: node "a": task: {{define}} and {{block}} are not supported in pipelines`},
 		{"output template references itself", head + "  - {id: a, role: r, task: x, output: '{{ .nodes.a.output }}'}\n", `p.yaml:5:39: node "a": output: .nodes.a.output: "a" is not an ancestor of "a" through needs, so its output may not exist yet`},
+		// Sources, commands and patches (the coding loop).
+		{"optional repository input", "name: p\ninputs: {repo: {type: repository}}\n", `p.yaml:2:16: input "repo": a repository input must be required (a workspace seeded from nothing needs no source)`},
+		{"source on a mesh role", "name: p\ninputs: {repo: {type: repository, required: true}}\nroles: {r: {via: mesh, repository: x, source: {input: repo}}}\nnodes: [{id: a, role: r, task: x}]\n", `p.yaml:3:47: role "r": source is only for via marketplace (a mesh role works in its repository)`},
+		{"source input not a repository", "name: p\ninputs: {t: {type: string}}\nroles: {r: {via: marketplace, worker: w_v1, source: {input: t}}}\nnodes: [{id: a, role: r, task: x}]\n", `p.yaml:3:61: role "r": source.input "t" is not an input of type repository (inputs: t)`},
+		{"source with both", "name: p\ninputs: {repo: {type: repository, required: true}}\nroles: {r: {via: marketplace, worker: w_v1}}\nnodes: [{id: a, role: r, task: x, source: {input: repo, from: a}}]\n", `p.yaml:4:43: node "a": source takes exactly one of input (a repository input) or from (a node)`},
+		{"source from a non-ancestor", "name: p\ninputs: {repo: {type: repository, required: true}}\nroles: {r: {via: marketplace, worker: w_v1, source: {input: repo}}}\nnodes:\n  - {id: a, role: r, task: x}\n  - {id: b, role: r, task: x, source: {from: a}}\n", `p.yaml:6:46: node "b": source.from "a" is not an ancestor through needs, so its patch may not exist yet`},
+		{"source from a node without a source", "name: p\ninputs: {repo: {type: repository, required: true}}\nroles: {r: {via: marketplace, worker: w_v1}, s: {via: marketplace, worker: w_v1, source: {input: repo}}}\nnodes:\n  - {id: a, role: r, task: x}\n  - {id: b, role: s, needs: [a], task: x, source: {from: a}}\n", `p.yaml:6:58: node "b": source.from "a": that node's role has no source, so it has no patch`},
+		{"command and task", "name: p\nroles: {r: {via: marketplace, worker: w_v1}}\nnodes: [{id: a, role: r, task: x, command: [go, test]}]\n", `p.yaml:3:44: node "a": a node runs a command or a task, not both`},
+		{"command on a mesh role", "name: p\nroles: {r: {via: mesh, repository: x}}\nnodes: [{id: a, role: r, command: [go, test]}]\n", `p.yaml:3:35: node "a": command is only for roles via marketplace`},
+		{"patch of a node without a source", "name: p\nroles: {r: {via: marketplace, worker: w_v1}}\nnodes: [{id: a, role: r, task: x}]\npatch: a\n", `p.yaml:4:8: patch: node "a" has no source, so it has no patch`},
+		{"patch of the node itself", "name: p\ninputs: {repo: {type: repository, required: true}}\nroles: {r: {via: marketplace, worker: w_v1, source: {input: repo}}}\nnodes: [{id: a, role: r, task: '{{ .nodes.a.patch }}'}]\n", `p.yaml:4:32: node "a": task: .nodes.a.patch: "a" is not an ancestor of "a" through needs, so its output may not exist yet`},
 		{"output template with a bad field of result", head + "  - {id: a, role: r, task: x, output: '{{ .result.text }}'}\n", `p.yaml:5:39: node "a": output: .result.text: .result is a string, which has no fields`},
 	}
 	for _, tt := range tests {
@@ -358,7 +369,7 @@ func TestLoadDir(t *testing.T) {
 
 	// Every file's errors, and names unique across files.
 	_, err = pipeline.LoadDir(files("a.yaml", one, "b.yaml", "name: one\nroles: {r: {via: mesh, repository: w}}\nnodes: [{id: a, role: r, task: y}]\n", "c.yaml", "name: c\nbogus: 1\n"))
-	want := "b.yaml:1:7: duplicate pipeline name \"one\": already defined in a.yaml\nc.yaml:2:1: unknown field \"bogus\" (known: description, inputs, name, nodes, roles)"
+	want := "b.yaml:1:7: duplicate pipeline name \"one\": already defined in a.yaml\nc.yaml:2:1: unknown field \"bogus\" (known: description, inputs, name, nodes, patch, roles)"
 	if err == nil || err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}

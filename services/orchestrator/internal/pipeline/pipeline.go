@@ -86,3 +86,31 @@ func (p *Pipeline) Successors(id string) []string {
 // Order returns every node in a topological order of needs: a node comes
 // after every node it needs, and ties keep file order.
 func (p *Pipeline) Order() []string { return slices.Clone(p.order) }
+
+// Source is node id's effective source: its own, else its role's; nil for
+// none.
+func (p *Pipeline) Source(id string) *Source {
+	n, ok := p.Node(id)
+	if !ok || n.Type != TypeAgent {
+		return nil
+	}
+	if n.Source != nil {
+		return n.Source
+	}
+	return p.def.Roles[n.Role].Source
+}
+
+// PatchNode is the node whose patch is the run's patch: the pipeline's
+// patch setting, else the last node in file order with a source; "" when no
+// node has one.
+func (p *Pipeline) PatchNode() string {
+	if p.def.Patch != "" {
+		return p.def.Patch
+	}
+	for i := len(p.def.Nodes) - 1; i >= 0; i-- {
+		if p.Source(p.def.Nodes[i].ID) != nil {
+			return p.def.Nodes[i].ID
+		}
+	}
+	return ""
+}

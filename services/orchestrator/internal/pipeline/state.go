@@ -22,6 +22,10 @@ type NodeState struct {
 	// Iteration counts how many times the node has run, from 1; it grows
 	// when a next loop runs the node again.
 	Iteration int `json:"iteration"`
+	// Patch is the change the node's worker made to its workspace, as a
+	// git-format diff against its base: set for nodes of roles with a
+	// source, taken through the worker's result gate.
+	Patch string `json:"patch,omitempty"`
 }
 
 // The values of NodeState.Status.

@@ -170,8 +170,8 @@ func (r *refChecker) ref(path []string, text string) {
 		switch {
 		case !ok:
 			r.fail("%s: unknown node %q", text, path[1])
-		case len(path) != 3 || path[2] != "output":
-			r.fail("%s: only a node's output can be used, as .nodes.%s.output", text, path[1])
+		case len(path) != 3 || path[2] != "output" && path[2] != "patch":
+			r.fail("%s: only a node's output or patch can be used, as .nodes.%s.output or .nodes.%s.patch", text, path[1], path[1])
 		case c.ordered[r.i] && !c.isAncestor(j, r.i):
 			r.fail("%s: %q is not an ancestor of %q through needs, so its output may not exist yet", text, path[1], c.def.Nodes[r.i].ID)
 		}
@@ -205,7 +205,7 @@ func (r *refChecker) scopeHint() string {
 }
 
 // templateData is what templates are executed with: .inputs, and
-// .nodes.<id>.output of every node in the state.
+// .nodes.<id>.output and .patch of every node in the state.
 func templateData(state State, extra map[string]any) map[string]any {
 	inputs := state.Inputs
 	if inputs == nil {
@@ -213,7 +213,7 @@ func templateData(state State, extra map[string]any) map[string]any {
 	}
 	nodes := make(map[string]any, len(state.Nodes))
 	for id, ns := range state.Nodes {
-		nodes[id] = map[string]any{"output": ns.Output}
+		nodes[id] = map[string]any{"output": ns.Output, "patch": ns.Patch}
 	}
 	data := map[string]any{"inputs": inputs, "nodes": nodes}
 	maps.Copy(data, extra)

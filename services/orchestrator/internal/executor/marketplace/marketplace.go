@@ -121,12 +121,15 @@ func JourneyID(role, worker, thread, item string) (string, error) {
 // ran. Running it again is refused again, unless the worker's limits
 // changed.
 type RefusedError struct {
+	// Tool is the marketplace tool that refused: execute_in_worker (the
+	// constraint gate) or workspace_diff (the result gate).
+	Tool string
 	// Message is the marketplace's, listing every violation.
 	Message    string
 	Violations []meshtype.Violation
 }
 
-func (e *RefusedError) Error() string { return "execute_in_worker refused the task: " + e.Message }
+func (e *RefusedError) Error() string { return e.Tool + " refused: " + e.Message }
 
 // executeOut is execute_in_worker's result.
 type executeOut struct {
@@ -170,10 +173,25 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 		log = log.With(slog.String("item", req.Item))
 	}
 	j := e.journey(id)
-	if err := e.ensure(ctx, log, j, id, req.Role.Worker); err != nil {
+	spawn, err := spawnSource(req, thread)
+	if err != nil {
 		return executor.Result{}, err
 	}
-	out, err := e.execute(ctx, id, req.Task)
+	if spawn.fresh {
+		// Seeded afresh from another journey's base plus its patch, for
+		// every attempt: the node sees exactly the change it is given.
+		j.mu.Lock()
+		j.spawned = false
+		j.mu.Unlock()
+	}
+	if err := e.ensure(ctx, log, j, id, req.Role.Worker, spawn); err != nil {
+		return executor.Result{}, err
+	}
+	act := map[string]any{"type": "task", "task": req.Task}
+	if len(req.Command) > 0 {
+		act = map[string]any{"type": "exec", "command": req.Command}
+	}
+	out, err := e.execute(ctx, id, act)
 	if errors.Is(err, errNotLive) {
 		// Stopped or orphaned since it was spawned (the marketplace
 		// restarted, say): the action never ran, so resume the journey and
@@ -182,10 +200,10 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 		j.mu.Lock()
 		j.spawned = false
 		j.mu.Unlock()
-		if err := e.ensure(ctx, log, j, id, req.Role.Worker); err != nil {
+		if err := e.ensure(ctx, log, j, id, req.Role.Worker, spawn); err != nil {
 			return executor.Result{}, err
 		}
-		out, err = e.execute(ctx, id, req.Task)
+		out, err = e.execute(ctx, id, act)
 	}
 	if err != nil {
 		var refused *RefusedError
@@ -201,7 +219,10 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	res := executor.Result{SessionID: out.SessionID}
 	var agent agentOutput
 	var plain string
+	var ran execOutput
 	switch {
+	case len(req.Command) > 0 && json.Unmarshal(out.Output, &ran) == nil && ran.ExitCode != nil:
+		res.Output = ran.text()
 	case json.Unmarshal(out.Output, &plain) == nil:
 		res.Output = plain
 	case json.Unmarshal(out.Output, &agent) == nil && agent.Output != nil && agent.SessionID != nil:
@@ -215,6 +236,13 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	}
 	if res.SessionID != "" && req.OnSession != nil {
 		req.OnSession(res.SessionID)
+	}
+	if req.Source != nil {
+		// The node's result carries its change, taken through the
+		// worker's result gate.
+		if res.Patch, err = e.diff(ctx, id); err != nil {
+			return res, err
+		}
 	}
 	log.DebugContext(ctx, "task done", slog.String("session", res.SessionID))
 	return res, nil
@@ -235,7 +263,7 @@ func (e *Executor) journey(id string) *journey {
 // journey that does not exist yet is spawned (mode normal), a stopped,
 // orphaned or failed one is resumed with its workspace and agent session,
 // and a live one is reported already_active.
-func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id, worker string) error {
+func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id, worker string, spawn spawnWith) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.spawned {
@@ -250,13 +278,20 @@ func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id,
 	case "stopped", "orphaned", "failed":
 		mode = "resume"
 	}
+	args := map[string]any{"worker_id": worker, "journey_id": id, "mode": mode}
+	switch {
+	case spawn.fresh:
+		args["mode"], args["source"] = "fresh", spawn.source
+	case spawn.source != nil && state == "":
+		// A repository seeds the journey when it is first spawned; later
+		// nodes of the role go on in the same workspace.
+		args["source"] = spawn.source
+	}
 	// Made again on a new MCP session if the marketplace restarted during
 	// the call: in mode normal or resume, a spawn that did happen is found
 	// live and reported already_active, and one that did not is made. (Mode
 	// fresh, which would destroy the workspace, is never used.)
-	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: "spawn_worker", Arguments: map[string]any{
-		"worker_id": worker, "journey_id": id, "mode": mode,
-	}})
+	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: "spawn_worker", Arguments: args})
 	if err != nil {
 		return fmt.Errorf("spawn_worker: %w", err)
 	}
@@ -267,7 +302,7 @@ func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id,
 		State string `json:"state"`
 	}
 	_ = decode(res, &out)
-	log.InfoContext(ctx, "worker spawned", slog.String("worker", worker), slog.String("mode", mode), slog.String("state", out.State))
+	log.InfoContext(ctx, "worker spawned", slog.String("worker", worker), slog.Any("mode", args["mode"]), slog.String("state", out.State))
 	j.spawned = true
 	return nil
 }
@@ -297,11 +332,11 @@ func (e *Executor) state(ctx context.Context, id string) (string, error) {
 // running; the action did not run.
 var errNotLive = errors.New("journey is not live")
 
-// execute runs the task in the journey. The call is never made twice: cut
-// off by a marketplace restart, the task may have run.
-func (e *Executor) execute(ctx context.Context, id, task string) (executeOut, error) {
+// execute runs the action (a task or a command) in the journey. The call is
+// never made twice: cut off by a marketplace restart, it may have run.
+func (e *Executor) execute(ctx context.Context, id string, act map[string]any) (executeOut, error) {
 	res, err := e.conn.CallTool(ctx, &mcp.CallToolParams{Name: "execute_in_worker", Arguments: map[string]any{
-		"journey_id": id, "action": map[string]any{"type": "task", "task": task},
+		"journey_id": id, "action": act,
 	}})
 	if err != nil {
 		return executeOut{}, fmt.Errorf("execute_in_worker: %w", err)
@@ -310,7 +345,7 @@ func (e *Executor) execute(ctx context.Context, id, task string) (executeOut, er
 	decoded := decode(res, &out) == nil
 	switch {
 	case decoded && !out.Executed && (out.Message != "" || len(out.Violations) > 0):
-		return out, &RefusedError{Message: out.Message, Violations: out.Violations}
+		return out, &RefusedError{Tool: "execute_in_worker", Message: out.Message, Violations: out.Violations}
 	case res.IsError:
 		msg := text(res)
 		// The marketplace checks that the journey runs before it runs
@@ -323,6 +358,84 @@ func (e *Executor) execute(ctx context.Context, id, task string) (executeOut, er
 		return out, fmt.Errorf("execute_in_worker: unexpected result %q", text(res))
 	}
 	return out, nil
+}
+
+// spawnWith is what a spawn seeds the workspace with.
+type spawnWith struct {
+	source map[string]any // spawn_worker's source; nil for none
+	fresh  bool           // spawn mode fresh, seeding every attempt
+}
+
+// spawnSource turns a request's source into spawn_worker's: a repository
+// as is, or the from role's journey on this thread plus its patch.
+func spawnSource(req executor.Request, thread string) (spawnWith, error) {
+	src := req.Source
+	switch {
+	case src == nil:
+		return spawnWith{}, nil
+	case src.FromRole != "":
+		from, err := JourneyID(src.FromRole, src.FromWorker, thread, "")
+		if err != nil {
+			return spawnWith{}, err
+		}
+		return spawnWith{source: map[string]any{"journey": from, "patch": src.Patch}, fresh: true}, nil
+	case src.Repository == nil:
+		return spawnWith{}, fmt.Errorf("role %q has a source without a repository", req.RoleName)
+	}
+	return spawnWith{source: src.Repository}, nil
+}
+
+// execOutput is an exec action's output (meshworker's exec tool).
+type execOutput struct {
+	ExitCode  *int   `json:"exit_code"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	TimedOut  bool   `json:"timed_out"`
+	Truncated bool   `json:"truncated"`
+}
+
+// text is a command node's output: "exit_code: N" on the first line (so
+// that a when condition can test it), then what the command printed.
+func (o execOutput) text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit_code: %d\n", *o.ExitCode)
+	if o.TimedOut {
+		b.WriteString("timed out\n")
+	}
+	b.WriteString(o.Stdout)
+	if o.Stderr != "" {
+		if o.Stdout != "" && !strings.HasSuffix(o.Stdout, "\n") {
+			b.WriteString("\n")
+		}
+		b.WriteString(o.Stderr)
+	}
+	if o.Truncated {
+		b.WriteString("\n(output truncated)\n")
+	}
+	return b.String()
+}
+
+// diff takes the journey's change through workspace_diff. A change the
+// worker's result gate refuses fails the attempt, with every violation.
+func (e *Executor) diff(ctx context.Context, id string) (string, error) {
+	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: "workspace_diff", Arguments: map[string]any{"journey_id": id}})
+	if err != nil {
+		return "", fmt.Errorf("workspace_diff: %w", err)
+	}
+	var out struct {
+		Patch      string               `json:"patch"`
+		Refused    bool                 `json:"refused"`
+		Violations []meshtype.Violation `json:"violations"`
+		Message    string               `json:"message"`
+	}
+	decoded := decode(res, &out) == nil
+	switch {
+	case decoded && out.Refused:
+		return "", &RefusedError{Tool: "workspace_diff", Message: out.Message, Violations: out.Violations}
+	case res.IsError || !decoded:
+		return "", fmt.Errorf("workspace_diff: %s", text(res))
+	}
+	return out.Patch, nil
 }
 
 // decode reads a tool result's structured content, or else its text as

@@ -1,0 +1,157 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/pipelines"
+)
+
+// shellWorkerImage is the catalog's shell_v1 image: Go and git (make
+// offline-images).
+const shellWorkerImage = "meshwork/shell-worker:latest"
+
+// gitIn runs the real git in dir.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// buggyRepo makes a Go module whose test fails, with a script for the fake
+// claude: its first implementation is wrong, and after hearing the failing
+// test it implements the change right.
+func buggyRepo(t *testing.T, root string) string {
+	t.Helper()
+	dir := filepath.Join(root, "calc")
+	gitIn(t, root, "init", "-q", "-b", "main", dir)
+	script := map[string]any{"turns": []any{
+		map[string]any{"steps": []any{map[string]any{"edit": map[string]any{"file_path": "calc.go", "old_string": "a - b", "new_string": "a * b"}}}, "reply": "Add multiplies now."},
+		map[string]any{"reply": "The test wants a sum, not a product."},
+		map[string]any{"steps": []any{map[string]any{"edit": map[string]any{"file_path": "calc.go", "old_string": "a * b", "new_string": "a + b"}}}, "reply": "Add adds now."},
+	}}
+	scriptJSON, err := json.Marshal(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"go.mod":            "module example.com/calc\n\ngo 1.19\n",
+		"calc.go":           "package calc\n\n// Add returns the sum of a and b.\nfunc Add(a, b int) int { return a - b }\n",
+		"calc_test.go":      "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n",
+		".fake-claude.json": string(scriptJSON),
+	}
+	for p, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn(t, dir, "add", "-A")
+	gitIn(t, dir, "commit", "-q", "-m", "Add, with a bug")
+	return dir
+}
+
+// The shipped coding_pipeline end to end, on real parts: the real
+// marketplace seeds the implementer (the Claude Code worker, the fake
+// claude) from a local repository; shell_v1 runs the real `go test` on the
+// implementer's patch in a fresh workspace, fails, and the run goes back to
+// implement; the second patch passes; the reviewer reads it; after the
+// approval the run's patch applies with the real git and its tests pass.
+func TestCodingPipeline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres and the worker images")
+	}
+	t.Parallel()
+	requireImage(t, fakeAgentImage)
+	requireImage(t, shellWorkerImage)
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	root := t.TempDir()
+	repo := buggyRepo(t, root)
+	mp := startMarketplace(t, dsn, "--source-roots", root)
+	mpEx, err := marketplace.New(marketplace.Config{Endpoint: mp.endpoint, Token: mp.token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mpEx.Close() })
+	cat, err := pipelines.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := startEngine(t, pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMarketplace: mpEx}, "")
+
+	run := start(t, eng, "coding_pipeline", map[string]any{
+		"repository": map[string]any{"git": map[string]any{"url": repo}},
+		"task":       "Fix Add so that it adds.",
+	})
+	v := waitStatus(t, eng, run.ID, runstate.RunWaiting, runstate.RunFailed)
+	if v.Status != runstate.RunWaiting {
+		t.Fatalf("run %s: %s (%s); attempts %+v", v.ID, v.Status, v.Error, v.Attempts)
+	}
+	counts := map[string]int{}
+	for _, a := range v.Attempts {
+		counts[a.NodeID]++
+	}
+	if counts["implement"] != 2 || counts["test"] != 2 || counts["fix"] != 1 || counts["review"] != 1 {
+		t.Errorf("attempts per node %v: want implement 2, test 2, fix 1, review 1", counts)
+	}
+	// The first test failed for real (go test in shell_v1), so fix ran and
+	// the run went back to implement; the last test passed.
+	for _, n := range v.Nodes {
+		if n.ID == "test" && !strings.HasPrefix(n.Output, "exit_code: 0") {
+			t.Errorf("the last test run: %q", n.Output)
+		}
+	}
+	if v.PatchNode != "implement" || !strings.Contains(v.Patch, "+func Add(a, b int) int { return a + b }") || !strings.Contains(v.Patch, "-func Add(a, b int) int { return a - b }") {
+		t.Fatalf("the run's patch (node %q):\n%s", v.PatchNode, v.Patch)
+	}
+	if strings.Contains(v.Patch, ".meshwork") || strings.Contains(v.Patch, ".fake-claude.json") {
+		t.Errorf("the patch carries more than the change:\n%s", v.Patch)
+	}
+
+	if _, err := eng.Resume(ctx, engine.ResumeRequest{InterruptID: v.Interrupts[0].ID, Value: json.RawMessage(`"approved"`), DecidedBy: "lead"}); err != nil {
+		t.Fatal(err)
+	}
+	v = waitStatus(t, eng, run.ID, runstate.RunSucceeded)
+
+	// The patch applies with the real git in a fresh clone, and the tests
+	// pass there.
+	clone := filepath.Join(root, "clone")
+	gitIn(t, root, "clone", "-q", repo, clone)
+	pf := filepath.Join(root, "change.patch")
+	if err := os.WriteFile(pf, []byte(v.Patch), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, clone, "apply", "--check", pf)
+	gitIn(t, clone, "apply", pf)
+	test := exec.Command("go", "test", "./...")
+	test.Dir = clone
+	test.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
+	if out, err := test.CombinedOutput(); err != nil {
+		t.Errorf("go test in the patched clone: %v\n%s", err, out)
+	}
+}
