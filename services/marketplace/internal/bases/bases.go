@@ -18,11 +18,14 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/google/uuid"
 )
@@ -121,30 +124,46 @@ func (s *Store) Open(journey uuid.UUID, rec Record) (*Base, error) {
 	if rec.Commit.IsZero() {
 		return nil, ErrNoBase
 	}
-	repo, err := git.PlainOpen(s.path(journey))
-	if errors.Is(err, git.ErrRepositoryNotExists) {
+	dir := s.path(journey)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: the repository of %s is missing", ErrNoBase, journey)
 	}
+	// Packfiles stay open for the Base's life: a diff reads thousands of
+	// objects, and reopening the pack for each costs more than reading it.
+	st := filesystem.NewStorageWithOptions(osfs.New(dir, osfs.WithBoundOS()), cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+	repo, err := git.Open(st, nil)
 	if err != nil {
+		_ = st.Close()
 		return nil, fmt.Errorf("bases: opening the base of %s: %w", journey, err)
 	}
 	c, err := repo.CommitObject(rec.Commit)
 	if err != nil {
+		_ = st.Close()
 		return nil, fmt.Errorf("bases: the base commit %s of %s: %w", rec.Commit, journey, err)
 	}
 	tree, err := c.Tree()
 	if err != nil {
+		_ = st.Close()
 		return nil, fmt.Errorf("bases: the base tree of %s: %w", journey, err)
 	}
-	return &Base{Record: rec, repo: repo, commit: c, tree: tree}, nil
+	return &Base{Record: rec, repo: repo, st: st, commit: c, tree: tree}, nil
 }
 
 // Base is an opened base.
 type Base struct {
 	Record
 	repo   *git.Repository
+	st     *filesystem.Storage
 	commit *object.Commit
 	tree   *object.Tree
+}
+
+// Close releases the base's open files. Closing a nil Base does nothing.
+func (b *Base) Close() error {
+	if b == nil {
+		return nil
+	}
+	return b.st.Close()
 }
 
 // Storer is the base repository's object store, to read blobs from.

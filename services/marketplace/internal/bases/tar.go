@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"sort"
 	"time"
@@ -44,7 +45,11 @@ func WriteTar(w io.Writer, s ObjectReader, files map[string]Entry, owner Owner) 
 	}
 	for _, p := range paths {
 		e := files[p]
-		data, err := readBlob(s, e.Hash, e.Size)
+		limit := e.Size
+		if limit < 0 {
+			limit = math.MaxInt64
+		}
+		data, err := readBlob(s, e.Hash, limit)
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,8 @@ import (
 type Entry struct {
 	Mode filemode.FileMode
 	Hash plumbing.Hash
+	// Size is the content's length; -1 when not known (Flatten does not
+	// read sizes: finding each in a stored repository costs a lookup).
 	Size int64
 }
 
@@ -219,6 +221,9 @@ func (d *Draft) AddTree(t *object.Tree) error {
 		if err := d.count(clean); err != nil {
 			return err
 		}
+		if e.Size, err = d.mem.EncodedObjectSize(e.Hash); err != nil {
+			return fmt.Errorf("%q: %w", clean, err)
+		}
 		if e.Size > d.limits.MaxBytes-d.bytes {
 			return refused("the files pass the limit of %d bytes at %q", d.limits.MaxBytes, clean)
 		}
@@ -256,7 +261,8 @@ func (d *Draft) Commit(message string, parent, origin plumbing.Hash) (plumbing.H
 	return c, nil
 }
 
-// Flatten lists a tree's files by path. Submodules are left out.
+// Flatten lists a tree's files by path, their sizes unknown (-1).
+// Submodules are left out.
 func Flatten(t *object.Tree) (map[string]Entry, error) {
 	out := map[string]Entry{}
 	walker := object.NewTreeWalker(t, true, nil)
@@ -273,11 +279,7 @@ func Flatten(t *object.Tree) (map[string]Entry, error) {
 		case filemode.Dir, filemode.Submodule:
 			continue
 		}
-		size, err := t.Size(name)
-		if err != nil {
-			return nil, fmt.Errorf("reading tree entry %q: %w", name, err)
-		}
-		out[name] = Entry{Mode: e.Mode, Hash: e.Hash, Size: size}
+		out[name] = Entry{Mode: e.Mode, Hash: e.Hash, Size: -1}
 	}
 }
 
@@ -400,6 +402,12 @@ func (d *Draft) Content(p string) ([]byte, Entry, error) {
 	}
 	data, err := readBlob(d.mem, e.Hash, e.Size)
 	return data, e, err
+}
+
+// WriteTar writes the draft's files as a tar stream to seed a workspace
+// with, owned by owner: from memory, where the content already is.
+func (d *Draft) WriteTar(w io.Writer, owner Owner) error {
+	return WriteTar(w, d.mem, d.files, owner)
 }
 
 // AddLink adds a hard link: p gets the content and mode of target, a file

@@ -63,7 +63,7 @@ func TestMigrateWithoutDatabase(t *testing.T) {
 func TestWorkersCommands(t *testing.T) {
 	t.Parallel()
 	out, err := run(t, "workers", "validate")
-	if err != nil || !strings.HasPrefix(out, "ok: 7 workers") {
+	if err != nil || !strings.HasPrefix(out, "ok: 8 workers") {
 		t.Errorf("validate built-in catalog: %v\n%s", err, out)
 	}
 	out, err = run(t, "workers", "describe", "filesystem_research_v1")

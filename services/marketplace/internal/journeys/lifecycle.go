@@ -124,7 +124,8 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 	if mode == "patch" {
 		// The change is taken, and gated, before anything is removed: a
 		// refused change leaves the journey as it was, for the agent to fix.
-		j, ch, refusal, err := m.change(ctx, caller, req.JourneyID, nil, auditStop)
+		j, ch, refusal, base, err := m.change(ctx, caller, req.JourneyID, nil, auditStop)
+		_ = base.Close() // the patch is taken: the base is no longer read
 		if err != nil {
 			return StopResult{}, err
 		}

@@ -78,6 +78,7 @@ func (m *Manager) prepareSource(ctx context.Context, caller string, spec *source
 			return nil, err
 		}
 		rec, err = source.Patch(base, from.ID, spec.Patch, d)
+		_ = base.Close()
 	}
 	if err != nil {
 		return nil, sourceError(err)
@@ -112,12 +113,8 @@ func (m *Manager) seed(ctx context.Context, rt runtime.Runtime, h runtime.Handle
 	if err != nil {
 		return err
 	}
-	base, err := m.cfg.Bases.Open(j.UID, rec)
-	if err != nil {
-		return err
-	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(base.WriteTar(pw, ownerOf(d.Isolation.User))) }()
+	go func() { pw.CloseWithError(src.draft.WriteTar(pw, ownerOf(d.Isolation.User))) }()
 	if err := rt.SeedWorkspace(ctx, h, pr); err != nil {
 		_ = pr.CloseWithError(err)
 		return fmt.Errorf("seeding the workspace: %w", err)
@@ -201,24 +198,25 @@ type DiffResult struct {
 
 // change computes a journey's change against its base, checks it with the
 // result gate and audits the decision. A refusal comes back as the
-// Refusal, with a nil change.
-func (m *Manager) change(ctx context.Context, caller, journeyID string, paths []string, auditType string) (store.Journey, *workdiff.Change, Refusal, error) {
+// Refusal, with a nil change. The change reads from the base, which the
+// caller closes (a nil base is fine to close).
+func (m *Manager) change(ctx context.Context, caller, journeyID string, paths []string, auditType string) (store.Journey, *workdiff.Change, Refusal, *bases.Base, error) {
 	start := time.Now()
 	j, err := m.journey(ctx, caller, journeyID)
 	if err != nil {
-		return j, nil, Refusal{}, err
+		return j, nil, Refusal{}, nil, err
 	}
 	entry, ok := m.cfg.Catalog.Lookup(j.WorkerID)
 	if !ok {
-		return j, nil, Refusal{}, unavailable("worker %s of journey %q is no longer in the catalog", j.WorkerID, j.ID)
+		return j, nil, Refusal{}, nil, unavailable("worker %s of journey %q is no longer in the catalog", j.WorkerID, j.ID)
 	}
 	rt, _, err := m.runtimeFor(j.IsolationLevel)
 	if err != nil {
-		return j, nil, Refusal{}, err
+		return j, nil, Refusal{}, nil, err
 	}
 	base, err := m.openBase(j)
 	if err != nil {
-		return j, nil, Refusal{}, err
+		return j, nil, Refusal{}, nil, err
 	}
 	// The action lock: no action changes the workspace while it is read.
 	lock := m.actionLock(j.UID)
@@ -229,10 +227,10 @@ func (m *Manager) change(ctx context.Context, caller, journeyID string, paths []
 	ch, err := workdiff.Compute(base, pr, workdiff.Options{Paths: paths})
 	_ = pr.CloseWithError(io.ErrClosedPipe)
 	if errors.Is(err, workdiff.ErrTooLarge) {
-		return j, nil, Refusal{}, invalid("%v", err)
+		return j, nil, Refusal{}, base, invalid("%v", err)
 	}
 	if err != nil {
-		return j, nil, Refusal{}, unavailable("reading the workspace: %v", err)
+		return j, nil, Refusal{}, base, unavailable("reading the workspace: %v", err)
 	}
 	rec := store.ActionRecord{
 		JourneyUID: j.UID, Caller: caller, WorkerID: j.WorkerID, DefinitionHash: entry.Hash,
@@ -246,11 +244,11 @@ func (m *Manager) change(ctx context.Context, caller, journeyID string, paths []
 		for i, v := range vs {
 			msgs[i] = v.Message
 		}
-		return j, nil, Refusal{Refused: true, Violations: vs, Message: "Result gate refused the change: " + strings.Join(msgs, "; ")}, nil
+		return j, nil, Refusal{Refused: true, Violations: vs, Message: "Result gate refused the change: " + strings.Join(msgs, "; ")}, base, nil
 	}
 	rec.Decision = store.DecisionAllowed
 	m.record(ctx, rec, start)
-	return j, ch, Refusal{}, nil
+	return j, ch, Refusal{}, base, nil
 }
 
 func baseInfo(j store.Journey) BaseInfo {
@@ -267,7 +265,8 @@ func baseInfo(j store.Journey) BaseInfo {
 // Diff returns a journey's change against its base, if the result gate
 // allows it.
 func (m *Manager) Diff(ctx context.Context, caller string, req DiffRequest) (DiffResult, error) {
-	j, ch, refusal, err := m.change(ctx, caller, req.JourneyID, req.Paths, auditDiff)
+	j, ch, refusal, base, err := m.change(ctx, caller, req.JourneyID, req.Paths, auditDiff)
+	defer base.Close()
 	if err != nil {
 		return DiffResult{}, err
 	}
@@ -308,7 +307,8 @@ func (m *Manager) Export(ctx context.Context, caller string, req ExportRequest) 
 	if format != "patch" && format != "tar" && format != "bundle" {
 		return ExportResult{}, invalid("format %q is not one of patch, tar, bundle", req.Format)
 	}
-	j, ch, refusal, err := m.change(ctx, caller, req.JourneyID, nil, auditExport)
+	j, ch, refusal, base, err := m.change(ctx, caller, req.JourneyID, nil, auditExport)
+	defer base.Close()
 	if err != nil {
 		return ExportResult{}, err
 	}

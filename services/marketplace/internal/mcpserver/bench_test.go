@@ -2,14 +2,22 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 )
 
 // BenchmarkSpawnVsDockerRun times spawn_worker over MCP HTTP against a raw
@@ -149,4 +157,179 @@ func parseMiB(s string) float64 {
 		}
 	}
 	return 0
+}
+
+// benchGit runs the real git with a fixed identity and no user config.
+func benchGit(b *testing.B, dir string, args ...string) {
+	b.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// benchPath is the path of file i of a generated repository: 50 files in
+// each of 100 directories for 5,000 files.
+func benchPath(i int) string { return fmt.Sprintf("pkg%02d/file%04d.txt", i%100, i) }
+
+// benchRepo writes n files, content(i) each, into root/checkout (a plain
+// tree, no .git) and commits them into the bare repository root/repo.git
+// with the real git. It returns both paths.
+func benchRepo(b *testing.B, root string, n int, content func(i int) []byte) (repo, checkout string) {
+	b.Helper()
+	repo, checkout = filepath.Join(root, "repo.git"), filepath.Join(root, "checkout")
+	for i := range n {
+		p := filepath.Join(checkout, benchPath(i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, content(i), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchGit(b, root, "init", "-q", "--bare", "-b", "main", repo)
+	benchGit(b, root, "--git-dir", repo, "--work-tree", checkout, "add", "-A")
+	benchGit(b, root, "--git-dir", repo, "--work-tree", checkout, "commit", "-q", "-m", "base")
+	return repo, checkout
+}
+
+// randomText is size bytes of deterministic, barely compressible text
+// (base64 of a ChaCha8 stream seeded by i, in lines of 80).
+func randomText(i, size int) []byte {
+	var seed [32]byte
+	binary.LittleEndian.PutUint64(seed[:], uint64(i))
+	raw := make([]byte, size*3/4+3)
+	_, _ = rand.NewChaCha8(seed).Read(raw)
+	text := []byte(base64.StdEncoding.EncodeToString(raw))[:size]
+	for j := 80; j < len(text); j += 81 {
+		text[j] = '\n'
+	}
+	text[len(text)-1] = '\n'
+	return text
+}
+
+// percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	k := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(k, 0)]
+}
+
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkSpawnWithGitSource times spawn_worker of a 50 MB, 5,000-file local
+// git repository (fetched with go-git, recorded as the base, copied into the
+// workspace) against `docker run -d` of the same image with the same
+// hardening plus `docker cp` of a checkout of the same tree into its
+// /workspace. The two alternate which goes first, in one run; removal is
+// not timed.
+func BenchmarkSpawnWithGitSource(b *testing.B) {
+	const files, size = 5000, 10 << 10
+	root := b.TempDir()
+	repo, checkout := benchRepo(b, root, files, func(i int) []byte { return randomText(i, size) })
+	bb := &bundle{sources: source.Policy{Roots: []string{root}}}
+	if err := bb.sources.CheckRoots(); err != nil {
+		b.Fatal(err)
+	}
+	bb = setupWith(b, bb)
+	cs := bb.client(b, aliceToken)
+	label := "meshwork.test=" + bb.labels["meshwork.test"]
+
+	spawn := func(i int) time.Duration {
+		id := "git-" + strconv.Itoa(i)
+		start := time.Now()
+		out := must(b, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": id,
+			"source": map[string]any{"git": map[string]any{"url": repo}}})
+		d := time.Since(start)
+		b.StopTimer()
+		if src, _ := out["source"].(map[string]any); src["files"] != float64(files) || src["bytes"] != float64(files*size) {
+			b.Fatalf("spawn source %v, want %d files of %d bytes", out["source"], files, size)
+		}
+		must(b, cs, "stop_worker", map[string]any{"journey_id": id, "workspace": "delete"})
+		b.StartTimer()
+		return d
+	}
+	runCp := func() time.Duration {
+		start := time.Now()
+		out, err := exec.Command("docker", "run", "-d", "--label", label, "--init", "--cap-drop", "ALL",
+			"--security-opt", "no-new-privileges:true", "--read-only", "--tmpfs", "/tmp", "--network", "none",
+			"--user", "65532:65532", "--cpus", "0.5", "--memory", "256m", "--pids-limit", "128",
+			"-v", "/workspace", "meshwork/worker:latest", "idle").Output()
+		if err != nil {
+			b.Fatalf("docker run: %v", err)
+		}
+		id := strings.TrimSpace(string(out))
+		if out, err := exec.Command("docker", "cp", checkout+"/.", id+":/workspace").CombinedOutput(); err != nil {
+			b.Fatalf("docker cp: %v\n%s", err, out)
+		}
+		d := time.Since(start)
+		b.StopTimer()
+		_ = exec.Command("docker", "rm", "-fv", id).Run()
+		b.StartTimer()
+		return d
+	}
+
+	var spawns, runs []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			spawns = append(spawns, spawn(i))
+			runs = append(runs, runCp())
+		} else {
+			runs = append(runs, runCp())
+			spawns = append(spawns, spawn(i))
+		}
+	}
+	s, r := percentile(spawns, 50), percentile(runs, 50)
+	b.ReportMetric(millis(s), "spawn-p50-ms")
+	b.ReportMetric(millis(r), "run+cp-p50-ms")
+	b.ReportMetric(float64(s)/float64(r), "ratio")
+}
+
+// BenchmarkWorkspaceDiff times workspace_diff over MCP HTTP of a journey
+// seeded from a 5,000-file repository (1-2 KB of text each) with 10 files
+// changed by write actions: the engine's export of the workspace, the
+// comparison with the base, the result gate and the audit row. The goal is
+// a p50 under 200 ms.
+func BenchmarkWorkspaceDiff(b *testing.B) {
+	const files, changed = 5000, 10
+	content := func(i int) []byte { return randomText(i, 1024+i%1024) }
+	root := b.TempDir()
+	repo, _ := benchRepo(b, root, files, content)
+	bb := &bundle{sources: source.Policy{Roots: []string{root}}}
+	if err := bb.sources.CheckRoots(); err != nil {
+		b.Fatal(err)
+	}
+	bb = setupWith(b, bb)
+	cs := bb.client(b, aliceToken)
+	must(b, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "diff",
+		"source": map[string]any{"git": map[string]any{"url": repo}}})
+	for k := range changed {
+		i := k * files / changed
+		c := content(i)
+		copy(c[81:], fmt.Sprintf("changed line %d\n", i)) // the second line, rewritten
+		must(b, cs, "execute_in_worker", execArgs("diff", map[string]any{"type": "write", "target": benchPath(i), "content": string(c)}))
+	}
+	diff := func() time.Duration {
+		start := time.Now()
+		out := must(b, cs, "workspace_diff", map[string]any{"journey_id": "diff"})
+		d := time.Since(start)
+		if sum, _ := out["summary"].(map[string]any); sum["modified"] != float64(changed) || sum["files_changed"] != float64(changed) {
+			b.Fatalf("diff summary %v, want %d modified files", out["summary"], changed)
+		}
+		return d
+	}
+	diff() // warm: the first export after the writes
+
+	ds := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		ds = append(ds, diff())
+	}
+	b.ReportMetric(millis(percentile(ds, 50)), "p50-ms")
+	b.ReportMetric(millis(percentile(ds, 99)), "p99-ms")
 }

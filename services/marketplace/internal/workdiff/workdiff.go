@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"sort"
 	"strings"
@@ -310,12 +311,34 @@ func (c *Change) content(f *file) ([]byte, error) {
 		defer r.Close()
 		return io.ReadAll(r)
 	}
-	return c.base.Blob(f.entry.Hash, f.entry.Size)
+	return c.base.Blob(f.entry.Hash, math.MaxInt64)
+}
+
+// size is a file's content length, looked up in the base when the entry
+// does not say.
+func (c *Change) size(f *file) (int64, error) {
+	if f == nil {
+		return 0, nil
+	}
+	if f.entry.Size >= 0 {
+		return f.entry.Size, nil
+	}
+	return c.base.Storer().EncodedObjectSize(f.entry.Hash)
 }
 
 // filePatch diffs one change, filling its line counts and binary flag. It
 // returns nil for a binary change: those are listed, not put in the patch.
 func (c *Change) filePatch(ch *fileChange, opts Options) (fdiff.FilePatch, error) {
+	for _, f := range []*file{ch.from, ch.to} {
+		n, err := c.size(f)
+		if err != nil {
+			return nil, err
+		}
+		if n > opts.MaxTextBytes {
+			ch.Binary = true // too large to diff line by line: listed, not read
+			return nil, nil
+		}
+	}
 	from, err := c.content(ch.from)
 	if err != nil {
 		return nil, err
@@ -399,5 +422,5 @@ type chunk struct {
 	op      fdiff.Operation
 }
 
-func (c chunk) Content() string          { return c.content }
-func (c chunk) Type() fdiff.Operation    { return c.op }
+func (c chunk) Content() string       { return c.content }
+func (c chunk) Type() fdiff.Operation { return c.op }
