@@ -45,7 +45,6 @@ func compileResult(rc *meshtype.ResultConstraints, constraintsDenied []glob) (re
 	return r, nil
 }
 
-
 // EvaluateResult checks a workspace's change against the definition's result
 // block, the gate on what leaves a worker, and returns all the violations, or
 // nil when the change may leave. Like [Gate.Evaluate] it does no I/O and is

@@ -174,7 +174,6 @@ func TestEvaluateResultWithoutResultBlock(t *testing.T) {
 	}
 }
 
-
 // resultRules covers the shapes a result rule takes: counters, exists() over
 // files, a field of a rename, the binary list and the strings extension.
 var resultRules = []meshtype.Rule{
