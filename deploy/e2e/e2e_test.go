@@ -50,6 +50,9 @@ func TestStack(t *testing.T) {
 	t.Run("research pipeline through meshctl", func(t *testing.T) {
 		firstRun = s.researchPipeline(ctx, t)
 	})
+	t.Run("coding pipeline: a local repository in, a patch that git applies out", func(t *testing.T) {
+		s.codingPipeline(ctx, t)
+	})
 	t.Run("orchestrator killed mid-run, run completes after restart", func(t *testing.T) {
 		s.killedMidRun(ctx, t)
 	})

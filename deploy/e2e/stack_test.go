@@ -35,21 +35,24 @@ var coreServices = []string{"postgres", "migrate", "marketplace", "mesh-exec", "
 
 // stack is one compose project started by the test.
 type stack struct {
-	t        *testing.T
-	compose  []string // the compose command: docker compose or docker-compose
-	project  string
-	repo     string
-	env      []string
-	dir      string // the test's files, bind-mounted read-only
-	tokens   map[string]string
-	ports    map[string]string // service -> host:port on loopback
-	meshctl  string
-	markURL  string
-	orchURL  string
-	sinkURL  string
-	meshURL  string
-	started  time.Time
-	dumpLogs bool
+	t       *testing.T
+	compose []string // the compose command: docker compose or docker-compose
+	project string
+	repo    string
+	env     []string
+	dir     string // the test's files, bind-mounted read-only
+	// sourcesDir is MESHWORK_SOURCES_DIR: repositories spawn_worker takes,
+	// at /sources in the marketplace.
+	sourcesDir string
+	tokens     map[string]string
+	ports      map[string]string // service -> host:port on loopback
+	meshctl    string
+	markURL    string
+	orchURL    string
+	sinkURL    string
+	meshURL    string
+	started    time.Time
+	dumpLogs   bool
 }
 
 // composeCommand is `docker compose` where Compose v2 is installed, else the
@@ -106,7 +109,7 @@ func newStack(t *testing.T) *stack {
 		postgresImage = offlinePostgres
 	}
 	requireImages(t, postgresImage, fakeAgentImage, "meshwork/otlp-sink:test",
-		"meshwork/marketplace:latest", "meshwork/orchestrator:latest", "meshwork/worker:latest")
+		"meshwork/marketplace:latest", "meshwork/orchestrator:latest", "meshwork/worker:latest", "meshwork/shell-worker:latest")
 	s := &stack{
 		t: t, compose: composeCommand(t), project: "meshwork-e2e-" + randomHex(4), repo: repo,
 		dir:     t.TempDir(),
@@ -123,6 +126,11 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s.writeCatalog()
+	// The repositories spawn_worker may take, as MESHWORK_SOURCES_DIR.
+	s.sourcesDir = filepath.Join(s.dir, "sources")
+	if err := os.MkdirAll(s.sourcesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// Every agent turn of mesh-exec's fake claude takes a while, so the
 	// orchestrator can be killed while a node is running.
 	s.writeFile("script.json", `{"steps": [{"text": "Working on it."}, {"sleep_ms": 2500}]}`)
@@ -147,6 +155,7 @@ func newStack(t *testing.T) *stack {
 		fmt.Sprintf("DOCKER_GID=%d", gid.Gid),
 		"E2E_LABEL="+s.project,
 		"E2E_DIR="+s.dir,
+		"MESHWORK_SOURCES_DIR="+s.sourcesDir,
 	)
 	t.Cleanup(s.teardown)
 

@@ -381,10 +381,6 @@ func WriteCommit(s storer.EncodedObjectStorer, tree, parent plumbing.Hash, messa
 	return s.SetEncodedObject(obj)
 }
 
-// IsBinary applies git's rule: a NUL byte in the first 8000 bytes.
-func IsBinary(data []byte) bool {
-	return bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0
-}
 
 // Remove drops a file from the draft (its blob stays, unreferenced).
 func (d *Draft) Remove(p string) {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 )
 
@@ -159,18 +160,6 @@ func parseMiB(s string) float64 {
 	return 0
 }
 
-// benchGit runs the real git with a fixed identity and no user config.
-func benchGit(b *testing.B, dir string, args ...string) {
-	b.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
-
 // benchPath is the path of file i of a generated repository: 50 files in
 // each of 100 directories for 5,000 files.
 func benchPath(i int) string { return fmt.Sprintf("pkg%02d/file%04d.txt", i%100, i) }
@@ -190,9 +179,9 @@ func benchRepo(b *testing.B, root string, n int, content func(i int) []byte) (re
 			b.Fatal(err)
 		}
 	}
-	benchGit(b, root, "init", "-q", "--bare", "-b", "main", repo)
-	benchGit(b, root, "--git-dir", repo, "--work-tree", checkout, "add", "-A")
-	benchGit(b, root, "--git-dir", repo, "--work-tree", checkout, "commit", "-q", "-m", "base")
+	gittest.Run(b, root, "init", "-q", "--bare", "-b", "main", repo)
+	gittest.Run(b, root, "--git-dir", repo, "--work-tree", checkout, "add", "-A")
+	gittest.Run(b, root, "--git-dir", repo, "--work-tree", checkout, "commit", "-q", "-m", "base")
 	return repo, checkout
 }
 

@@ -15,47 +15,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
 
-// runGit runs the real git in dir.
-func runGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
-// userRepo makes a user's repository under root: a Go module with a bug.
+// userRepo makes a user's repository under root: a Go module with a bug
+// and a CI workflow.
 func userRepo(t *testing.T, root string) string {
 	t.Helper()
-	dir := filepath.Join(root, "project")
-	runGit(t, root, "init", "-q", "-b", "main", dir)
-	files := map[string]string{
+	return gittest.Repo(t, filepath.Join(root, "project"), map[string]string{
 		"go.mod":                   "module example.com/calc\n\ngo 1.19\n",
 		"calc.go":                  "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n",
 		"README.md":                "# calc\n",
 		".github/workflows/ci.yml": "on: push\n",
-	}
-	for p, c := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runGit(t, dir, "add", "-A")
-	runGit(t, dir, "commit", "-q", "-m", "first")
-	return dir
+	})
 }
 
 // The loop a user comes for: their repository in, work under the gate, a
@@ -75,7 +49,7 @@ func TestCodingLoop(t *testing.T) {
 
 	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "fix",
 		"source": map[string]any{"git": map[string]any{"url": "file://" + repo}}})
-	head := strings.TrimSpace(runGit(t, repo, "rev-parse", "HEAD"))
+	head := gittest.Head(t, repo)
 	src, _ := sp["source"].(map[string]any)
 	if src["commit"] != head || src["kind"] != "git" || src["files"] != float64(4) {
 		t.Fatalf("spawn source %v, want commit %s and 4 files", sp["source"], head)
@@ -104,13 +78,13 @@ func TestCodingLoop(t *testing.T) {
 	}
 	patch := d["patch"].(string)
 	clone := filepath.Join(root, "clone")
-	runGit(t, root, "clone", "-q", repo, clone)
+	gittest.Run(t, root, "clone", "-q", repo, clone)
 	pf := filepath.Join(root, "fix.patch")
 	if err := os.WriteFile(pf, []byte(patch), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runGit(t, clone, "apply", "--check", pf)
-	runGit(t, clone, "apply", pf)
+	gittest.Run(t, clone, "apply", "--check", pf)
+	gittest.Run(t, clone, "apply", pf)
 	if got, _ := os.ReadFile(filepath.Join(clone, "calc.go")); !strings.Contains(string(got), "a + b") {
 		t.Errorf("calc.go after git apply: %s", got)
 	}
@@ -132,12 +106,12 @@ func TestCodingLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	clone2 := filepath.Join(root, "clone2")
-	runGit(t, root, "clone", "-q", repo, clone2)
-	runGit(t, clone2, "fetch", "-q", bf, "refs/heads/meshwork:refs/heads/meshwork")
-	if got := strings.TrimSpace(runGit(t, clone2, "rev-parse", "meshwork^")); got != head {
+	gittest.Run(t, root, "clone", "-q", repo, clone2)
+	gittest.Run(t, clone2, "fetch", "-q", bf, "refs/heads/meshwork:refs/heads/meshwork")
+	if got := strings.TrimSpace(gittest.Run(t, clone2, "rev-parse", "meshwork^")); got != head {
 		t.Errorf("bundle commit's parent is %s, want %s", got, head)
 	}
-	if got := strings.TrimSpace(runGit(t, clone2, "rev-parse", "meshwork")); got != ex["commit"] {
+	if got := strings.TrimSpace(gittest.Run(t, clone2, "rev-parse", "meshwork")); got != ex["commit"] {
 		t.Errorf("bundle holds %s, export said %v", got, ex["commit"])
 	}
 

@@ -1,7 +1,6 @@
 package meshworker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,10 +12,9 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
-	fdiff "github.com/go-git/go-git/v5/plumbing/format/diff"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/utils/diff"
-	"github.com/sergi/go-diff/diffmatchpatch"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/unidiff"
 )
 
 type gitDiffIn struct {
@@ -68,7 +66,7 @@ func (w *worker) gitDiff(ctx context.Context, in gitDiffIn) (gitDiffOut, error) 
 	}
 	slices.Sort(paths)
 
-	var patch filesPatch
+	var patches []*unidiff.FilePatch
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
 			return gitDiffOut{}, err
@@ -82,11 +80,11 @@ func (w *worker) gitDiff(ctx context.Context, in gitDiffIn) (gitDiffOut, error) 
 			return gitDiffOut{}, fmt.Errorf("git diff %s: %w", p, err)
 		}
 		if fp, ok := filePatchOf(from, to); ok {
-			patch = append(patch, fp)
+			patches = append(patches, fp)
 		}
 	}
 	var b strings.Builder
-	if err := fdiff.NewUnifiedEncoder(&b, fdiff.DefaultContextLines).Encode(patch); err != nil {
+	if err := unidiff.Encode(&b, patches); err != nil {
 		return gitDiffOut{}, fmt.Errorf("git diff: %w", err)
 	}
 	return gitDiffOut{Diff: b.String()}, nil
@@ -133,9 +131,13 @@ type side struct {
 	binary bool
 }
 
-func (s *side) Hash() plumbing.Hash     { return s.hash }
-func (s *side) Mode() filemode.FileMode { return s.mode }
-func (s *side) Path() string            { return s.path }
+// file is the side as the diff encoder sees it; nil for none.
+func (s *side) file() *unidiff.File {
+	if s == nil {
+		return nil
+	}
+	return unidiff.NewFile(s.path, s.mode, s.hash)
+}
 
 func (w *worker) headSide(head *object.Tree, p string) (*side, error) {
 	if head == nil {
@@ -161,7 +163,7 @@ func (w *worker) headSide(head *object.Tree, p string) (*side, error) {
 	if s.content, err = io.ReadAll(r); err != nil {
 		return nil, err
 	}
-	s.binary = isBinary(s.content)
+	s.binary = unidiff.IsBinary(s.content)
 	return s, nil
 }
 
@@ -201,72 +203,27 @@ func (w *worker) worktreeSide(p string) (*side, error) {
 		}
 	}
 	s.hash = plumbing.ComputeHash(plumbing.BlobObject, s.content)
-	s.binary = isBinary(s.content)
+	s.binary = unidiff.IsBinary(s.content)
 	return s, nil
 }
 
-func isBinary(b []byte) bool {
-	return bytes.IndexByte(b[:min(len(b), binarySniff)], 0) >= 0
-}
-
 // filePatchOf diffs two sides; ok is false when they are the same.
-func filePatchOf(from, to *side) (fdiff.FilePatch, bool) {
+func filePatchOf(from, to *side) (*unidiff.FilePatch, bool) {
 	switch {
 	case from == nil && to == nil:
 		return nil, false
 	case from != nil && to != nil && from.hash == to.hash && from.mode == to.mode && !from.hash.IsZero():
 		return nil, false
 	}
-	fp := &filePatch{binary: (from != nil && from.binary) || (to != nil && to.binary)}
-	// Interfaces holding a nil *side are not nil: the encoder tests for nil.
+	if (from != nil && from.binary) || (to != nil && to.binary) {
+		return unidiff.Binary(from.file(), to.file()), true
+	}
+	var src, dst []byte
 	if from != nil {
-		fp.from = from
+		src = from.content
 	}
 	if to != nil {
-		fp.to = to
+		dst = to.content
 	}
-	if fp.binary {
-		return fp, true
-	}
-	var src, dst string
-	if from != nil {
-		src = string(from.content)
-	}
-	if to != nil {
-		dst = string(to.content)
-	}
-	for _, d := range diff.Do(src, dst) {
-		op := fdiff.Equal
-		switch d.Type {
-		case diffmatchpatch.DiffInsert:
-			op = fdiff.Add
-		case diffmatchpatch.DiffDelete:
-			op = fdiff.Delete
-		}
-		fp.chunks = append(fp.chunks, chunk{text: d.Text, op: op})
-	}
-	return fp, true
+	return unidiff.Text(from.file(), to.file(), src, dst), true
 }
-
-type filesPatch []fdiff.FilePatch
-
-func (p filesPatch) FilePatches() []fdiff.FilePatch { return p }
-func (filesPatch) Message() string                  { return "" }
-
-type filePatch struct {
-	from, to fdiff.File
-	binary   bool
-	chunks   []fdiff.Chunk
-}
-
-func (p *filePatch) IsBinary() bool                  { return p.binary }
-func (p *filePatch) Files() (fdiff.File, fdiff.File) { return p.from, p.to }
-func (p *filePatch) Chunks() []fdiff.Chunk           { return p.chunks }
-
-type chunk struct {
-	text string
-	op   fdiff.Operation
-}
-
-func (c chunk) Content() string       { return c.text }
-func (c chunk) Type() fdiff.Operation { return c.op }

@@ -24,13 +24,11 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
-	fdiff "github.com/go-git/go-git/v5/plumbing/format/diff"
 	"github.com/go-git/go-git/v5/storage/memory"
-	"github.com/go-git/go-git/v5/utils/diff"
-	dmp "github.com/sergi/go-diff/diffmatchpatch"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
+	"github.com/meshwork/meshwork/services/marketplace/internal/unidiff"
 )
 
 // Options tune Compute. Zero fields take the defaults.
@@ -258,7 +256,7 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 	}
 	sort.Slice(changes, func(i, j int) bool { return changes[i].Path < changes[j].Path })
 
-	var patches []fdiff.FilePatch
+	var patches []*unidiff.FilePatch
 	s := &c.Summary
 	s.Files = make([]meshtype.ChangedFile, 0, len(changes))
 	for _, ch := range changes {
@@ -289,7 +287,7 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 	s.FilesChanged = int64(len(s.Files))
 	var buf bytes.Buffer
 	if len(patches) > 0 {
-		if err := fdiff.NewUnifiedEncoder(&buf, fdiff.DefaultContextLines).Encode(patch(patches)); err != nil {
+		if err := unidiff.Encode(&buf, patches); err != nil {
 			return fmt.Errorf("writing the patch: %w", err)
 		}
 	}
@@ -328,7 +326,7 @@ func (c *Change) size(f *file) (int64, error) {
 
 // filePatch diffs one change, filling its line counts and binary flag. It
 // returns nil for a binary change: those are listed, not put in the patch.
-func (c *Change) filePatch(ch *fileChange, opts Options) (fdiff.FilePatch, error) {
+func (c *Change) filePatch(ch *fileChange, opts Options) (*unidiff.FilePatch, error) {
 	for _, f := range []*file{ch.from, ch.to} {
 		n, err := c.size(f)
 		if err != nil {
@@ -347,80 +345,25 @@ func (c *Change) filePatch(ch *fileChange, opts Options) (fdiff.FilePatch, error
 	if err != nil {
 		return nil, err
 	}
-	if bases.IsBinary(from) || bases.IsBinary(to) || int64(len(from)) > opts.MaxTextBytes || int64(len(to)) > opts.MaxTextBytes {
+	if unidiff.IsBinary(from) || unidiff.IsBinary(to) {
 		ch.Binary = true
 		return nil, nil
 	}
-	fp := &filePatch{from: ch.from, to: ch.to}
-	if bytes.Equal(from, to) {
-		return fp, nil // a rename or a mode change alone
-	}
-	for _, d := range diff.Do(string(from), string(to)) {
-		var op fdiff.Operation
-		switch d.Type {
-		case dmp.DiffEqual:
-			op = fdiff.Equal
-		case dmp.DiffDelete:
-			op = fdiff.Delete
-			ch.LinesDeleted += lines(d.Text)
-		case dmp.DiffInsert:
-			op = fdiff.Add
-			ch.LinesAdded += lines(d.Text)
-		}
-		fp.chunks = append(fp.chunks, chunk{content: d.Text, op: op})
-	}
+	fp := unidiff.Text(ch.from.side(), ch.to.side(), from, to)
+	ch.LinesAdded, ch.LinesDeleted = fp.Added, fp.Deleted
 	return fp, nil
 }
 
-// lines counts the lines of a diff chunk (a last line without a newline
-// counts).
-func lines(s string) int64 {
-	n := int64(strings.Count(s, "\n"))
-	if s != "" && !strings.HasSuffix(s, "\n") {
-		n++
-	}
-	return n
-}
-
-// The go-git diff encoder's interfaces.
-
-type patch []fdiff.FilePatch
-
-func (p patch) FilePatches() []fdiff.FilePatch { return p }
-func (p patch) Message() string                { return "" }
-
+// file is one side of a change: a path and its entry.
 type file struct {
 	path  string
 	entry bases.Entry
 }
 
-func (f *file) Hash() plumbing.Hash     { return f.entry.Hash }
-func (f *file) Mode() filemode.FileMode { return f.entry.Mode }
-func (f *file) Path() string            { return f.path }
-
-type filePatch struct {
-	from, to *file
-	chunks   []fdiff.Chunk
-}
-
-func (p *filePatch) IsBinary() bool { return false }
-func (p *filePatch) Files() (fdiff.File, fdiff.File) {
-	// A nil *file must be a nil interface for the encoder.
-	var from, to fdiff.File
-	if p.from != nil {
-		from = p.from
+// side is the file as the diff encoder sees it; nil for none.
+func (f *file) side() *unidiff.File {
+	if f == nil {
+		return nil
 	}
-	if p.to != nil {
-		to = p.to
-	}
-	return from, to
+	return unidiff.NewFile(f.path, f.entry.Mode, f.entry.Hash)
 }
-func (p *filePatch) Chunks() []fdiff.Chunk { return p.chunks }
-
-type chunk struct {
-	content string
-	op      fdiff.Operation
-}
-
-func (c chunk) Content() string       { return c.content }
-func (c chunk) Type() fdiff.Operation { return c.op }

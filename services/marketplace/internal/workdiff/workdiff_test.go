@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,43 +13,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workdiff"
 )
-
-// git runs the real git in dir and returns its output.
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
-// repoWith makes a git repository under root holding files, committed.
-func repoWith(t *testing.T, root string, files map[string]string) string {
-	t.Helper()
-	dir := filepath.Join(root, "repo")
-	git(t, root, "init", "-q", "-b", "main", dir)
-	for p, c := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-q", "-m", "base")
-	return dir
-}
 
 // untar unpacks a tar into dir (the test's stand-in for a workspace).
 func untar(t *testing.T, r io.Reader, dir string) {
@@ -100,7 +68,7 @@ func tarDir(t *testing.T, dir string) io.Reader {
 func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	repo := repoWith(t, root, map[string]string{
+	repo := gittest.Repo(t, filepath.Join(root, "repo"), map[string]string{
 		"go.mod":         "module example.com/m\n\ngo 1.19\n",
 		"calc.go":        "package m\n\nfunc Add(a, b int) int { return a - b }\n",
 		"docs/old.md":    "# Old\nunchanged text\n",
@@ -115,7 +83,7 @@ func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := strings.TrimSpace(git(t, repo, "rev-parse", "HEAD"))
+	head := gittest.Head(t, repo)
 	if rec.Commit != head || rec.Files != 4 {
 		t.Fatalf("record %+v, want commit %s and 4 files", rec, head)
 	}
@@ -169,11 +137,11 @@ func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 
 	// The patch applies with the real git in a fresh clone.
 	clone := filepath.Join(root, "clone")
-	git(t, root, "clone", "-q", repo, clone)
+	gittest.Run(t, root, "clone", "-q", repo, clone)
 	patchFile := filepath.Join(root, "change.patch")
 	os.WriteFile(patchFile, ch.Patch, 0o644)
-	git(t, clone, "apply", "--check", patchFile)
-	git(t, clone, "apply", patchFile)
+	gittest.Run(t, clone, "apply", "--check", patchFile)
+	gittest.Run(t, clone, "apply", patchFile)
 	if got, _ := os.ReadFile(filepath.Join(clone, "calc.go")); !strings.Contains(string(got), "a + b") {
 		t.Errorf("calc.go after apply: %s", got)
 	}
@@ -190,16 +158,16 @@ func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 	bundleFile := filepath.Join(root, "change.bundle")
 	os.WriteFile(bundleFile, bundle.Bytes(), 0o644)
 	clone2 := filepath.Join(root, "clone2")
-	git(t, root, "clone", "-q", repo, clone2)
-	git(t, clone2, "bundle", "verify", bundleFile)
-	git(t, clone2, "fetch", "-q", bundleFile, "refs/heads/meshwork:refs/heads/meshwork")
-	if got := strings.TrimSpace(git(t, clone2, "rev-parse", "meshwork")); got != commit.String() {
+	gittest.Run(t, root, "clone", "-q", repo, clone2)
+	gittest.Run(t, clone2, "bundle", "verify", bundleFile)
+	gittest.Run(t, clone2, "fetch", "-q", bundleFile, "refs/heads/meshwork:refs/heads/meshwork")
+	if got := strings.TrimSpace(gittest.Run(t, clone2, "rev-parse", "meshwork")); got != commit.String() {
 		t.Errorf("fetched %s, want %s", got, commit)
 	}
-	if got := strings.TrimSpace(git(t, clone2, "rev-parse", "meshwork^")); got != head {
+	if got := strings.TrimSpace(gittest.Run(t, clone2, "rev-parse", "meshwork^")); got != head {
 		t.Errorf("bundle commit's parent %s, want the source commit %s", got, head)
 	}
-	if out := git(t, clone2, "diff", "--stat", "HEAD", "meshwork"); !strings.Contains(out, "4 files changed") {
+	if out := gittest.Run(t, clone2, "diff", "--stat", "HEAD", "meshwork"); !strings.Contains(out, "4 files changed") {
 		t.Errorf("bundle diff: %s", out)
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -23,52 +24,6 @@ import (
 // shellWorkerImage is the catalog's shell_v1 image: Go and git (make
 // offline-images).
 const shellWorkerImage = "meshwork/shell-worker:latest"
-
-// gitIn runs the real git in dir.
-func gitIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
-// buggyRepo makes a Go module whose test fails, with a script for the fake
-// claude: its first implementation is wrong, and after hearing the failing
-// test it implements the change right.
-func buggyRepo(t *testing.T, root string) string {
-	t.Helper()
-	dir := filepath.Join(root, "calc")
-	gitIn(t, root, "init", "-q", "-b", "main", dir)
-	script := map[string]any{"turns": []any{
-		map[string]any{"steps": []any{map[string]any{"edit": map[string]any{"file_path": "calc.go", "old_string": "a - b", "new_string": "a * b"}}}, "reply": "Add multiplies now."},
-		map[string]any{"reply": "The test wants a sum, not a product."},
-		map[string]any{"steps": []any{map[string]any{"edit": map[string]any{"file_path": "calc.go", "old_string": "a * b", "new_string": "a + b"}}}, "reply": "Add adds now."},
-	}}
-	scriptJSON, err := json.Marshal(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{
-		"go.mod":            "module example.com/calc\n\ngo 1.19\n",
-		"calc.go":           "package calc\n\n// Add returns the sum of a and b.\nfunc Add(a, b int) int { return a - b }\n",
-		"calc_test.go":      "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n",
-		".fake-claude.json": string(scriptJSON),
-	}
-	for p, c := range files {
-		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitIn(t, dir, "add", "-A")
-	gitIn(t, dir, "commit", "-q", "-m", "Add, with a bug")
-	return dir
-}
 
 // The shipped coding_pipeline end to end, on real parts: the real
 // marketplace seeds the implementer (the Claude Code worker, the fake
@@ -91,7 +46,7 @@ func TestCodingPipeline(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	root := t.TempDir()
-	repo := buggyRepo(t, root)
+	repo := gittest.Repo(t, filepath.Join(root, "calc"), gittest.BuggyModule(t))
 	mp := startMarketplace(t, dsn, "--source-roots", root)
 	mpEx, err := marketplace.New(marketplace.Config{Endpoint: mp.endpoint, Token: mp.token})
 	if err != nil {
@@ -126,7 +81,7 @@ func TestCodingPipeline(t *testing.T) {
 			t.Errorf("the last test run: %q", n.Output)
 		}
 	}
-	if v.PatchNode != "implement" || !strings.Contains(v.Patch, "+func Add(a, b int) int { return a + b }") || !strings.Contains(v.Patch, "-func Add(a, b int) int { return a - b }") {
+	if v.PatchNode != "implement" || !strings.Contains(v.Patch, "+"+gittest.FixedAdd) || !strings.Contains(v.Patch, "-"+gittest.BuggyAdd) {
 		t.Fatalf("the run's patch (node %q):\n%s", v.PatchNode, v.Patch)
 	}
 	if strings.Contains(v.Patch, ".meshwork") || strings.Contains(v.Patch, ".fake-claude.json") {
@@ -141,13 +96,13 @@ func TestCodingPipeline(t *testing.T) {
 	// The patch applies with the real git in a fresh clone, and the tests
 	// pass there.
 	clone := filepath.Join(root, "clone")
-	gitIn(t, root, "clone", "-q", repo, clone)
+	gittest.Run(t, root, "clone", "-q", repo, clone)
 	pf := filepath.Join(root, "change.patch")
 	if err := os.WriteFile(pf, []byte(v.Patch), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gitIn(t, clone, "apply", "--check", pf)
-	gitIn(t, clone, "apply", pf)
+	gittest.Run(t, clone, "apply", "--check", pf)
+	gittest.Run(t, clone, "apply", pf)
 	test := exec.Command("go", "test", "./...")
 	test.Dir = clone
 	test.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
