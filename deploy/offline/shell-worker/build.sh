@@ -52,6 +52,7 @@ else
     --change 'ENV LANG=C.UTF-8'
 fi
 
+mkdir -p "$build_dir"
 log="$build_dir/shell-worker-docker-build.log"
 docker build -q -f "$repo/deploy/docker/shell-worker.Dockerfile" \
   --build-arg GO_IMAGE="$userland" --build-arg BIN="$bin" \

@@ -288,6 +288,11 @@ func (p *Policy) fetchRemote(ctx context.Context, spec *GitSpec, d *bases.Draft)
 		RefSpecs: []config.RefSpec{config.RefSpec(src + ":" + string(fetchedRef))},
 		Depth:    depth, Auth: auth, CABundle: p.CABundle, Tags: git.NoTags, Force: true,
 	})
+	if errors.Is(err, git.ErrExactSHA1NotSupported) {
+		// The server gives only what its refs reach: fetch its branches and
+		// tags whole, then look for the commit among them.
+		return p.fetchCommitByRefs(ctx, remote, auth, host, plumbing.NewHash(src), d)
+	}
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return plumbing.ZeroHash, remoteError(host, err)
 	}
@@ -308,6 +313,22 @@ func (p *Policy) fetchRemote(ctx context.Context, spec *GitSpec, d *bases.Draft)
 		return plumbing.ZeroHash, err
 	}
 	return h, nil
+}
+
+// fetchCommitByRefs fetches every branch and tag of a server that does not
+// serve commits by id, and checks that commit is among what they reach.
+func (p *Policy) fetchCommitByRefs(ctx context.Context, remote *git.Remote, auth transport.AuthMethod, host string, commit plumbing.Hash, d *bases.Draft) (plumbing.Hash, error) {
+	err := remote.FetchContext(ctx, &git.FetchOptions{
+		RefSpecs: []config.RefSpec{"+refs/heads/*:refs/meshwork/heads/*", "+refs/tags/*:refs/meshwork/tags/*"},
+		Auth:     auth, CABundle: p.CABundle, Tags: git.NoTags, Force: true,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return plumbing.ZeroHash, remoteError(host, err)
+	}
+	if _, err := object.GetCommit(d.Storage(), commit); err != nil {
+		return plumbing.ZeroHash, notFound("commit %s is not reachable from the repository's branches or tags on %s", commit, host)
+	}
+	return commit, nil
 }
 
 // pickRef finds what to fetch for ref among a remote's references: the
