@@ -17,11 +17,15 @@ type Owner struct {
 	UID, GID int
 }
 
+// TarExtra writes more entries into a workspace tar, before it is closed.
+type TarExtra func(tw *tar.Writer, owner Owner, mtime time.Time) error
+
 // WriteTar writes files, read from s, as a tar stream to unpack into an empty
 // workspace: directories first (0755), then files (0644, 0755 for
-// executables) and symbolic links, all owned by owner, with names relative to
-// the workspace root. Files must have passed a Draft's checks.
-func WriteTar(w io.Writer, s ObjectReader, files map[string]Entry, owner Owner) error {
+// executables) and symbolic links, all owned by owner, modified now, with
+// names relative to the workspace root; then what extra writes. Files must
+// have passed a Draft's checks.
+func WriteTar(w io.Writer, s ObjectReader, files map[string]Entry, owner Owner, extra ...TarExtra) error {
 	paths := make([]string, 0, len(files))
 	dirs := map[string]bool{}
 	for p := range files {
@@ -36,7 +40,7 @@ func WriteTar(w io.Writer, s ObjectReader, files map[string]Entry, owner Owner) 
 	}
 	sort.Strings(dirList) // parents sort before their children
 	sort.Strings(paths)
-	mtime := time.Unix(0, 0)
+	mtime := time.Now()
 	tw := tar.NewWriter(w)
 	for _, d := range dirList {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, Uid: owner.UID, Gid: owner.GID, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
@@ -67,6 +71,11 @@ func WriteTar(w io.Writer, s ObjectReader, files map[string]Entry, owner Owner) 
 			return fmt.Errorf("writing the workspace tar: %w", err)
 		}
 		if _, err := tw.Write(data); err != nil {
+			return fmt.Errorf("writing the workspace tar: %w", err)
+		}
+	}
+	for _, x := range extra {
+		if err := x(tw, owner, mtime); err != nil {
 			return fmt.Errorf("writing the workspace tar: %w", err)
 		}
 	}

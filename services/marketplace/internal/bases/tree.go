@@ -402,8 +402,8 @@ func (d *Draft) Content(p string) ([]byte, Entry, error) {
 
 // WriteTar writes the draft's files as a tar stream to seed a workspace
 // with, owned by owner: from memory, where the content already is.
-func (d *Draft) WriteTar(w io.Writer, owner Owner) error {
-	return WriteTar(w, d.mem, d.files, owner)
+func (d *Draft) WriteTar(w io.Writer, owner Owner, extra ...TarExtra) error {
+	return WriteTar(w, d.mem, d.files, owner, extra...)
 }
 
 // AddLink adds a hard link: p gets the content and mode of target, a file

@@ -113,8 +113,12 @@ func (m *Manager) seed(ctx context.Context, rt runtime.Runtime, h runtime.Handle
 	if err != nil {
 		return err
 	}
+	// The workspace gets the files and a .git of the base commit: a clean
+	// checkout, for the worker's own use only.
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(src.draft.WriteTar(pw, ownerOf(d.Isolation.User))) }()
+	go func() {
+		pw.CloseWithError(src.draft.WriteTar(pw, ownerOf(d.Isolation.User), m.cfg.Bases.GitDir(j.UID, rec, src.draft.Files())))
+	}()
 	if err := rt.SeedWorkspace(ctx, h, pr); err != nil {
 		_ = pr.CloseWithError(err)
 		return fmt.Errorf("seeding the workspace: %w", err)

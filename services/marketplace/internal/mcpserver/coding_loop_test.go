@@ -126,6 +126,24 @@ func TestCodingLoop(t *testing.T) {
 		t.Errorf("a journey seeded from a patch starts with no change of its own: %v", d2)
 	}
 
+	// A shell worker seeded from the repository works in a clean checkout
+	// of the source commit, with git; what it commits there changes nothing
+	// in what the diff reports.
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "shell_v1", "journey_id": "git",
+		"source": map[string]any{"git": map[string]any{"url": repo}}})
+	st0 := must(t, cs, "execute_in_worker", execArgs("git", map[string]any{"type": "exec", "command": []string{"git", "status", "--porcelain"}}))
+	if out := st0["output"].(map[string]any); out["exit_code"] != float64(0) || out["stdout"] != "" {
+		t.Errorf("git status in a seeded workspace: %v", out)
+	}
+	lg := must(t, cs, "execute_in_worker", execArgs("git", map[string]any{"type": "exec", "command": []string{"git", "diff", "--stat", head}}))
+	if out := lg["output"].(map[string]any); out["exit_code"] != float64(0) {
+		t.Errorf("git diff against the source commit: %v", out)
+	}
+	must(t, cs, "execute_in_worker", execArgs("git", map[string]any{"type": "write", "target": "NEW.md", "content": "new\n"}))
+	if d := must(t, cs, "workspace_diff", map[string]any{"journey_id": "git"}); d["summary"].(map[string]any)["added"] != float64(1) {
+		t.Errorf("diff of a seeded shell workspace: %v", d["summary"])
+	}
+
 	// A change to a denied path is refused by the result gate, with the
 	// exact violation, audited; nothing is returned and the workspace stays.
 	must(t, cs, "execute_in_worker", execArgs("fix", map[string]any{"type": "write", "target": ".github/workflows/ci.yml", "content": "on: [push, pull_request]\n"}))

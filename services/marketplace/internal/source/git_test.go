@@ -1,0 +1,114 @@
+package source_test
+
+import (
+	"context"
+	"encoding/pem"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/meshwork/meshwork/pkg/gittest"
+	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
+	"github.com/meshwork/meshwork/services/marketplace/internal/source"
+)
+
+// gitServer serves the repositories under root over https with the real
+// git's smart HTTP backend, behind basic auth with user and password. It
+// counts the requests that came without the right credentials.
+func gitServer(t *testing.T, root, user, password string) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	backend, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	h := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(backend)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	var refused atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+			refused.Add(1)
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &refused
+}
+
+// An https source from an allowed host, fetched with the host's configured
+// credentials and a private CA: the branch, a tag and a commit id resolve;
+// wrong credentials and an unknown repository are refused without the
+// secret in the message.
+func TestGitOverHTTPS(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	repo := gittest.Repo(t, filepath.Join(root, "src"), map[string]string{"main.go": "package main\n", "docs/a.md": "# a\n"})
+	first := gittest.Head(t, repo)
+	gittest.Run(t, repo, "tag", "-a", "v1", "-m", "v1")
+	if err := os.WriteFile(filepath.Join(repo, "b.txt"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Run(t, repo, "add", "b.txt")
+	gittest.Run(t, repo, "commit", "-q", "-m", "second")
+	second := gittest.Head(t, repo)
+	gittest.Run(t, root, "clone", "-q", "--bare", repo, filepath.Join(root, "app.git"))
+
+	const secret = "s3cret-token-value"
+	srv, refused := gitServer(t, root, "bot", secret)
+	u, _ := url.Parse(srv.URL)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	host := source.NormalizeHost(u.Host)
+	pol := &source.Policy{Hosts: []string{host}, CABundle: ca, Credentials: map[string]source.Credential{host: {Username: "bot", Password: secret}}}
+	repoURL := srv.URL + "/app.git"
+
+	for _, tt := range []struct {
+		ref, want string
+		files     int
+	}{
+		{"", second, 3}, {"main", second, 3}, {"v1", first, 2}, {first, first, 2},
+	} {
+		d := bases.NewDraft(bases.Limits{})
+		rec, err := pol.Git(context.Background(), &source.GitSpec{URL: repoURL, Ref: tt.ref}, d)
+		if err != nil {
+			t.Fatalf("ref %q: %v", tt.ref, err)
+		}
+		if rec.Commit != tt.want || rec.Files != tt.files {
+			t.Errorf("ref %q: commit %s with %d files, want %s with %d", tt.ref, rec.Commit, rec.Files, tt.want, tt.files)
+		}
+	}
+	if refused.Load() != 0 {
+		t.Errorf("%d requests came without the configured credentials", refused.Load())
+	}
+
+	wrong := *pol
+	wrong.Credentials = map[string]source.Credential{host: {Username: "bot", Password: "not-" + secret}}
+	_, err := wrong.Git(context.Background(), &source.GitSpec{URL: repoURL}, bases.NewDraft(bases.Limits{}))
+	if e, ok := source.AsError(err); !ok || e.Code != source.CodeDenied || strings.Contains(err.Error(), secret) {
+		t.Errorf("wrong credentials: %v", err)
+	}
+	_, err = pol.Git(context.Background(), &source.GitSpec{URL: srv.URL + "/missing.git"}, bases.NewDraft(bases.Limits{}))
+	if e, ok := source.AsError(err); !ok || strings.Contains(err.Error(), secret) || e.Code == source.CodeInvalid {
+		t.Errorf("missing repository: %v", err)
+	}
+	_, err = pol.Git(context.Background(), &source.GitSpec{URL: repoURL, Ref: "no-such-branch"}, bases.NewDraft(bases.Limits{}))
+	if e, ok := source.AsError(err); !ok || e.Code != source.CodeNotFound {
+		t.Errorf("unknown ref: %v", err)
+	}
+	// The host's certificate is trusted only through the configured CA.
+	noCA := *pol
+	noCA.CABundle = nil
+	if _, err := noCA.Git(context.Background(), &source.GitSpec{URL: repoURL}, bases.NewDraft(bases.Limits{})); err == nil {
+		t.Error("fetched from a host whose certificate no configured CA signed")
+	}
+}
