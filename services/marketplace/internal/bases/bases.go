@@ -84,7 +84,7 @@ func (s *Store) Keep(journey uuid.UUID, d *Draft) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("bases: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }() // gone once renamed; a leftover on failure
 	repo, err := git.PlainInit(tmp, true)
 	if err != nil {
 		return Record{}, fmt.Errorf("bases: creating a repository: %w", err)

@@ -27,8 +27,10 @@ func (s *Store) GitDir(journey uuid.UUID, rec Record, files map[string]Entry) Ta
 	return func(tw *tar.Writer, owner Owner, mtime time.Time) error {
 		dir := s.path(journey)
 		add := func(name string, mode int64, data []byte) error {
-			hdr := &tar.Header{Name: ".git/" + name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data)),
-				Uid: owner.UID, Gid: owner.GID, ModTime: mtime, Format: tar.FormatPAX}
+			hdr := &tar.Header{
+				Name: ".git/" + name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data)),
+				Uid: owner.UID, Gid: owner.GID, ModTime: mtime, Format: tar.FormatPAX,
+			}
 			if err := tw.WriteHeader(hdr); err != nil {
 				return err
 			}
@@ -36,8 +38,10 @@ func (s *Store) GitDir(journey uuid.UUID, rec Record, files map[string]Entry) Ta
 			return err
 		}
 		for _, d := range []string{"", "objects", "objects/pack", "objects/info", "refs", "refs/heads", "refs/tags"} {
-			if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(filepath.Join(".git", d)) + "/", Typeflag: tar.TypeDir, Mode: 0o755,
-				Uid: owner.UID, Gid: owner.GID, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+			if err := tw.WriteHeader(&tar.Header{
+				Name: filepath.ToSlash(filepath.Join(".git", d)) + "/", Typeflag: tar.TypeDir, Mode: 0o755,
+				Uid: owner.UID, Gid: owner.GID, ModTime: mtime, Format: tar.FormatPAX,
+			}); err != nil {
 				return err
 			}
 		}
@@ -88,8 +92,10 @@ func addFile(tw *tar.Writer, name, path string, owner Owner, mtime time.Time) er
 	if err != nil {
 		return err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o444, Size: st.Size(),
-		Uid: owner.UID, Gid: owner.GID, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{
+		Name: name, Typeflag: tar.TypeReg, Mode: 0o444, Size: st.Size(),
+		Uid: owner.UID, Gid: owner.GID, ModTime: mtime, Format: tar.FormatPAX,
+	}); err != nil {
 		return err
 	}
 	if _, err := io.CopyN(tw, f, st.Size()); err != nil {

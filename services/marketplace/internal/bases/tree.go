@@ -381,7 +381,6 @@ func WriteCommit(s storer.EncodedObjectStorer, tree, parent plumbing.Hash, messa
 	return s.SetEncodedObject(obj)
 }
 
-
 // Remove drops a file from the draft (its blob stays, unreferenced).
 func (d *Draft) Remove(p string) {
 	if e, ok := d.files[p]; ok {

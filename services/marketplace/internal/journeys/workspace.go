@@ -270,7 +270,7 @@ func baseInfo(j store.Journey) BaseInfo {
 // allows it.
 func (m *Manager) Diff(ctx context.Context, caller string, req DiffRequest) (DiffResult, error) {
 	j, ch, refusal, base, err := m.change(ctx, caller, req.JourneyID, req.Paths, auditDiff)
-	defer base.Close()
+	defer func() { _ = base.Close() }()
 	if err != nil {
 		return DiffResult{}, err
 	}
@@ -312,7 +312,7 @@ func (m *Manager) Export(ctx context.Context, caller string, req ExportRequest) 
 		return ExportResult{}, invalid("format %q is not one of patch, tar, bundle", req.Format)
 	}
 	j, ch, refusal, base, err := m.change(ctx, caller, req.JourneyID, nil, auditExport)
-	defer base.Close()
+	defer func() { _ = base.Close() }()
 	if err != nil {
 		return ExportResult{}, err
 	}

@@ -231,8 +231,10 @@ func BenchmarkSpawnWithGitSource(b *testing.B) {
 	spawn := func(i int) time.Duration {
 		id := "git-" + strconv.Itoa(i)
 		start := time.Now()
-		out := must(b, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": id,
-			"source": map[string]any{"git": map[string]any{"url": repo}}})
+		out := must(b, cs, "spawn_worker", map[string]any{
+			"worker_id": "filesystem_write_v1", "journey_id": id,
+			"source": map[string]any{"git": map[string]any{"url": repo}},
+		})
 		d := time.Since(start)
 		b.StopTimer()
 		if src, _ := out["source"].(map[string]any); src["files"] != float64(files) || src["bytes"] != float64(files*size) {
@@ -295,8 +297,10 @@ func BenchmarkWorkspaceDiff(b *testing.B) {
 	}
 	bb = setupWith(b, bb)
 	cs := bb.client(b, aliceToken)
-	must(b, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "diff",
-		"source": map[string]any{"git": map[string]any{"url": repo}}})
+	must(b, cs, "spawn_worker", map[string]any{
+		"worker_id": "filesystem_write_v1", "journey_id": "diff",
+		"source": map[string]any{"git": map[string]any{"url": repo}},
+	})
 	for k := range changed {
 		i := k * files / changed
 		c := content(i)

@@ -47,8 +47,10 @@ func TestCodingLoop(t *testing.T) {
 	b = setupWith(t, b)
 	cs := b.client(t, aliceToken)
 
-	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "fix",
-		"source": map[string]any{"git": map[string]any{"url": "file://" + repo}}})
+	sp := must(t, cs, "spawn_worker", map[string]any{
+		"worker_id": "filesystem_write_v1", "journey_id": "fix",
+		"source": map[string]any{"git": map[string]any{"url": "file://" + repo}},
+	})
 	head := gittest.Head(t, repo)
 	src, _ := sp["source"].(map[string]any)
 	if src["commit"] != head || src["kind"] != "git" || src["files"] != float64(4) {
@@ -65,10 +67,14 @@ func TestCodingLoop(t *testing.T) {
 		t.Fatalf("diff before any change: %v", d)
 	}
 
-	must(t, cs, "execute_in_worker", execArgs("fix", map[string]any{"type": "write", "target": "calc.go",
-		"content": "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a + b }\n"}))
-	must(t, cs, "execute_in_worker", execArgs("fix", map[string]any{"type": "write", "target": "calc_test.go",
-		"content": "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 2) != 4 {\n\t\tt.Fatal(Add(2, 2))\n\t}\n}\n"}))
+	must(t, cs, "execute_in_worker", execArgs("fix", map[string]any{
+		"type": "write", "target": "calc.go",
+		"content": "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a + b }\n",
+	}))
+	must(t, cs, "execute_in_worker", execArgs("fix", map[string]any{
+		"type": "write", "target": "calc_test.go",
+		"content": "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 2) != 4 {\n\t\tt.Fatal(Add(2, 2))\n\t}\n}\n",
+	}))
 	must(t, cs, "execute_in_worker", execArgs("fix", map[string]any{"type": "delete", "target": "README.md"}))
 
 	d = must(t, cs, "workspace_diff", map[string]any{"journey_id": "fix"})
@@ -116,8 +122,10 @@ func TestCodingLoop(t *testing.T) {
 	}
 
 	// The next journey starts from this one's base plus its patch.
-	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_research_v1", "journey_id": "review",
-		"source": map[string]any{"journey": "fix", "patch": patch}})
+	must(t, cs, "spawn_worker", map[string]any{
+		"worker_id": "filesystem_research_v1", "journey_id": "review",
+		"source": map[string]any{"journey": "fix", "patch": patch},
+	})
 	r = must(t, cs, "execute_in_worker", execArgs("review", map[string]any{"type": "read", "target": "calc_test.go"}))
 	if !strings.Contains(mustJSON(t, r["output"]), "TestAdd") {
 		t.Errorf("the patched journey lacks the new file: %v", r)
@@ -129,8 +137,10 @@ func TestCodingLoop(t *testing.T) {
 	// A shell worker seeded from the repository works in a clean checkout
 	// of the source commit, with git; what it commits there changes nothing
 	// in what the diff reports.
-	must(t, cs, "spawn_worker", map[string]any{"worker_id": "shell_v1", "journey_id": "git",
-		"source": map[string]any{"git": map[string]any{"url": repo}}})
+	must(t, cs, "spawn_worker", map[string]any{
+		"worker_id": "shell_v1", "journey_id": "git",
+		"source": map[string]any{"git": map[string]any{"url": repo}},
+	})
 	st0 := must(t, cs, "execute_in_worker", execArgs("git", map[string]any{"type": "exec", "command": []string{"git", "status", "--porcelain"}}))
 	if out := st0["output"].(map[string]any); out["exit_code"] != float64(0) || out["stdout"] != "" {
 		t.Errorf("git status in a seeded workspace: %v", out)

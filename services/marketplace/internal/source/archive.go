@@ -63,7 +63,7 @@ func unpack(in io.Reader, d *bases.Draft) error {
 	if err != nil {
 		return archiveError(err)
 	}
-	defer gz.Close()
+	defer func() { _ = gz.Close() }() // only read from
 	tr := tar.NewReader(gz)
 	entries := 0
 	for {

@@ -165,8 +165,7 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 	limits := d.Limits()
 	files, size := 0, int64(0)
 	seen := map[plumbing.Hash]bool{}
-	var copyObj func(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error)
-	copyObj = func(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	copyObj := func(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
 		obj, err := src.EncodedObject(t, h)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s %s: %w", t, h, err)
