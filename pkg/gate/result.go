@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 )
@@ -80,6 +81,9 @@ func (g *Gate) EvaluateResult(c *meshtype.ChangeSummary) []meshtype.Violation {
 		case f.OldPath == "" && f.Status == meshtype.ChangeRenamed:
 			col.add(ConstraintResultPathSafety, fmt.Sprintf("the rename to %q does not say where it is from (no old_path)", f.Path))
 		}
+		if f.LinkTarget != "" && linkLeaves(f.Path, f.LinkTarget) {
+			col.add(ConstraintResultPathSafety, fmt.Sprintf("change to %q is refused: it is a symbolic link to %q, outside the workspace", f.Path, f.LinkTarget))
+		}
 	}
 	if len(r.rules) > 0 {
 		// Rules see the same file count the limit was checked against.
@@ -110,6 +114,28 @@ func (r *resultGate) checkChangedPath(p, renamedTo string, c *collector) {
 	if gl, ok := deniedBy(r.denied, p); ok {
 		c.add(ConstraintResultDenied, fmt.Sprintf("%s is refused: it matches denied path %q", what, gl))
 	}
+}
+
+// linkLeaves reports whether a symbolic link at p to target points outside
+// the workspace, lexically: absolute, or climbing above the root from p's
+// directory. A patch carrying one would plant it in the user's checkout.
+func linkLeaves(p, target string) bool {
+	if strings.HasPrefix(target, "/") {
+		return true
+	}
+	depth := strings.Count(p, "/") // p's directory's depth below the root
+	for seg := range strings.SplitSeq(target, "/") {
+		switch seg {
+		case "", ".":
+		case "..":
+			if depth--; depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
 }
 
 // changedPathProblem returns why a changed path is unsafe, or "". On top of

@@ -338,3 +338,26 @@ func TestResultRuleIDsAreTheirOwn(t *testing.T) {
 		t.Errorf("action: got %+v, want no violations", vs)
 	}
 }
+
+// A changed symbolic link whose target leaves the workspace is refused: a
+// patch would plant it in the user's checkout.
+func TestEvaluateResultLinkTargets(t *testing.T) {
+	t.Parallel()
+	g := mustCompile(t, writerDef())
+	for _, tt := range []struct {
+		path, target string
+		refused      bool
+	}{
+		{"docs/l", "../README.md", false},
+		{"docs/l", "../../etc/passwd", true},
+		{"l", "/home/u/.ssh", true},
+		{"a/b/l", "../c/./d", false},
+	} {
+		f := modified(tt.path)
+		f.LinkTarget = tt.target
+		got := ids(g.EvaluateResult(summary(f)))
+		if refused := reflect.DeepEqual(got, []string{gate.ConstraintResultPathSafety}); refused != tt.refused || (!tt.refused && len(got) > 0) {
+			t.Errorf("%s -> %s: %v, want refused %v", tt.path, tt.target, got, tt.refused)
+		}
+	}
+}

@@ -40,6 +40,8 @@ type ChangedFile struct {
 	// Mode is the file's git mode after the change ("100644", "100755",
 	// "120000" for a symbolic link); the old mode for a deletion.
 	Mode string `json:"mode,omitempty"`
+	// LinkTarget is a symbolic link's target after the change.
+	LinkTarget string `json:"link_target,omitempty"`
 }
 
 // ChangeSummary is what a workspace's change against its base amounts to.

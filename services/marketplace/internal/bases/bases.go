@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
@@ -52,7 +54,53 @@ func NewStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("bases: creating %s: %w", dir, err)
 	}
+	// Bases hold users' code: only the marketplace may read them, also in
+	// a directory made before it started.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("bases: %w", err)
+	}
 	return &Store{dir: dir}, nil
+}
+
+// Journeys lists the journeys the store holds a base of.
+func (s *Store) Journeys() ([]uuid.UUID, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("bases: %w", err)
+	}
+	var out []uuid.UUID
+	for _, e := range entries {
+		if id, ok := strings.CutSuffix(e.Name(), ".git"); ok {
+			if uid, err := uuid.Parse(id); err == nil {
+				out = append(out, uid)
+			}
+		}
+	}
+	return out, nil
+}
+
+// draftAge is how old a draft directory must be for PruneDrafts to take it
+// for a leftover of an interrupted Keep rather than one in progress.
+const draftAge = time.Hour
+
+// PruneDrafts removes drafts an interrupted Keep left, and returns how many.
+func (s *Store) PruneDrafts(now time.Time) (int, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0, fmt.Errorf("bases: %w", err)
+	}
+	removed := 0
+	for _, e := range entries {
+		info, err := e.Info()
+		if !strings.HasPrefix(e.Name(), ".draft-") || err != nil || now.Sub(info.ModTime()) < draftAge {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.dir, e.Name())); err != nil {
+			return removed, fmt.Errorf("bases: %w", err)
+		}
+		removed++
+	}
+	return removed, nil
 }
 
 // Dir is the store's directory.
@@ -219,11 +267,9 @@ func writePack(dst storer.Storer, src storer.EncodedObjectStorer, hashes []plumb
 	if err != nil {
 		return fmt.Errorf("bases: %w", err)
 	}
-	// No delta search (window 0): bases are written once and read a few
-	// times; compression per object is enough.
-	if _, err := packfile.NewEncoder(w, src, false).Encode(hashes, 0); err != nil {
+	if err := WritePack(w, src, hashes); err != nil {
 		_ = w.Close()
-		return fmt.Errorf("bases: writing the packfile: %w", err)
+		return fmt.Errorf("bases: %w", err)
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("bases: writing the packfile: %w", err)
@@ -231,7 +277,9 @@ func writePack(dst storer.Storer, src storer.EncodedObjectStorer, hashes []plumb
 	return nil
 }
 
-// WritePack writes hashes of src as a packfile to w, for bundles.
+// WritePack writes hashes of src as a packfile to w. There is no delta
+// search (window 0): packs here are written once and read a few times, and
+// compression per object is enough.
 func WritePack(w io.Writer, src storer.EncodedObjectStorer, hashes []plumbing.Hash) error {
 	if _, err := packfile.NewEncoder(w, src, false).Encode(hashes, 0); err != nil {
 		return fmt.Errorf("writing the packfile: %w", err)

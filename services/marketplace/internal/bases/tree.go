@@ -1,7 +1,6 @@
 package bases
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/meshwork/meshwork/pkg/gate"
 )
@@ -121,146 +119,6 @@ func CheckLink(p, target string) error {
 	return nil
 }
 
-// Draft is a base being built in memory. Every file added is checked; the
-// first refusal is returned and the draft should be dropped.
-type Draft struct {
-	mem    *memory.Storage
-	limits Limits
-	files  map[string]Entry
-	bytes  int64
-	commit plumbing.Hash
-	origin plumbing.Hash
-}
-
-// NewDraft returns an empty draft.
-func NewDraft(limits Limits) *Draft {
-	return &Draft{mem: memory.NewStorage(), limits: limits.withDefaults(), files: map[string]Entry{}}
-}
-
-// Storage is the draft's object store, for fetching a git source into.
-func (d *Draft) Storage() *memory.Storage { return d.mem }
-
-// Limits are the draft's limits, defaults filled in.
-func (d *Draft) Limits() Limits { return d.limits }
-
-// Files are the files added so far.
-func (d *Draft) Files() map[string]Entry { return d.files }
-
-// AddFile checks a file and stores its content as a blob. mode is
-// filemode.Regular, Executable or Symlink (content is then the target).
-func (d *Draft) AddFile(p string, mode filemode.FileMode, content io.Reader) error {
-	clean, err := CheckPath(p)
-	if err != nil {
-		return err
-	}
-	if _, dup := d.files[clean]; dup {
-		return refused("%q appears twice", clean)
-	}
-	if err := d.count(clean); err != nil {
-		return err
-	}
-	// Read one byte past what is left, so a file that passes the limit is
-	// refused without reading it all.
-	left := d.limits.MaxBytes - d.bytes
-	data, err := io.ReadAll(io.LimitReader(content, left+1))
-	if err != nil {
-		return fmt.Errorf("reading %q: %w", clean, err)
-	}
-	if int64(len(data)) > left {
-		return refused("the files pass the limit of %d bytes at %q", d.limits.MaxBytes, clean)
-	}
-	switch mode {
-	case filemode.Regular, filemode.Executable:
-	case filemode.Symlink:
-		if err := CheckLink(clean, string(data)); err != nil {
-			return err
-		}
-	default:
-		return refused("%q is a %s; only files and symbolic links are taken", clean, mode)
-	}
-	h, err := writeBlob(d.mem, data)
-	if err != nil {
-		return err
-	}
-	d.bytes += int64(len(data))
-	d.files[clean] = Entry{Mode: mode, Hash: h, Size: int64(len(data))}
-	return d.checkPrefixes(clean)
-}
-
-// count refuses one more file past the limit.
-func (d *Draft) count(p string) error {
-	if len(d.files)+1 > d.limits.MaxFiles {
-		return refused("more than %d files (at %q)", d.limits.MaxFiles, p)
-	}
-	return nil
-}
-
-// checkPrefixes refuses a file that is also a directory of another file.
-func (d *Draft) checkPrefixes(p string) error {
-	for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
-		if _, ok := d.files[dir]; ok {
-			return refused("%q is both a file and a directory (of %q)", dir, p)
-		}
-	}
-	return nil
-}
-
-// AddTree checks every file of a tree already in the draft's storage (a
-// fetched commit's) and records it, as AddFile would. Submodules (gitlinks)
-// are skipped: their content is another repository's.
-func (d *Draft) AddTree(t *object.Tree) error {
-	files, err := Flatten(t)
-	if err != nil {
-		return err
-	}
-	for p, e := range files {
-		clean, err := CheckPath(p)
-		if err != nil {
-			return err
-		}
-		if err := d.count(clean); err != nil {
-			return err
-		}
-		if e.Size, err = d.mem.EncodedObjectSize(e.Hash); err != nil {
-			return fmt.Errorf("%q: %w", clean, err)
-		}
-		if e.Size > d.limits.MaxBytes-d.bytes {
-			return refused("the files pass the limit of %d bytes at %q", d.limits.MaxBytes, clean)
-		}
-		if e.Mode == filemode.Symlink {
-			target, err := readBlob(d.mem, e.Hash, 4096)
-			if err != nil {
-				return refused("symbolic link %q: %v", clean, err)
-			}
-			if err := CheckLink(clean, string(target)); err != nil {
-				return err
-			}
-		}
-		d.bytes += e.Size
-		d.files[clean] = e
-	}
-	return nil
-}
-
-// SetCommit makes c the draft's base commit; origin is the git source's
-// commit it descends from (zero for none).
-func (d *Draft) SetCommit(c, origin plumbing.Hash) { d.commit, d.origin = c, origin }
-
-// Commit writes the draft's files as a tree and a commit on parent (zero for
-// none) and makes it the base commit.
-func (d *Draft) Commit(message string, parent, origin plumbing.Hash) (plumbing.Hash, error) {
-	tree, err := WriteTree(d.mem, d.files)
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	c, err := WriteCommit(d.mem, tree, parent, message, time.Unix(0, 0))
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	d.SetCommit(c, origin)
-	return c, nil
-}
-
 // Flatten lists a tree's files by path, their sizes unknown (-1).
 // Submodules are left out.
 func Flatten(t *object.Tree) (map[string]Entry, error) {
@@ -275,16 +133,25 @@ func Flatten(t *object.Tree) (map[string]Entry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading tree: %w", err)
 		}
-		switch e.Mode {
+		mode := e.Mode
+		switch mode {
 		case filemode.Dir, filemode.Submodule:
 			continue
+		case filemode.Regular, filemode.Executable, filemode.Symlink:
+		case filemode.Deprecated:
+			mode = filemode.Regular // 100664, from old gits: a plain file
+		default:
+			return nil, refused("%q has the file mode %s, which is not a file, an executable or a symbolic link", name, mode)
 		}
-		out[name] = Entry{Mode: e.Mode, Hash: e.Hash, Size: -1}
+		if _, dup := out[name]; dup {
+			return nil, refused("%q appears twice in a tree", name)
+		}
+		out[name] = Entry{Mode: mode, Hash: e.Hash, Size: -1}
 	}
 }
 
-// writeBlob stores data as a blob.
-func writeBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error) {
+// WriteBlob stores data as a blob and returns its hash.
+func WriteBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error) {
 	obj := s.NewEncodedObject()
 	obj.SetType(plumbing.BlobObject)
 	obj.SetSize(int64(len(data)))
@@ -299,11 +166,6 @@ func writeBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error)
 		return plumbing.ZeroHash, err
 	}
 	return s.SetEncodedObject(obj)
-}
-
-// WriteBlob stores data as a blob and returns its hash.
-func WriteBlob(s storer.EncodedObjectStorer, data []byte) (plumbing.Hash, error) {
-	return writeBlob(s, data)
 }
 
 // WriteTree stores the nested trees of a set of files and returns the root
@@ -379,46 +241,4 @@ func WriteCommit(s storer.EncodedObjectStorer, tree, parent plumbing.Hash, messa
 		return plumbing.ZeroHash, err
 	}
 	return s.SetEncodedObject(obj)
-}
-
-// Remove drops a file from the draft (its blob stays, unreferenced).
-func (d *Draft) Remove(p string) {
-	if e, ok := d.files[p]; ok {
-		d.bytes -= e.Size
-		delete(d.files, p)
-	}
-}
-
-// Content reads a draft file's content.
-func (d *Draft) Content(p string) ([]byte, Entry, error) {
-	e, ok := d.files[p]
-	if !ok {
-		return nil, e, fmt.Errorf("%w: %q is not in the base", ErrRefused, p)
-	}
-	data, err := readBlob(d.mem, e.Hash, e.Size)
-	return data, e, err
-}
-
-// WriteTar writes the draft's files as a tar stream to seed a workspace
-// with, owned by owner: from memory, where the content already is.
-func (d *Draft) WriteTar(w io.Writer, owner Owner, extra ...TarExtra) error {
-	return WriteTar(w, d.mem, d.files, owner, extra...)
-}
-
-// AddLink adds a hard link: p gets the content and mode of target, a file
-// added before it. A link to anything else is refused.
-func (d *Draft) AddLink(p, target string) error {
-	clean, err := CheckPath(target)
-	if err != nil {
-		return fmt.Errorf("hard link %q: %w", p, err)
-	}
-	e, ok := d.files[clean]
-	if !ok || e.Mode == filemode.Symlink {
-		return refused("hard link %q points to %q, which is not a file earlier in the source", p, target)
-	}
-	data, err := readBlob(d.mem, e.Hash, e.Size)
-	if err != nil {
-		return err
-	}
-	return d.AddFile(p, e.Mode, bytes.NewReader(data))
 }

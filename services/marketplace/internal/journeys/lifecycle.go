@@ -121,10 +121,19 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 		return StopResult{}, invalid("workspace %q is not one of keep, archive, patch, delete", req.Workspace)
 	}
 	var res StopResult
+	j, err := m.journey(ctx, caller, req.JourneyID)
+	if err != nil {
+		return StopResult{}, err
+	}
 	if mode == "patch" {
-		// The change is taken, and gated, before anything is removed: a
-		// refused change leaves the journey as it was, for the agent to fix.
-		j, ch, refusal, base, err := m.change(ctx, caller, req.JourneyID, nil, auditStop)
+		// The change is taken, and gated, before anything is removed, and
+		// no action runs until the workspace is gone: the patch is all
+		// there was. A refused change leaves the journey as it was, for the
+		// agent to fix.
+		lock := m.actionLock(j.UID)
+		lock.Lock()
+		defer lock.Unlock()
+		ch, refusal, base, err := m.change(ctx, caller, j, nil, auditStop)
 		_ = base.Close() // the patch is taken: the base is no longer read
 		if err != nil {
 			return StopResult{}, err
@@ -133,10 +142,6 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 			return StopResult{JourneyID: j.ID, State: string(j.State), Refusal: refusal}, nil
 		}
 		res.Patch, res.Summary = string(ch.Patch), &ch.Summary
-	}
-	j, err := m.journey(ctx, caller, req.JourneyID)
-	if err != nil {
-		return StopResult{}, err
 	}
 	rt, _, err := m.runtimeFor(j.IsolationLevel)
 	if err != nil {
@@ -283,6 +288,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	m.pruneBases(ctx)
 	for uid, j := range known {
 		if j.State.Live() && !running[uid] {
 			m.logger.WarnContext(ctx, "journey has no running worker; orphaned", slog.String("journey", uid.String()))
@@ -351,5 +357,29 @@ func (m *Manager) RunIdleStopper(ctx context.Context, interval time.Duration) {
 				m.logger.WarnContext(ctx, "idle check failed", slog.Any("error", err))
 			}
 		}
+	}
+}
+
+// pruneBases removes the bases of deleted journeys (a stop that removed
+// the workspace but died before the base) and drafts of interrupted spawns.
+// A base whose journey this database does not know is left alone: it may be
+// another marketplace's, on the same directory.
+func (m *Manager) pruneBases(ctx context.Context) {
+	uids, err := m.cfg.Bases.Journeys()
+	if err == nil {
+		var deleted []uuid.UUID
+		if deleted, err = m.cfg.Store.DeletedJourneys(ctx, uids); err == nil {
+			for _, uid := range deleted {
+				if err = m.cfg.Bases.Remove(uid); err != nil {
+					break
+				}
+			}
+		}
+	}
+	if err == nil {
+		_, err = m.cfg.Bases.PruneDrafts(time.Now())
+	}
+	if err != nil {
+		m.logger.WarnContext(ctx, "pruning bases failed", slog.Any("error", err))
 	}
 }

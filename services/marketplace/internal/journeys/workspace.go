@@ -116,11 +116,15 @@ func (m *Manager) seed(ctx context.Context, rt runtime.Runtime, h runtime.Handle
 	// The workspace gets the files and a .git of the base commit: a clean
 	// checkout, for the worker's own use only.
 	pr, pw := io.Pipe()
+	written := make(chan struct{})
 	go func() {
+		defer close(written)
 		pw.CloseWithError(src.draft.WriteTar(pw, ownerOf(d.Isolation.User), m.cfg.Bases.GitDir(j.UID, rec, src.draft.Files())))
 	}()
-	if err := rt.SeedWorkspace(ctx, h, pr); err != nil {
-		_ = pr.CloseWithError(err)
+	err = rt.SeedWorkspace(ctx, h, pr)
+	_ = pr.CloseWithError(io.ErrClosedPipe) // a runtime that stopped reading stops the writer
+	<-written
+	if err != nil {
 		return fmt.Errorf("seeding the workspace: %w", err)
 	}
 	origin := ""
@@ -200,47 +204,48 @@ type DiffResult struct {
 	Refusal
 }
 
-// change computes a journey's change against its base, checks it with the
-// result gate and audits the decision. A refusal comes back as the
-// Refusal, with a nil change. The change reads from the base, which the
-// caller closes (a nil base is fine to close).
-func (m *Manager) change(ctx context.Context, caller, journeyID string, paths []string, auditType string) (store.Journey, *workdiff.Change, Refusal, *bases.Base, error) {
+// change computes a journey's whole change against its base, checks it
+// with the result gate and audits the decision (with paths, the part asked
+// for, as the audit row's target). A refusal comes back as the Refusal,
+// with a nil change. The caller holds the journey's action lock, so that no
+// action changes the workspace while it is read; the change reads from the
+// base, which the caller closes (a nil base is fine to close).
+func (m *Manager) change(ctx context.Context, caller string, j store.Journey, paths []string, auditType string) (*workdiff.Change, Refusal, *bases.Base, error) {
 	start := time.Now()
-	j, err := m.journey(ctx, caller, journeyID)
-	if err != nil {
-		return j, nil, Refusal{}, nil, err
-	}
 	entry, ok := m.cfg.Catalog.Lookup(j.WorkerID)
 	if !ok {
-		return j, nil, Refusal{}, nil, unavailable("worker %s of journey %q is no longer in the catalog", j.WorkerID, j.ID)
+		return nil, Refusal{}, nil, unavailable("worker %s of journey %q is no longer in the catalog", j.WorkerID, j.ID)
 	}
 	rt, _, err := m.runtimeFor(j.IsolationLevel)
 	if err != nil {
-		return j, nil, Refusal{}, nil, err
+		return nil, Refusal{}, nil, err
 	}
 	base, err := m.openBase(j)
 	if err != nil {
-		return j, nil, Refusal{}, nil, err
+		return nil, Refusal{}, nil, err
 	}
-	// The action lock: no action changes the workspace while it is read.
-	lock := m.actionLock(j.UID)
-	lock.Lock()
-	defer lock.Unlock()
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(rt.ExportWorkspace(ctx, handle(j), pw)) }()
-	ch, err := workdiff.Compute(base, pr, workdiff.Options{Paths: paths})
-	_ = pr.CloseWithError(io.ErrClosedPipe)
+	exported := make(chan struct{})
+	go func() {
+		defer close(exported)
+		pw.CloseWithError(rt.ExportWorkspace(ctx, handle(j), pw))
+	}()
+	ch, err := workdiff.Compute(base, pr, workdiff.Options{})
+	_ = pr.CloseWithError(io.ErrClosedPipe) // an export still writing stops
+	<-exported
 	if errors.Is(err, workdiff.ErrTooLarge) {
-		return j, nil, Refusal{}, base, invalid("%v", err)
+		return nil, Refusal{}, base, invalid("%v", err)
 	}
 	if err != nil {
-		return j, nil, Refusal{}, base, unavailable("reading the workspace: %v", err)
+		return nil, Refusal{}, base, unavailable("reading the workspace: %v", err)
 	}
 	rec := store.ActionRecord{
 		JourneyUID: j.UID, Caller: caller, WorkerID: j.WorkerID, DefinitionHash: entry.Hash,
 		ActionType: auditType, Target: strings.Join(paths, ","), Uncounted: true,
 		ResponseBytes: int64(len(ch.Patch)),
 	}
+	// The whole change is judged, whatever part is asked for: a change is
+	// not let out piecemeal past the limits.
 	if vs := entry.Gate.EvaluateResult(&ch.Summary); len(vs) > 0 {
 		rec.Decision, rec.Violations = store.DecisionRefused, vs
 		m.record(ctx, rec, start)
@@ -248,11 +253,23 @@ func (m *Manager) change(ctx context.Context, caller, journeyID string, paths []
 		for i, v := range vs {
 			msgs[i] = v.Message
 		}
-		return j, nil, Refusal{Refused: true, Violations: vs, Message: "Result gate refused the change: " + strings.Join(msgs, "; ")}, base, nil
+		return nil, Refusal{Refused: true, Violations: vs, Message: "Result gate refused the change: " + strings.Join(msgs, "; ")}, base, nil
 	}
 	rec.Decision = store.DecisionAllowed
 	m.record(ctx, rec, start)
-	return j, ch, Refusal{}, base, nil
+	return ch, Refusal{}, base, nil
+}
+
+// lockedJourney looks up the caller's journey and takes its action lock;
+// call unlock when done.
+func (m *Manager) lockedJourney(ctx context.Context, caller, id string) (store.Journey, func(), error) {
+	j, err := m.journey(ctx, caller, id)
+	if err != nil {
+		return j, nil, err
+	}
+	lock := m.actionLock(j.UID)
+	lock.Lock()
+	return j, lock.Unlock, nil
 }
 
 func baseInfo(j store.Journey) BaseInfo {
@@ -269,14 +286,21 @@ func baseInfo(j store.Journey) BaseInfo {
 // Diff returns a journey's change against its base, if the result gate
 // allows it.
 func (m *Manager) Diff(ctx context.Context, caller string, req DiffRequest) (DiffResult, error) {
-	j, ch, refusal, base, err := m.change(ctx, caller, req.JourneyID, req.Paths, auditDiff)
+	j, unlock, err := m.lockedJourney(ctx, caller, req.JourneyID)
+	if err != nil {
+		return DiffResult{}, err
+	}
+	defer unlock()
+	ch, refusal, base, err := m.change(ctx, caller, j, req.Paths, auditDiff)
 	defer func() { _ = base.Close() }()
 	if err != nil {
 		return DiffResult{}, err
 	}
 	out := DiffResult{JourneyID: j.ID, Base: baseInfo(j), Refusal: refusal, Summary: meshtype.ChangeSummary{Files: []meshtype.ChangedFile{}}}
 	if ch != nil {
-		out.Summary, out.Patch = ch.Summary, string(ch.Patch)
+		var patch []byte
+		out.Summary, patch = ch.Only(req.Paths)
+		out.Patch = string(patch)
 	}
 	return out, nil
 }
@@ -311,7 +335,12 @@ func (m *Manager) Export(ctx context.Context, caller string, req ExportRequest) 
 	if format != "patch" && format != "tar" && format != "bundle" {
 		return ExportResult{}, invalid("format %q is not one of patch, tar, bundle", req.Format)
 	}
-	j, ch, refusal, base, err := m.change(ctx, caller, req.JourneyID, nil, auditExport)
+	j, unlock, err := m.lockedJourney(ctx, caller, req.JourneyID)
+	if err != nil {
+		return ExportResult{}, err
+	}
+	defer unlock()
+	ch, refusal, base, err := m.change(ctx, caller, j, nil, auditExport)
 	defer func() { _ = base.Close() }()
 	if err != nil {
 		return ExportResult{}, err
@@ -325,8 +354,8 @@ func (m *Manager) Export(ctx context.Context, caller string, req ExportRequest) 
 	w := &capped{w: &buf, left: MaxExportBytes}
 	switch format {
 	case "patch":
+		_, err = w.Write(ch.Patch)
 		out.Patch = string(ch.Patch)
-		buf.Write(ch.Patch)
 	case "tar":
 		entry, _ := m.cfg.Catalog.Lookup(j.WorkerID)
 		err = ch.WriteTar(w, ownerOf(entry.Definition.Isolation.User))

@@ -49,11 +49,7 @@ func (p *Policy) Archive(spec *ArchiveSpec, d *bases.Draft) (Record, error) {
 	if err != nil {
 		return rec, err
 	}
-	rec.Commit = c.String()
-	rec.Files = len(d.Files())
-	for _, e := range d.Files() {
-		rec.Bytes += e.Size
-	}
+	rec.Commit, rec.Files, rec.Bytes = c.String(), len(d.Files()), d.Bytes()
 	return rec, nil
 }
 

@@ -67,12 +67,10 @@ func (p *Policy) Git(ctx context.Context, spec *GitSpec, d *bases.Draft) (Record
 	if err := d.AddTree(tree); err != nil {
 		return rec, err
 	}
-	d.SetCommit(commit, commit)
-	rec.Commit = commit.String()
-	rec.Files = len(d.Files())
-	for _, e := range d.Files() {
-		rec.Bytes += e.Size
+	if err := d.SetCommit(commit, commit); err != nil {
+		return rec, err
 	}
+	rec.Commit, rec.Files, rec.Bytes = commit.String(), len(d.Files()), d.Bytes()
 	return rec, nil
 }
 
@@ -255,6 +253,10 @@ func (p *Policy) fetchRemote(ctx context.Context, spec *GitSpec, d *bases.Draft)
 	if u.User != nil {
 		return plumbing.ZeroHash, invalid("source.git.url must not carry credentials; the operator configures them per host")
 	}
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return plumbing.ZeroHash, invalid("source.git.url must not carry a query or a fragment (tokens belong in the operator's credentials)")
+	}
+	useHTTPS(p.maxFetchBytes())
 	host := NormalizeHost(u.Host)
 	if !slices.Contains(p.Hosts, host) {
 		return plumbing.ZeroHash, denied("host %s is not an allowed source host (the operator sets --source-hosts)", host)
@@ -376,6 +378,10 @@ func remoteError(host string, err error) error {
 		return notFound("the repository on %s is empty", host)
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Code: CodeUnavailable, Msg: fmt.Sprintf("fetching from %s timed out", host)}
+	case errors.Is(err, errFetchTooLarge) || strings.Contains(err.Error(), errFetchTooLarge.Error()):
+		return invalid("fetching from %s: the repository passes the %d bytes one fetch may bring", host, fetchLimit.Load())
+	case strings.Contains(err.Error(), "http redirect"):
+		return denied("%s redirected the fetch elsewhere; name the repository's final https URL (redirects are not followed)", host)
 	}
 	return &Error{Code: CodeUnavailable, Msg: fmt.Sprintf("fetching from %s failed: %v", host, err)}
 }

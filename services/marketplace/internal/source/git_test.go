@@ -105,6 +105,23 @@ func TestGitOverHTTPS(t *testing.T) {
 	if e, ok := source.AsError(err); !ok || e.Code != source.CodeNotFound {
 		t.Errorf("unknown ref: %v", err)
 	}
+	// A redirect is not followed: the allowed host cannot hand the fetch,
+	// and its credentials, to another.
+	moved := httptest.NewTLSServer(http.RedirectHandler(srv.URL+"/app.git/info/refs?service=git-upload-pack", http.StatusFound))
+	t.Cleanup(moved.Close)
+	mu, _ := url.Parse(moved.URL)
+	movedHost := source.NormalizeHost(mu.Host)
+	redirected := *pol
+	redirected.Hosts = append([]string{movedHost}, pol.Hosts...)
+	redirected.CABundle = append(append([]byte{}, ca...), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: moved.Certificate().Raw})...)
+	_, err = redirected.Git(context.Background(), &source.GitSpec{URL: moved.URL + "/app.git"}, bases.NewDraft(bases.Limits{}))
+	if e, ok := source.AsError(err); !ok || e.Code != source.CodeDenied || !strings.Contains(err.Error(), "redirected") {
+		t.Errorf("a redirect: %v", err)
+	}
+	// Tokens in the URL are refused: they belong in the credentials.
+	if _, err := pol.Git(context.Background(), &source.GitSpec{URL: repoURL + "?access_token=x"}, bases.NewDraft(bases.Limits{})); err == nil || !strings.Contains(err.Error(), "query") {
+		t.Errorf("a query in the URL: %v", err)
+	}
 	// The host's certificate is trusted only through the configured CA.
 	noCA := *pol
 	noCA.CABundle = nil

@@ -53,10 +53,7 @@ func Patch(base *bases.Base, fromJourney, patch string, d *bases.Draft) (Record,
 	if _, err := d.Commit("Meshwork: patch "+rec.PatchSHA256[:12]+" on journey "+fromJourney, base.Commit().Hash, base.Origin); err != nil {
 		return rec, err
 	}
-	rec.Files = len(d.Files())
-	for _, e := range d.Files() {
-		rec.Bytes += e.Size
-	}
+	rec.Files, rec.Bytes = len(d.Files()), d.Bytes()
 	return rec, nil
 }
 

@@ -37,6 +37,17 @@ type Policy struct {
 	MaxArchiveBytes int64
 	// FetchTimeout bounds one git fetch. Defaults to 5 minutes.
 	FetchTimeout time.Duration
+	// MaxFetchBytes bounds what one connection to a source host may bring,
+	// as it arrives (the first policy to fetch sets it for the process).
+	// Defaults to 2 GiB.
+	MaxFetchBytes int64
+}
+
+func (p *Policy) maxFetchBytes() int64 {
+	if p.MaxFetchBytes > 0 {
+		return p.MaxFetchBytes
+	}
+	return DefaultMaxFetchBytes
 }
 
 // Credential is a username and password (or token) for HTTP basic auth.

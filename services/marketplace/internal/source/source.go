@@ -16,6 +16,9 @@ import (
 	"strings"
 )
 
+// MaxDepth is the deepest history a git source may ask for.
+const MaxDepth = 1000
+
 // Spec is spawn_worker's source: exactly one of Git, Archive or Journey.
 type Spec struct {
 	Git     *GitSpec     `json:"git,omitempty" jsonschema:"a git repository the marketplace fetches: an https URL on an allowed host, or a path or file:// URL under an allowed root"`
@@ -67,8 +70,8 @@ func (s *Spec) Validate() error {
 		return invalid("source.patch goes with source.journey")
 	case s.Git != nil && strings.TrimSpace(s.Git.URL) == "":
 		return invalid("source.git.url is required")
-	case s.Git != nil && s.Git.Depth < 0:
-		return invalid("source.git.depth %d is negative", s.Git.Depth)
+	case s.Git != nil && (s.Git.Depth < 0 || s.Git.Depth > MaxDepth):
+		return invalid("source.git.depth %d is not between 0 and %d", s.Git.Depth, MaxDepth)
 	case s.Archive != nil && s.Archive.TarGzBase64 == "":
 		return invalid("source.archive.tar_gz_base64 is required")
 	case s.Archive != nil && s.Archive.SHA256 == "":

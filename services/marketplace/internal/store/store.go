@@ -208,6 +208,18 @@ func (s *Store) SetRunning(ctx context.Context, uid uuid.UUID, containerID, work
 		uid, containerID, workspace)
 }
 
+// DeletedJourneys returns those of uids that are deleted journeys.
+func (s *Store) DeletedJourneys(ctx context.Context, uids []uuid.UUID) ([]uuid.UUID, error) {
+	if len(uids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT uid FROM journeys WHERE uid = ANY($1) AND state = 'deleted'`, uids)
+	if err != nil {
+		return nil, fmt.Errorf("listing deleted journeys: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}
+
 // SetBase records a journey's base: its commit, the git commit it descends
 // from ("" for none) and the source as JSON (nil for none).
 func (s *Store) SetBase(ctx context.Context, uid uuid.UUID, commit, origin string, source []byte) error {
@@ -222,11 +234,14 @@ func (s *Store) SetState(ctx context.Context, uid uuid.UUID, state JourneyState)
 		stopped_at = CASE WHEN $2 IN ('stopped', 'orphaned', 'failed', 'deleted') THEN now() ELSE NULL END WHERE uid = $1`, uid, string(state))
 }
 
-// Reset starts a journey over (spawn mode fresh): new worker, counters and
-// agent session cleared. Its audit rows stay.
+// Reset starts a journey over (spawn mode fresh): new worker, counters,
+// agent session and base cleared (until the new base is recorded, the
+// journey has none, so nothing diffs against a base that is being
+// replaced). Its audit rows stay.
 func (s *Store) Reset(ctx context.Context, uid uuid.UUID, workerID, definitionHash, isolation string) error {
 	return s.exec(ctx, `UPDATE journeys SET state = 'starting', worker_id = $2, definition_hash = $3, isolation_level = $4,
 		container_id = NULL, volume = NULL, agent_session_id = NULL, action_count = 0, cost_usd = 0,
+		base_commit = NULL, base_origin = NULL, source = NULL,
 		created_at = now(), last_used_at = now(), stopped_at = NULL WHERE uid = $1`, uid, workerID, definitionHash, isolation)
 }
 

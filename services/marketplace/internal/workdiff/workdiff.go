@@ -33,9 +33,6 @@ import (
 
 // Options tune Compute. Zero fields take the defaults.
 type Options struct {
-	// Paths keeps only changes to these paths or under these directories.
-	// Defaults to every path.
-	Paths []string
 	// MaxChangedBytes bounds the content of changed files held to build the
 	// patch. Defaults to 64 MiB.
 	MaxChangedBytes int64
@@ -59,21 +56,31 @@ func (o Options) withDefaults() Options {
 
 // Change is a workspace compared with its base.
 type Change struct {
+	// Summary is the whole change's.
 	Summary meshtype.ChangeSummary
 	// Patch is the git-format unified diff of the text files in Summary.
 	Patch []byte
 
-	base  *bases.Base
-	files map[string]bases.Entry // the workspace's files
+	// changed is each changed file with its part of the patch, by path.
+	changed []changedFile
+	base    *bases.Base
+	files   map[string]bases.Entry // the workspace's files
 	// blobs holds the content of the workspace files that the base lacks.
 	blobs *memory.Storage
 }
 
+// changedFile is one file of a change and its part of the patch (none for
+// a binary file).
+type changedFile struct {
+	meshtype.ChangedFile
+	patch []byte
+}
+
 // Private reports whether a workspace path is left out of changes:
-// .meshwork/ at the root, and any .git directory.
+// .meshwork/ at the root, and any .git directory, in any letter case.
 func Private(p string) bool {
 	first, _, _ := strings.Cut(p, "/")
-	if first == ".meshwork" {
+	if strings.EqualFold(first, ".meshwork") {
 		return true
 	}
 	for seg := range strings.SplitSeq(p, "/") {
@@ -92,6 +99,9 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 		return nil, err
 	}
 	c := &Change{base: base, files: map[string]bases.Entry{}, blobs: memory.NewStorage()}
+	// Hard links come as the second path of a file whose content came
+	// first: every path's hash is kept to resolve them, private ones too.
+	private := map[string]bool{}
 	budget := opts.MaxChangedBytes
 	tr := tar.NewReader(workspace)
 	for {
@@ -103,7 +113,13 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 			return nil, fmt.Errorf("reading the workspace: %w", err)
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(hdr.Name, "./"), "/")
-		if name == "" || name == "." || Private(name) {
+		if name == "" || name == "." {
+			continue
+		}
+		if Private(name) {
+			if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA { //nolint:staticcheck // what older engines write
+				private[name] = true
+			}
 			continue
 		}
 		var (
@@ -121,7 +137,7 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 				return nil, fmt.Errorf("reading %q from the workspace: %w", name, err)
 			}
 			if content == nil && h != baseFiles[name].Hash {
-				return nil, fmt.Errorf("%w: %q and the other changed files pass %d bytes; narrow the paths or export a tar", ErrTooLarge, name, opts.MaxChangedBytes)
+				return nil, fmt.Errorf("%w: %q and the other changed files pass %d bytes; export a tar, or stop the worker with workspace archive", ErrTooLarge, name, opts.MaxChangedBytes)
 			}
 			if content != nil {
 				budget -= int64(len(content))
@@ -134,10 +150,15 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 		case tar.TypeSymlink:
 			mode, data = filemode.Symlink, []byte(hdr.Linkname)
 		case tar.TypeLink:
-			target := strings.TrimPrefix(hdr.Linkname, "./")
-			if e, ok := c.files[target]; ok {
-				c.files[name] = e
+			target := strings.TrimSuffix(strings.TrimPrefix(hdr.Linkname, "./"), "/")
+			e, ok := c.files[target]
+			if !ok || e.Mode == filemode.Symlink {
+				if private[target] {
+					return nil, fmt.Errorf("%q is a hard link to %q, which diffs leave out: make it a copy", name, target)
+				}
+				return nil, fmt.Errorf("%q is a hard link to %q, which the workspace export did not hold before it", name, target)
 			}
+			c.files[name] = e
 			continue
 		default:
 			continue // directories, devices, pipes: not content
@@ -177,11 +198,9 @@ func hashFile(r io.Reader, size, budget int64, want plumbing.Hash) (plumbing.Has
 	return h, buf, nil
 }
 
-func (o Options) keeps(p string) bool {
-	if len(o.Paths) == 0 {
-		return true
-	}
-	for _, want := range o.Paths {
+// under reports whether p is one of paths or below one of them.
+func under(p string, paths []string) bool {
+	for _, want := range paths {
 		want = strings.Trim(path.Clean("/"+want), "/")
 		if want == "" || p == want || strings.HasPrefix(p, want+"/") {
 			return true
@@ -201,13 +220,14 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 	var added, deleted []string
 	var changes []*fileChange
 	for p, e := range c.files {
-		if !opts.keeps(p) {
-			continue
-		}
 		b, ok := baseFiles[p]
 		switch {
 		case !ok:
 			added = append(added, p)
+		case (b.Mode == filemode.Symlink) != (e.Mode == filemode.Symlink):
+			// A file became a link or back: git writes that as a deletion
+			// and an addition, and git apply takes nothing else.
+			deleted, added = append(deleted, p), append(added, p)
 		case b.Hash != e.Hash || b.Mode != e.Mode:
 			changes = append(changes, &fileChange{
 				ChangedFile: meshtype.ChangedFile{Path: p, Status: meshtype.ChangeModified, Mode: e.Mode.String()},
@@ -216,7 +236,7 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 		}
 	}
 	for p := range baseFiles {
-		if _, ok := c.files[p]; !ok && opts.keeps(p) {
+		if _, ok := c.files[p]; !ok {
 			deleted = append(deleted, p)
 		}
 	}
@@ -230,7 +250,7 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 	renamedFrom := map[string]bool{}
 	for _, p := range added {
 		e := c.files[p]
-		if olds := byHash[e.Hash]; len(olds) > 0 && e.Mode != filemode.Symlink {
+		if olds := byHash[e.Hash]; len(olds) > 0 && e.Mode != filemode.Symlink && olds[0] != p {
 			old := olds[0]
 			byHash[e.Hash] = olds[1:]
 			renamedFrom[old] = true
@@ -254,19 +274,62 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 			from:        &file{path: p, entry: baseFiles[p]},
 		})
 	}
-	sort.Slice(changes, func(i, j int) bool { return changes[i].Path < changes[j].Path })
-
-	var patches []*unidiff.FilePatch
-	s := &c.Summary
-	s.Files = make([]meshtype.ChangedFile, 0, len(changes))
+	// By path; a deletion before the addition at the same path (a type
+	// change), as git writes them.
+	sort.SliceStable(changes, func(i, j int) bool {
+		if changes[i].Path != changes[j].Path {
+			return changes[i].Path < changes[j].Path
+		}
+		return changes[i].Status == meshtype.ChangeDeleted
+	})
 	for _, ch := range changes {
+		if ch.to != nil && ch.to.entry.Mode == filemode.Symlink {
+			target, err := c.content(ch.to)
+			if err != nil {
+				return err
+			}
+			ch.LinkTarget = string(target)
+		}
 		fp, err := c.filePatch(ch, opts)
 		if err != nil {
 			return err
 		}
+		cf := changedFile{ChangedFile: ch.ChangedFile}
 		if fp != nil {
-			patches = append(patches, fp)
+			var buf bytes.Buffer
+			if err := unidiff.Encode(&buf, []*unidiff.FilePatch{fp}); err != nil {
+				return fmt.Errorf("writing the patch: %w", err)
+			}
+			cf.patch = buf.Bytes()
 		}
+		c.changed = append(c.changed, cf)
+	}
+	c.Summary, c.Patch = summarize(c.changed)
+	return nil
+}
+
+// Only is the change to the given files and directories alone: its summary
+// and patch. No paths is the whole change.
+func (c *Change) Only(paths []string) (meshtype.ChangeSummary, []byte) {
+	if len(paths) == 0 {
+		return c.Summary, c.Patch
+	}
+	var some []changedFile
+	for _, cf := range c.changed {
+		if under(cf.Path, paths) || (cf.OldPath != "" && under(cf.OldPath, paths)) {
+			some = append(some, cf)
+		}
+	}
+	return summarize(some)
+}
+
+// summarize counts a change's files and joins their patches (git's format
+// is each file's part, one after another).
+func summarize(changed []changedFile) (meshtype.ChangeSummary, []byte) {
+	s := meshtype.ChangeSummary{Files: make([]meshtype.ChangedFile, 0, len(changed))}
+	var patch []byte
+	for _, ch := range changed {
+		patch = append(patch, ch.patch...)
 		switch ch.Status {
 		case meshtype.ChangeAdded:
 			s.Added++
@@ -285,15 +348,8 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 		s.Files = append(s.Files, ch.ChangedFile)
 	}
 	s.FilesChanged = int64(len(s.Files))
-	var buf bytes.Buffer
-	if len(patches) > 0 {
-		if err := unidiff.Encode(&buf, patches); err != nil {
-			return fmt.Errorf("writing the patch: %w", err)
-		}
-	}
-	c.Patch = buf.Bytes()
-	s.DiffBytes = int64(len(c.Patch))
-	return nil
+	s.DiffBytes = int64(len(patch))
+	return s, patch
 }
 
 // content reads a file of either side.

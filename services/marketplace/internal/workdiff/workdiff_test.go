@@ -193,3 +193,139 @@ func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 		t.Errorf("the patched base differs from the workspace: %+v\n%s", ch2.Summary, ch2.Patch)
 	}
 }
+
+// keep opens a base made from a local repository of files.
+func keep(t *testing.T, files map[string]string, links map[string]string) (*bases.Base, string) {
+	t.Helper()
+	root := t.TempDir()
+	repo := gittest.Repo(t, filepath.Join(root, "repo"), files)
+	for p, target := range links {
+		if err := os.Symlink(target, filepath.Join(repo, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(links) > 0 {
+		gittest.Run(t, repo, "add", "-A")
+		gittest.Run(t, repo, "commit", "-q", "-m", "links")
+	}
+	pol := &source.Policy{Roots: []string{root}}
+	if err := pol.CheckRoots(); err != nil {
+		t.Fatal(err)
+	}
+	d := bases.NewDraft(bases.Limits{})
+	if _, err := pol.Git(context.Background(), &source.GitSpec{URL: repo}, d); err != nil {
+		t.Fatal(err)
+	}
+	store, err := bases.NewStore(filepath.Join(root, "bases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := uuid.New()
+	rec, err := store.Keep(j, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.Open(j, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b, repo
+}
+
+// Type changes (a file becoming a link and back), binary files, private
+// paths in any case, and a view of some paths.
+func TestChangeKinds(t *testing.T) {
+	t.Parallel()
+	base, repo := keep(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n", "bin.dat": "x\x00y", "docs/c.md": "c\n"}, map[string]string{"link": "a.txt"})
+	ws := t.TempDir()
+	var seed bytes.Buffer
+	if err := base.WriteTar(&seed, bases.Owner{UID: os.Getuid(), GID: os.Getgid()}); err != nil {
+		t.Fatal(err)
+	}
+	untar(t, &seed, ws)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Remove(filepath.Join(ws, "link")))
+	must(os.WriteFile(filepath.Join(ws, "link"), []byte("now a file\n"), 0o644))
+	must(os.Remove(filepath.Join(ws, "b.txt")))
+	must(os.Symlink("a.txt", filepath.Join(ws, "b.txt")))
+	must(os.WriteFile(filepath.Join(ws, "bin.dat"), []byte("z\x00z"), 0o644))
+	must(os.WriteFile(filepath.Join(ws, "docs/c.md"), []byte("c2\n"), 0o644))
+	must(os.MkdirAll(filepath.Join(ws, ".MESHWORK"), 0o755))
+	must(os.WriteFile(filepath.Join(ws, ".MESHWORK/cache"), []byte("private\n"), 0o644))
+
+	ch, err := workdiff.Compute(base, tarDir(t, ws), workdiff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ch.Summary
+	// link and b.txt each: a deletion and an addition; bin.dat and c.md modified.
+	if s.Added != 2 || s.Deleted != 2 || s.Modified != 2 || len(s.Binary) != 1 || s.Binary[0] != "bin.dat" {
+		t.Fatalf("summary %+v\n%s", s, ch.Patch)
+	}
+	for _, f := range s.Files {
+		if f.Path == "b.txt" && f.Status == meshtype.ChangeAdded && f.LinkTarget != "a.txt" {
+			t.Errorf("b.txt's link target %q", f.LinkTarget)
+		}
+		if strings.Contains(strings.ToLower(f.Path), ".meshwork") {
+			t.Errorf("a private path in the change: %+v", f)
+		}
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	gittest.Run(t, filepath.Dir(clone), "clone", "-q", repo, clone)
+	pf := filepath.Join(filepath.Dir(clone), "p.patch")
+	must(os.WriteFile(pf, ch.Patch, 0o644))
+	gittest.Run(t, clone, "apply", "--check", pf)
+	gittest.Run(t, clone, "apply", pf)
+	if target, err := os.Readlink(filepath.Join(clone, "b.txt")); err != nil || target != "a.txt" {
+		t.Errorf("b.txt after git apply: %q, %v", target, err)
+	}
+
+	only, patch := ch.Only([]string{"docs"})
+	if only.FilesChanged != 1 || only.Files[0].Path != "docs/c.md" || !bytes.Contains(patch, []byte("+c2")) || bytes.Contains(patch, []byte("b.txt")) {
+		t.Errorf("the view of docs/: %+v\n%s", only, patch)
+	}
+}
+
+// A hard link is resolved to the file it shares content with; one to a
+// private file is refused, not dropped (it would hide the file's change).
+func TestHardLinks(t *testing.T) {
+	t.Parallel()
+	base, _ := keep(t, map[string]string{"main.go": "package main\n"}, nil)
+	build := func(entries ...*tar.Header) io.Reader {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, h := range entries {
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Typeflag == tar.TypeReg {
+				_, _ = tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
+			}
+		}
+		_ = tw.Close()
+		return &buf
+	}
+	ch, err := workdiff.Compute(base, build(
+		&tar.Header{Name: "main.go", Typeflag: tar.TypeReg, Size: 3, Mode: 0o644},
+		&tar.Header{Name: "copy.go", Typeflag: tar.TypeLink, Linkname: "main.go"},
+	), workdiff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Summary.Added != 1 || ch.Summary.Modified != 1 {
+		t.Errorf("summary %+v", ch.Summary)
+	}
+	_, err = workdiff.Compute(base, build(
+		&tar.Header{Name: ".meshwork/x", Typeflag: tar.TypeReg, Size: 3, Mode: 0o644},
+		&tar.Header{Name: "main.go", Typeflag: tar.TypeLink, Linkname: ".meshwork/x"},
+	), workdiff.Options{})
+	if err == nil || !strings.Contains(err.Error(), `"main.go" is a hard link to ".meshwork/x"`) {
+		t.Errorf("a hard link to a private file: %v", err)
+	}
+}

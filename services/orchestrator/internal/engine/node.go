@@ -365,7 +365,11 @@ func nodeSource(p *pipeline.Pipeline, ps pipeline.State, id string) *executor.So
 	}
 	from, _ := p.Node(src.From)
 	role, _ := p.Role(src.From)
-	return &executor.Source{FromRole: from.Role, FromWorker: role.Worker, Patch: ps.Nodes[src.From].Patch}
+	out := &executor.Source{FromRole: from.Role, FromWorker: role.Worker, Patch: ps.Nodes[src.From].Patch}
+	if fromSrc := p.Source(src.From); fromSrc != nil && fromSrc.Input != "" {
+		out.FromRepository, _ = ps.Inputs[fromSrc.Input].(map[string]any)
+	}
+	return out
 }
 
 // executeItems runs a foreach node's items, at most MaxConcurrency at once,

@@ -58,8 +58,10 @@ type Source struct {
 	// ...}), from an input of type repository.
 	Repository map[string]any
 	// FromRole and FromWorker name the role whose journey on this thread
-	// holds the base the patch applies to; Patch is that node's patch.
+	// holds the base the patch applies to, FromRepository the repository
+	// that role was seeded from (nil for none); Patch is that node's patch.
 	FromRole, FromWorker string
+	FromRepository       map[string]any
 	Patch                string
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -130,8 +131,13 @@ func repositoryProblem(v any, kind string) string {
 		if !ok {
 			return `"git" must be an object {"url", "ref", "depth"}`
 		}
-		if u, _ := g["url"].(string); u == "" {
+		u, _ := g["url"].(string)
+		if u == "" {
 			return `"git" needs a "url"`
+		}
+		// A run keeps its inputs: credentials must not be among them.
+		if parsed, err := url.Parse(u); err == nil && (parsed.User != nil || parsed.RawQuery != "") {
+			return `"git.url" must not carry credentials or a query: the marketplace's operator configures credentials per host`
 		}
 	default:
 		if _, ok := m["archive"].(map[string]any); !ok {

@@ -161,6 +161,7 @@ nodes:
 		{map[string]any{"git": "x"}, `"git" must be an object {"url", "ref", "depth"}`},
 		{map[string]any{"git": map[string]any{"ref": "main"}}, `"git" needs a "url"`},
 		{map[string]any{"journey": "j"}, `got the keys journey`},
+		{map[string]any{"git": map[string]any{"url": "https://bot:token@git.example.com/x.git"}}, `must not carry credentials or a query`},
 	} {
 		_, err := p.CheckInputs(map[string]any{"repo": tt.value})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -164,7 +164,11 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	if thread == "" {
 		thread = req.RunID // a run without a thread is its own thread
 	}
-	id, err := JourneyID(req.RoleName, req.Role.Worker, thread, req.Item)
+	var repo map[string]any
+	if req.Source != nil {
+		repo = req.Source.Repository
+	}
+	id, err := JourneyID(req.RoleName, seededWorker(req.Role.Worker, repo), thread, req.Item)
 	if err != nil {
 		return executor.Result{}, err
 	}
@@ -289,8 +293,9 @@ func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id,
 	}
 	// Made again on a new MCP session if the marketplace restarted during
 	// the call: in mode normal or resume, a spawn that did happen is found
-	// live and reported already_active, and one that did not is made. (Mode
-	// fresh, which would destroy the workspace, is never used.)
+	// live and reported already_active, and one that did not is made; in
+	// mode fresh (a node seeded from another's patch) it is seeded again,
+	// which is what the node asked for.
 	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: "spawn_worker", Arguments: args})
 	if err != nil {
 		return fmt.Errorf("spawn_worker: %w", err)
@@ -360,6 +365,21 @@ func (e *Executor) execute(ctx context.Context, id string, act map[string]any) (
 	return out, nil
 }
 
+// seededWorker is the worker part of a journey's key: the worker, and the
+// repository its workspace is seeded from, if any, so that a thread whose
+// repository changes gets a new workspace rather than the old one.
+func seededWorker(worker string, repo map[string]any) string {
+	if repo == nil {
+		return worker
+	}
+	b, err := json.Marshal(repo) // map keys sorted: the same value, the same bytes
+	if err != nil {
+		return worker
+	}
+	sum := sha256.Sum256(b)
+	return worker + "@" + hex.EncodeToString(sum[:12])
+}
+
 // spawnWith is what a spawn seeds the workspace with.
 type spawnWith struct {
 	source map[string]any // spawn_worker's source; nil for none
@@ -374,7 +394,7 @@ func spawnSource(req executor.Request, thread string) (spawnWith, error) {
 	case src == nil:
 		return spawnWith{}, nil
 	case src.FromRole != "":
-		from, err := JourneyID(src.FromRole, src.FromWorker, thread, "")
+		from, err := JourneyID(src.FromRole, seededWorker(src.FromWorker, src.FromRepository), thread, "")
 		if err != nil {
 			return spawnWith{}, err
 		}
