@@ -116,6 +116,9 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 		if name == "" || name == "." {
 			continue
 		}
+		if path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") || strings.HasPrefix(name, "/") {
+			return nil, fmt.Errorf("the workspace export holds the name %q, which is not a path inside the workspace", hdr.Name)
+		}
 		if Private(name) {
 			if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA { //nolint:staticcheck // what older engines write
 				private[name] = true
