@@ -1,6 +1,7 @@
 package journeys
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -109,9 +110,26 @@ func sourceError(err error) error {
 // seed records a prepared base for a created worker and unpacks it into the
 // workspace, owned by the worker's user.
 func (m *Manager) seed(ctx context.Context, rt runtime.Runtime, h runtime.Handle, j store.Journey, d *meshtype.Definition, src *preparedSource) error {
-	rec, err := m.cfg.Bases.Keep(j.UID, src.draft)
-	if err != nil {
-		return err
+	// The base is written to the store while the files go into the
+	// workspace (both read the draft, which no longer changes); the .git,
+	// last in the tar, waits for it.
+	var rec bases.Record
+	kept := make(chan error, 1)
+	go func() {
+		var err error
+		rec, err = m.cfg.Bases.Keep(j.UID, src.draft)
+		kept <- err
+	}()
+	var (
+		keepErr  error
+		keepDone bool // the tar writer took Keep's outcome
+	)
+	gitDir := func(tw *tar.Writer, owner bases.Owner, mtime time.Time) error {
+		keepErr, keepDone = <-kept, true
+		if keepErr != nil {
+			return keepErr
+		}
+		return m.cfg.Bases.GitDir(j.UID, rec, src.draft.Files())(tw, owner, mtime)
 	}
 	// The workspace gets the files and a .git of the base commit: a clean
 	// checkout, for the worker's own use only.
@@ -119,11 +137,17 @@ func (m *Manager) seed(ctx context.Context, rt runtime.Runtime, h runtime.Handle
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
-		pw.CloseWithError(src.draft.WriteTar(pw, ownerOf(d.Isolation.User), m.cfg.Bases.GitDir(j.UID, rec, src.draft.Files())))
+		pw.CloseWithError(src.draft.WriteTar(pw, ownerOf(d.Isolation.User), gitDir))
 	}()
-	err = rt.SeedWorkspace(ctx, h, pr)
+	err := rt.SeedWorkspace(ctx, h, pr)
 	_ = pr.CloseWithError(io.ErrClosedPipe) // a runtime that stopped reading stops the writer
 	<-written
+	if !keepDone {
+		keepErr = <-kept // the tar stopped before the .git: Keep is still ours to wait for
+	}
+	if keepErr != nil {
+		return keepErr
+	}
 	if err != nil {
 		return fmt.Errorf("seeding the workspace: %w", err)
 	}

@@ -203,14 +203,15 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 				if files > limits.MaxFiles {
 					return fmt.Errorf("%w: the repository has more than %d files", bases.ErrRefused, limits.MaxFiles)
 				}
-				n, err := src.EncodedObjectSize(e.Hash)
+				// Read once: asking the size first would read the object twice.
+				obj, err := src.EncodedObject(plumbing.BlobObject, e.Hash)
 				if err != nil {
 					return fmt.Errorf("reading blob %s: %w", e.Hash, err)
 				}
-				if size += n; size > limits.MaxBytes {
+				if size += obj.Size(); size > limits.MaxBytes {
 					return fmt.Errorf("%w: the repository's files pass the limit of %d bytes", bases.ErrRefused, limits.MaxBytes)
 				}
-				if _, err := copyObj(plumbing.BlobObject, e.Hash); err != nil {
+				if _, err := dst.SetEncodedObject(obj); err != nil {
 					return err
 				}
 			}
