@@ -2,6 +2,7 @@ package journeys
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -25,6 +26,9 @@ import (
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workdiff"
 )
+
+// pipeBuffer is the buffer on each side of a pipe that carries a tar.
+const pipeBuffer = 256 << 10
 
 // MaxExportBytes bounds what export_workspace returns inline (a tar or a
 // bundle, before base64); larger workspaces leave through stop_worker's
@@ -137,9 +141,14 @@ func (m *Manager) seed(ctx context.Context, rt runtime.Runtime, h runtime.Handle
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
-		pw.CloseWithError(src.draft.WriteTar(pw, ownerOf(d.Isolation.User), gitDir))
+		bw := bufio.NewWriterSize(pw, pipeBuffer)
+		err := src.draft.WriteTar(bw, ownerOf(d.Isolation.User), gitDir)
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
 	}()
-	err := rt.SeedWorkspace(ctx, h, pr)
+	err := rt.SeedWorkspace(ctx, h, bufio.NewReaderSize(pr, pipeBuffer))
 	_ = pr.CloseWithError(io.ErrClosedPipe) // a runtime that stopped reading stops the writer
 	<-written
 	if !keepDone {
@@ -252,9 +261,16 @@ func (m *Manager) change(ctx context.Context, caller string, j store.Journey, pa
 	exported := make(chan struct{})
 	go func() {
 		defer close(exported)
-		pw.CloseWithError(rt.ExportWorkspace(ctx, handle(j), pw))
+		// Buffered on both sides: a tar is many small writes, and an
+		// unbuffered pipe hands each one over between the goroutines.
+		bw := bufio.NewWriterSize(pw, pipeBuffer)
+		err := rt.ExportWorkspace(ctx, handle(j), bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
 	}()
-	ch, err := workdiff.Compute(base, pr, workdiff.Options{})
+	ch, err := workdiff.Compute(base, bufio.NewReaderSize(pr, pipeBuffer), workdiff.Options{})
 	_ = pr.CloseWithError(io.ErrClosedPipe) // an export still writing stops
 	<-exported
 	if errors.Is(err, workdiff.ErrTooLarge) {

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -93,7 +94,7 @@ func (r *Runtime) copyWorkspace(ctx context.Context, id string, w io.Writer) err
 // "workspace/" (for "/workspace"), and an archive of a workspace should hold
 // its contents, not a directory. The root entry itself is dropped.
 func rebaseTar(r io.Reader, w io.Writer) error {
-	tr := tar.NewReader(r)
+	tr := tar.NewReader(bufio.NewReaderSize(r, 64<<10))
 	tw := tar.NewWriter(w)
 	prefix := ""
 	first := true
