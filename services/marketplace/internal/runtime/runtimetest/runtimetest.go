@@ -381,6 +381,47 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 		}
 	})
 
+	t.Run("SeedWorkspaceUnpacksATar", func(t *testing.T) {
+		b := setup(t)
+		_, h := b.create(t)
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		uid, gid := os.Getuid(), os.Getgid()
+		for _, e := range []struct {
+			name, body string
+			typ        byte
+			mode       int64
+		}{
+			{"src/", "", tar.TypeDir, 0o755},
+			{"src/main.go", "package main\n", tar.TypeReg, 0o644},
+			{"run.sh", "#!/bin/sh\n", tar.TypeReg, 0o755},
+			{"src/link", "main.go", tar.TypeSymlink, 0o777},
+		} {
+			hdr := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Uid: uid, Gid: gid, Size: int64(len(e.body))}
+			if e.typ == tar.TypeSymlink {
+				hdr.Linkname, hdr.Size = e.body, 0
+			}
+			if err := tw.WriteHeader(hdr); err != nil {
+				t.Fatal(err)
+			}
+			if e.typ == tar.TypeReg {
+				_, _ = tw.Write([]byte(e.body))
+			}
+		}
+		_ = tw.Close()
+		if err := b.rt.SeedWorkspace(t.Context(), h, &buf); err != nil {
+			t.Fatalf("SeedWorkspace: %v", err)
+		}
+		files := b.export(t, h)
+		if files["src/main.go"] != "package main\n" || files["run.sh"] != "#!/bin/sh\n" {
+			t.Errorf("the seeded workspace holds %v", files)
+		}
+		// The worker reads what was seeded, as its own user.
+		if out, code := b.run(t, h, nil, b.probe(t, h), "read", "src/main.go"); code != 0 || string(out) != "package main\n" {
+			t.Errorf("reading a seeded file in the worker: exit %d, %q", code, out)
+		}
+	})
+
 	t.Run("WorkspacesAreSeparate", func(t *testing.T) {
 		b := setup(t)
 		_, ha := b.create(t)

@@ -5,6 +5,7 @@
 //	probe echo            copy stdin to stdout
 //	probe noisy-echo      copy stdin to stdout, writing to stderr around every chunk
 //	probe write PATH      write stdin to PATH (creating its directories)
+//	probe read PATH       print PATH's content
 //	probe stderr TEXT     write TEXT and a newline to stderr
 //	probe exit N          exit with status N
 //	probe whoami          print "uid:gid cwd"
@@ -25,7 +26,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: probe echo|noisy-echo|write|stderr|exit|whoami|sleep|net ...")
+		fail("usage: probe echo|noisy-echo|write|read|stderr|exit|whoami|sleep|net ...")
 	}
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "echo":
@@ -61,6 +62,13 @@ func main() {
 		if err := os.WriteFile(args[0], data, 0o644); err != nil {
 			fail(err.Error())
 		}
+	case "read":
+		need(args, 1)
+		data, err := os.ReadFile(args[0])
+		if err != nil {
+			fail(err.Error())
+		}
+		_, _ = os.Stdout.Write(data)
 	case "stderr":
 		need(args, 1)
 		fmt.Fprintln(os.Stderr, strings.Join(args, " "))
