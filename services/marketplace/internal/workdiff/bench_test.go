@@ -23,30 +23,38 @@ func benchContent(i int) []byte {
 	return b.Bytes()
 }
 
+// storedBase keeps a base of n files, file(i) at path(i), in a store in a
+// temporary directory, and returns the store and the record to open it.
+func storedBase(tb testing.TB, n int, path func(int) string, file func(int) []byte) (*bases.Store, uuid.UUID, bases.Record) {
+	tb.Helper()
+	d := bases.NewDraft(bases.Limits{})
+	for i := range n {
+		if err := d.AddFile(path(i), filemode.Regular, bytes.NewReader(file(i))); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if _, err := d.Commit("base", plumbing.ZeroHash, plumbing.ZeroHash); err != nil {
+		tb.Fatal(err)
+	}
+	store, err := bases.NewStore(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	journey := uuid.New()
+	rec, err := store.Keep(journey, d)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return store, journey, rec
+}
+
 // BenchmarkCompute times what workspace_diff does past the engine's export:
 // opening a 5,000-file base from its store on disk and comparing it with a
 // workspace tar (in memory, as the runtime exports it) in which 10 files
 // changed.
 func BenchmarkCompute(b *testing.B) {
 	const files, changed = 5000, 10
-	d := bases.NewDraft(bases.Limits{})
-	for i := range files {
-		if err := d.AddFile(benchPath(i), filemode.Regular, bytes.NewReader(benchContent(i))); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if _, err := d.Commit("base", plumbing.ZeroHash, plumbing.ZeroHash); err != nil {
-		b.Fatal(err)
-	}
-	store, err := bases.NewStore(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	journey := uuid.New()
-	rec, err := store.Keep(journey, d)
-	if err != nil {
-		b.Fatal(err)
-	}
+	store, journey, rec := storedBase(b, files, benchPath, benchContent)
 
 	// The workspace: every directory and file, the way the engine writes
 	// them, 10 files with their second line rewritten.

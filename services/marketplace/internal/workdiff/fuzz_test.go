@@ -3,15 +3,9 @@ package workdiff_test
 import (
 	"archive/tar"
 	"bytes"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
-	"github.com/google/uuid"
-
-	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workdiff"
 )
 
@@ -19,24 +13,9 @@ import (
 // doing), Compute returns an error or a change whose every file is a path
 // the gate can check; never a panic.
 func FuzzCompute(f *testing.F) {
-	d := bases.NewDraft(bases.Limits{})
-	for p, c := range map[string]string{"a.txt": "a\nb\n", "dir/b.go": "package b\n"} {
-		if err := d.AddFile(p, filemode.Regular, strings.NewReader(c)); err != nil {
-			f.Fatal(err)
-		}
-	}
-	if _, err := d.Commit("base", plumbing.ZeroHash, plumbing.ZeroHash); err != nil {
-		f.Fatal(err)
-	}
-	store, err := bases.NewStore(filepath.Join(f.TempDir(), "bases"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	j := uuid.New()
-	rec, err := store.Keep(j, d)
-	if err != nil {
-		f.Fatal(err)
-	}
+	seedFiles := []string{"a.txt", "dir/b.go"}
+	contents := []string{"a\nb\n", "package b\n"}
+	store, j, rec := storedBase(f, len(seedFiles), func(i int) string { return seedFiles[i] }, func(i int) []byte { return []byte(contents[i]) })
 	base, err := store.Open(j, rec)
 	if err != nil {
 		f.Fatal(err)

@@ -9,10 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/meshwork/meshwork/pkg/gittest"
-	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
@@ -39,12 +37,7 @@ func TestCodingPipeline(t *testing.T) {
 	requireImage(t, fakeAgentImage)
 	requireImage(t, shellWorkerImage)
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, dsn := testDatabase(t)
 	root := t.TempDir()
 	repo := gittest.Repo(t, filepath.Join(root, "calc"), gittest.BuggyModule(t))
 	mp := startMarketplace(t, dsn, "--source-roots", root)

@@ -46,12 +46,7 @@ func TestResearchPipeline(t *testing.T) {
 	t.Parallel()
 	requireImage(t, fakeAgentImage)
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, dsn := testDatabase(t)
 
 	// Each fake session answers turn by turn: the reviewer's first review
 	// asks for changes, its second approves.
@@ -140,6 +135,19 @@ func TestResearchPipeline(t *testing.T) {
 			t.Errorf("the second run's writer used session %s, want %s", a.SessionID, v.Sessions["writer"])
 		}
 	}
+}
+
+// testDatabase is a pool on a test database of the test's own, and its DSN
+// for the processes the test starts (the marketplace).
+func testDatabase(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, dsn
 }
 
 func requireImage(t *testing.T, image string) {
