@@ -121,7 +121,7 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Handle
 	cleanup := func(id string) {
 		ctx := context.WithoutCancel(ctx)
 		if id != "" {
-			if _, err := r.engine.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			if _, err := r.engine.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				log.WarnContext(ctx, "removing a half-created container failed", slog.String("container", id), slog.Any("error", err))
 			}
 		}
@@ -167,7 +167,7 @@ func (r *Runtime) removeStale(ctx context.Context, name, journey string) error {
 		return fmt.Errorf("container %s exists but is not journey %s's (label %s=%q); remove it by hand", name, journey, runtime.LabelJourney, got)
 	}
 	r.logger.InfoContext(ctx, "removing stale worker container", slog.String("journey", journey), slog.String("container", res.Container.ID))
-	if _, err := r.engine.ContainerRemove(ctx, res.Container.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := r.engine.ContainerRemove(ctx, res.Container.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("removing stale container %s: %w", name, err)
 	}
 	return nil
@@ -232,7 +232,7 @@ func (r *Runtime) Remove(ctx context.Context, h runtime.Handle, opts runtime.Rem
 		case containerLabels(res.Container)[runtime.LabelJourney] == "":
 			return fmt.Errorf("container %s is not a worker (no %s label); not removing it", h.ID, runtime.LabelJourney)
 		default:
-			if _, err := r.engine.ContainerRemove(ctx, h.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			if _, err := r.engine.ContainerRemove(ctx, h.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				return fmt.Errorf("removing container %s: %w", h.ID, err)
 			}
 		}

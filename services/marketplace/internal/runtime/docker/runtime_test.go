@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -518,5 +519,43 @@ func TestCloseEndsASession(t *testing.T) {
 	}
 	if _, err := s.Read(line); err == nil {
 		t.Error("Read after Close succeeded")
+	}
+}
+
+// An image that declares a VOLUME gets an anonymous volume beside the
+// workspace: removing the worker removes it too, whether the workspace is
+// kept or not.
+func TestRemoveTakesAnonymousVolumes(t *testing.T) {
+	b := setup(t)
+	image := "meshwork/worker-with-volume:test-" + strings.ToLower(uuid.NewString()[:8])
+	build := exec.CommandContext(t.Context(), "docker", "build", "-q", "-t", image, "--label", runtimetest.LabelTest+"="+b.labels[runtimetest.LabelTest], "-")
+	build.Stdin = strings.NewReader("FROM " + workerImage + "\nVOLUME /data\n")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building an image with a VOLUME: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	for _, keep := range []bool{true, false} {
+		spec := b.spec()
+		spec.Image = image
+		h, err := b.rt.Create(t.Context(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var anonymous string
+		for _, m := range b.inspect(t, h.ID).Mounts {
+			if m.Destination == "/data" {
+				anonymous = m.Name
+			}
+		}
+		if anonymous == "" {
+			t.Fatal("the image's VOLUME made no volume")
+		}
+		if err := b.rt.Remove(t.Context(), h, runtime.RemoveOptions{Workspace: !keep}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.c.VolumeInspect(t.Context(), anonymous, client.VolumeInspectOptions{}); !cerrdefs.IsNotFound(err) {
+			t.Errorf("workspace kept %v: the anonymous volume %s outlives its worker (%v)", keep, anonymous, err)
+		}
+		_ = b.rt.Remove(context.WithoutCancel(t.Context()), h, runtime.RemoveOptions{Workspace: true})
 	}
 }

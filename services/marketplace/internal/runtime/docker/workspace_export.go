@@ -68,7 +68,7 @@ func (r *Runtime) ExportWorkspace(ctx context.Context, h runtime.Handle, w io.Wr
 	}
 	defer func() {
 		ctx := context.WithoutCancel(ctx)
-		if _, err := r.engine.ContainerRemove(ctx, created.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := r.engine.ContainerRemove(ctx, created.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			r.logger.WarnContext(ctx, "removing the export helper container failed", slog.String("container", created.ID), slog.Any("error", err))
 		}
 	}()
