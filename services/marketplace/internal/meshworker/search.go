@@ -7,11 +7,21 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"time"
 	"unicode/utf8"
 )
 
 const (
 	defaultMaxMatches = 200
+	// MaxPatternBytes is the longest search pattern.
+	MaxPatternBytes = 1024
+	// DefaultSearchTimeout is Config.SearchTimeout's default.
+	DefaultSearchTimeout = 10 * time.Second
+	// searchBudget bounds one line's match, as the pattern's length times the
+	// line's: RE2 is linear in each, but their product can take seconds (a
+	// 1 KiB alternation over a 3 MiB line), and a match cannot be stopped
+	// once it runs. A longer line is skipped and counted.
+	searchBudget = 256 << 20
 	// maxLineText caps the text of one match: a minified file is one line.
 	maxLineText = 500
 	// binarySniff is how much of a file is checked for a NUL byte: a file
@@ -35,6 +45,8 @@ type searchOut struct {
 	Matches      []searchMatch `json:"matches" jsonschema:"matches in path order, then line order"`
 	Truncated    bool          `json:"truncated" jsonschema:"true when more matches exist than max_matches"`
 	FilesScanned int           `json:"files_scanned" jsonschema:"text files searched (binary and oversized files are skipped)"`
+	TimedOut     bool          `json:"timed_out,omitempty" jsonschema:"true when the search stopped at its time limit: the matches are those found before it"`
+	LinesSkipped int           `json:"lines_skipped,omitempty" jsonschema:"lines too long to search with this pattern (the pattern's length times the line's passes the search's budget)"`
 }
 
 func (w *worker) search(ctx context.Context, in searchIn) (searchOut, error) {
@@ -44,6 +56,9 @@ func (w *worker) search(ctx context.Context, in searchIn) (searchOut, error) {
 	}
 	if in.Pattern == "" {
 		return searchOut{}, errors.New("pattern is required")
+	}
+	if len(in.Pattern) > MaxPatternBytes {
+		return searchOut{}, fmt.Errorf("pattern is %d bytes; the limit is %d", len(in.Pattern), MaxPatternBytes)
 	}
 	re, err := regexp.Compile(in.Pattern)
 	if err != nil {
@@ -63,7 +78,9 @@ func (w *worker) search(ctx context.Context, in searchIn) (searchOut, error) {
 	if err != nil {
 		return searchOut{}, err
 	}
-	s := &searcher{w: w, re: re, limit: limit, out: searchOut{Matches: []searchMatch{}}}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.SearchTimeout)
+	defer cancel()
+	s := &searcher{ctx: ctx, w: w, re: re, limit: limit, maxLine: searchBudget / len(in.Pattern), out: searchOut{Matches: []searchMatch{}}}
 	fi, err := w.root.Stat(p)
 	if err != nil {
 		return searchOut{}, fmt.Errorf("search %s: %w", p, err)
@@ -82,6 +99,10 @@ func (w *worker) search(ctx context.Context, in searchIn) (searchOut, error) {
 	if errors.Is(err, errStopWalk) {
 		err = nil
 	}
+	if ctx.Err() != nil {
+		// The time limit: what was found so far, flagged.
+		s.out.TimedOut, err = true, nil
+	}
 	if err != nil {
 		return searchOut{}, fmt.Errorf("search %s: %w", p, err)
 	}
@@ -89,10 +110,12 @@ func (w *worker) search(ctx context.Context, in searchIn) (searchOut, error) {
 }
 
 type searcher struct {
-	w     *worker
-	re    *regexp.Regexp
-	limit int
-	out   searchOut
+	ctx     context.Context //nolint:containedctx // one search's deadline, checked between lines
+	w       *worker
+	re      *regexp.Regexp
+	limit   int
+	maxLine int // the longest line matched with this pattern
+	out     searchOut
 }
 
 // file searches one file; files that cannot be read as text under the size
@@ -111,6 +134,13 @@ func (s *searcher) file(open, disp string) error {
 			data = nil
 		}
 		line = bytes.TrimSuffix(line, []byte("\r"))
+		if n%64 == 0 && s.ctx.Err() != nil {
+			return errStopWalk
+		}
+		if len(line) > s.maxLine {
+			s.out.LinesSkipped++
+			continue
+		}
 		if !s.re.Match(line) {
 			continue
 		}

@@ -1,8 +1,10 @@
 package meshworker_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/meshworker"
@@ -82,4 +84,43 @@ func TestSearch(t *testing.T) {
 		b.fails(t, "search", map[string]any{"path": "../", "pattern": `x`}, "escapes")
 		b.fails(t, "search", map[string]any{"path": "missing", "pattern": `x`}, "no such file")
 	})
+}
+
+// A search is bounded: a pattern over the size limit is refused, a line too
+// long for the pattern's cost is skipped and counted, and the time limit
+// stops the search with what it found, flagged.
+func TestSearchBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, meshworker.Config{MaxFileSize: 4 << 20})
+	alternation := "(" + strings.Repeat("abcdefg|", 127) + "zz)" // 1,020 bytes
+	writeFiles(t, b.root, map[string]string{
+		"huge.txt":  "zz " + strings.Repeat("q", 3<<20) + "\nzz on a short line\n",
+		"small.txt": "zz\n",
+	})
+	b.fails(t, "search", map[string]any{"pattern": strings.Repeat("a", meshworker.MaxPatternBytes+1)}, "the limit is 1024")
+
+	var r searchResult
+	b.ok(t, "search", map[string]any{"pattern": alternation}, &r)
+	if r.LinesSkipped != 1 || len(r.Matches) != 2 || r.TimedOut {
+		t.Errorf("the 3 MiB line with a 1 KiB pattern: skipped %d, matches %+v, timed out %v", r.LinesSkipped, r.Matches, r.TimedOut)
+	}
+	// A short pattern searches the long line.
+	r = searchResult{}
+	b.ok(t, "search", map[string]any{"pattern": "zz"}, &r)
+	if r.LinesSkipped != 0 || len(r.Matches) != 3 {
+		t.Errorf("a short pattern: skipped %d, matches %+v", r.LinesSkipped, r.Matches)
+	}
+
+	// A time limit too short for the workspace: partial, flagged, no error.
+	slow := setup(t, meshworker.Config{MaxFileSize: 4 << 20, SearchTimeout: time.Nanosecond})
+	files := map[string]string{}
+	for i := range 200 {
+		files[fmt.Sprintf("f%03d.txt", i)] = strings.Repeat("line\n", 200)
+	}
+	writeFiles(t, slow.root, files)
+	r = searchResult{}
+	slow.ok(t, "search", map[string]any{"pattern": "line"}, &r)
+	if !r.TimedOut || r.FilesScanned == 200 {
+		t.Errorf("past the time limit: timed out %v after %d files", r.TimedOut, r.FilesScanned)
+	}
 }

@@ -57,6 +57,9 @@ type Config struct {
 	// before each command: Go needs it to exist, and a worker image points
 	// it into the workspace, which starts empty. Defaults to none.
 	ExecEnv []string
+	// SearchTimeout is the longest a search runs; past it the search stops
+	// and returns what it found, flagged. Defaults to 10 s.
+	SearchTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -71,6 +74,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOutput <= 0 {
 		c.MaxOutput = DefaultMaxOutput
+	}
+	if c.SearchTimeout <= 0 {
+		c.SearchTimeout = DefaultSearchTimeout
 	}
 	return c
 }

@@ -132,6 +132,8 @@ type (
 		} `json:"matches"`
 		Truncated    bool `json:"truncated"`
 		FilesScanned int  `json:"files_scanned"`
+		TimedOut     bool `json:"timed_out"`
+		LinesSkipped int  `json:"lines_skipped"`
 	}
 	deleteResult struct {
 		Path    string `json:"path"`
