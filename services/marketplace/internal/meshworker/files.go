@@ -69,6 +69,9 @@ func (w *worker) readFile(p string) ([]byte, error) {
 	case fi.Size() > w.cfg.MaxFileSize:
 		return nil, tooLarge(w.cfg.MaxFileSize)
 	}
+	if err := w.checkOpened(p, f, fi); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, w.cfg.MaxFileSize+1))
 	if err != nil {
 		return nil, err

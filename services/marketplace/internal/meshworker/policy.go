@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/pkg/meshtype"
@@ -204,4 +207,31 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// checkOpened checks the file actually opened for p, not the name asked
+// for: the name was checked before the open, and code in the worker can
+// swap a link in between, or have made a hard link to a denied file under
+// an allowed name. With a path policy, a regular file is read only when its
+// real path, as the kernel names the open descriptor, is allowed, and when
+// it has no other name (a hard link's other name could be a denied file).
+func (w *worker) checkOpened(p string, f *os.File, fi fs.FileInfo) error {
+	if w.policy == nil {
+		return nil
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return fmt.Errorf("%s has %d hard links; this worker reads no file with more than one name (another could be a denied file)", display(p), st.Nlink)
+	}
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		return fmt.Errorf("checking what %s opened: %w", display(p), err) // fail closed
+	}
+	rel, err := filepath.Rel(w.realRoot, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%s opened %s, outside the workspace", display(p), real)
+	}
+	if opened := filepath.ToSlash(rel); w.policy.all.PathDenied(opened) {
+		return fmt.Errorf("path %q opened %q, which this worker may not access", display(p), opened)
+	}
+	return nil
 }

@@ -94,10 +94,12 @@ var errReadonly = errors.New("the workspace is read-only: this worker may not ch
 // worker holds what the tools share: the confined workspace and the limits.
 type worker struct {
 	cfg     Config
-	absRoot string      // for the exec working directory and go-git
-	root    *os.Root    // every file access goes through it
-	policy  *pathPolicy // nil without path globs
-	logger  *slog.Logger
+	absRoot string // for the exec working directory and go-git
+	// realRoot is absRoot with its symbolic links resolved.
+	realRoot string
+	root     *os.Root    // every file access goes through it
+	policy   *pathPolicy // nil without path globs
+	logger   *slog.Logger
 	// gitMu serialises the git tools: go-git does not lock the index
 	// against a concurrent writer in the same process.
 	gitMu sync.Mutex
@@ -123,7 +125,13 @@ func NewServer(cfg Config, logger *slog.Logger) (*mcp.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the workspace root: %w", err)
 	}
-	w := &worker{cfg: cfg, absRoot: abs, root: root, policy: policy, logger: logger}
+	// The kernel names opened files by their real path: checkOpened
+	// compares with the root's.
+	realRoot, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		realRoot = abs
+	}
+	w := &worker{cfg: cfg, absRoot: abs, realRoot: realRoot, root: root, policy: policy, logger: logger}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "meshworker", Version: buildinfo.Version}, &mcp.ServerOptions{
 		Logger:       logger,
