@@ -92,6 +92,12 @@ func targetProblem(t string) string {
 			return fmt.Sprintf("path contains the invisible formatting character %U", r)
 		case isSeparatorLookalike(r):
 			return fmt.Sprintf("path contains %U, which looks like a path separator or dot", r)
+		case unicode.In(r, unicode.Zl, unicode.Zp):
+			return fmt.Sprintf("path contains the line or paragraph separator %U", r)
+		case r != ' ' && unicode.Is(unicode.Zs, r):
+			return fmt.Sprintf("path contains %U, a space other than U+0020 that a reader cannot tell from it", r)
+		case isOverlayMark(r):
+			return fmt.Sprintf("path contains the combining mark %U, which is drawn over the character before it (a slash or a stroke over a letter reads as a separator)", r)
 		}
 	}
 	if !norm.NFC.IsNormalString(t) {
@@ -121,6 +127,16 @@ func segmentProblem(t string) string {
 		}
 	}
 	return ""
+}
+
+// isOverlayMark reports combining marks of canonical combining class 1,
+// "overlay" in the Unicode data: drawn through the character before them,
+// they turn a letter into what reads as a slash or a struck-out name
+// (U+0338 COMBINING LONG SOLIDUS OVERLAY, U+20E5 COMBINING REVERSE SOLIDUS
+// OVERLAY, ...). The class comes from the normalization tables, so the set
+// follows the Unicode version Go ships.
+func isOverlayMark(r rune) bool {
+	return norm.NFC.PropertiesString(string(r)).CCC() == 1
 }
 
 // isSeparatorLookalike reports runes that render like "/", "\" or "." and are

@@ -3,6 +3,9 @@ package gate_test
 import (
 	"strings"
 	"testing"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/pkg/meshtype"
@@ -127,5 +130,36 @@ func TestDeniedMatchesCompatibilityForm(t *testing.T) {
 	vs := g.Evaluate(&a, meshtype.JourneyState{})
 	if len(vs) != 1 || vs[0].ConstraintID != gate.ConstraintDenied {
 		t.Errorf("got %+v, want denied_paths", vs)
+	}
+}
+
+// Every character of the Unicode data's line, paragraph and space
+// separators (but the plain space) and every overlay combining mark is
+// refused in a path, and a sample of ordinary names still passes. The table
+// comes from Go's Unicode and normalization tables, not a hand list.
+func TestPathRefusesSeparatorClassesFromUnicodeData(t *testing.T) {
+	t.Parallel()
+	var refused []rune
+	for r := rune(0x80); r <= unicode.MaxRune; r++ {
+		if unicode.In(r, unicode.Zl, unicode.Zp, unicode.Zs) || norm.NFC.PropertiesString(string(r)).CCC() == 1 {
+			refused = append(refused, r)
+		}
+	}
+	if len(refused) < 30 {
+		t.Fatalf("only %d characters in the classes: the tables are not what this test expects", len(refused))
+	}
+	for _, r := range refused {
+		p := "docs/a" + string(r) + "b.md"
+		if !norm.NFC.IsNormalString(p) {
+			continue // refused as not NFC anyway
+		}
+		if _, err := gate.CleanTarget(p); err == nil {
+			t.Errorf("%U (%q) is accepted in a path", r, p)
+		}
+	}
+	for _, ok := range []string{"docs/résumé.md", "日本語/ファイル.txt", "a b/c d.txt", "naïve café/ñ.go", "हिन्दी/पाठ.md"} {
+		if _, err := gate.CleanTarget(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
 	}
 }
