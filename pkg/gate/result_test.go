@@ -25,25 +25,8 @@ func resultDef(rules ...meshtype.Rule) *meshtype.Definition {
 // summary builds a change summary of the given files, counted as a diff
 // would count them.
 func summary(files ...meshtype.ChangedFile) *meshtype.ChangeSummary {
-	s := &meshtype.ChangeSummary{Files: files, FilesChanged: int64(len(files)), DiffBytes: 100}
-	for _, f := range files {
-		switch f.Status {
-		case meshtype.ChangeAdded:
-			s.Added++
-		case meshtype.ChangeModified:
-			s.Modified++
-		case meshtype.ChangeDeleted:
-			s.Deleted++
-		case meshtype.ChangeRenamed:
-			s.Renamed++
-		}
-		s.LinesAdded += f.LinesAdded
-		s.LinesDeleted += f.LinesDeleted
-		if f.Binary {
-			s.Binary = append(s.Binary, f.Path)
-		}
-	}
-	return s
+	s := meshtype.Summarize(files, 100)
+	return &s
 }
 
 func modified(p string) meshtype.ChangedFile {

@@ -60,3 +60,30 @@ type ChangeSummary struct {
 	// DiffBytes is the size of the patch.
 	DiffBytes int64 `json:"diff_bytes"`
 }
+
+// Summarize counts files into a change summary whose patch is diffBytes
+// long: one place decides what a summary's counts are.
+func Summarize(files []ChangedFile, diffBytes int64) ChangeSummary {
+	s := ChangeSummary{Files: files, FilesChanged: int64(len(files)), DiffBytes: diffBytes}
+	if s.Files == nil {
+		s.Files = []ChangedFile{}
+	}
+	for _, f := range files {
+		switch f.Status {
+		case ChangeAdded:
+			s.Added++
+		case ChangeModified:
+			s.Modified++
+		case ChangeDeleted:
+			s.Deleted++
+		case ChangeRenamed:
+			s.Renamed++
+		}
+		if f.Binary {
+			s.Binary = append(s.Binary, f.Path)
+		}
+		s.LinesAdded += f.LinesAdded
+		s.LinesDeleted += f.LinesDeleted
+	}
+	return s
+}

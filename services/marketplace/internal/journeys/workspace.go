@@ -76,7 +76,10 @@ func (m *Manager) prepareSource(ctx context.Context, caller string, spec *source
 	case "journey":
 		var from store.Journey
 		if from, err = m.journey(ctx, caller, spec.Journey); err != nil {
-			return nil, notFound("source.journey: no journey %q of yours", spec.Journey)
+			if e, ok := AsError(err); ok && e.Code == CodeNotFound {
+				return nil, notFound("source.journey: no journey %q of yours", spec.Journey)
+			}
+			return nil, err // the store's failure, not the caller's
 		}
 		var base *bases.Base
 		if base, err = m.openBase(from); err != nil {

@@ -329,30 +329,13 @@ func (c *Change) Only(paths []string) (meshtype.ChangeSummary, []byte) {
 // summarize counts a change's files and joins their patches (git's format
 // is each file's part, one after another).
 func summarize(changed []changedFile) (meshtype.ChangeSummary, []byte) {
-	s := meshtype.ChangeSummary{Files: make([]meshtype.ChangedFile, 0, len(changed))}
+	files := make([]meshtype.ChangedFile, 0, len(changed))
 	var patch []byte
 	for _, ch := range changed {
 		patch = append(patch, ch.patch...)
-		switch ch.Status {
-		case meshtype.ChangeAdded:
-			s.Added++
-		case meshtype.ChangeModified:
-			s.Modified++
-		case meshtype.ChangeDeleted:
-			s.Deleted++
-		case meshtype.ChangeRenamed:
-			s.Renamed++
-		}
-		if ch.Binary {
-			s.Binary = append(s.Binary, ch.Path)
-		}
-		s.LinesAdded += ch.LinesAdded
-		s.LinesDeleted += ch.LinesDeleted
-		s.Files = append(s.Files, ch.ChangedFile)
+		files = append(files, ch.ChangedFile)
 	}
-	s.FilesChanged = int64(len(s.Files))
-	s.DiffBytes = int64(len(patch))
-	return s, patch
+	return meshtype.Summarize(files, int64(len(patch))), patch
 }
 
 // content reads a file of either side.

@@ -15,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
@@ -135,19 +132,6 @@ func TestResearchPipeline(t *testing.T) {
 			t.Errorf("the second run's writer used session %s, want %s", a.SessionID, v.Sessions["writer"])
 		}
 	}
-}
-
-// testDatabase is a pool on a test database of the test's own, and its DSN
-// for the processes the test starts (the marketplace).
-func testDatabase(t *testing.T) (*pgxpool.Pool, string) {
-	t.Helper()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool, dsn
 }
 
 func requireImage(t *testing.T, image string) {

@@ -148,9 +148,9 @@ func loadTestCatalog(t testing.TB) *pipeline.Catalog {
 	return cat
 }
 
-// setup starts an engine on a fresh database with the test pipelines and a
-// scripted executor.
-func setup(t *testing.T, reply func(executor.Request) (string, error)) *bundle {
+// testDatabase is a pool on a test database of the test's own, and its DSN
+// for the processes the test starts (the marketplace).
+func testDatabase(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
 	dsn := pgtest.DSN(t)
 	pool, err := pgxpool.New(context.Background(), dsn)
@@ -158,6 +158,14 @@ func setup(t *testing.T, reply func(executor.Request) (string, error)) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	return pool, dsn
+}
+
+// setup starts an engine on a fresh database with the test pipelines and a
+// scripted executor.
+func setup(t *testing.T, reply func(executor.Request) (string, error)) *bundle {
+	t.Helper()
+	pool, dsn := testDatabase(t)
 	b := &bundle{pool: pool, dsn: dsn, exec: &scriptedExecutor{reply: reply}, cat: loadTestCatalog(t)}
 	b.eng = startEngine(t, pool, b.cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.exec}, "")
 	return b
