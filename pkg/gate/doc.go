@@ -8,9 +8,11 @@
 //
 // Built-in constraints are plain Go: the tools allowlist, readonly,
 // max_file_size, lexical path safety, allowed and denied globs, the argv-prefix
-// command allowlist, max_actions and max_cost_usd. User rules are CEL programs
-// type-checked at compile time and run with a cost limit; a rule that errors or
-// runs out of budget is a violation (the gate fails closed).
+// command allowlist (with the arguments of go and git parsed against tables of
+// their allowed subcommands and flags), max_actions and max_cost_usd. User
+// rules are CEL programs type-checked at compile time and run with a cost
+// limit; a rule that errors or runs out of budget is a violation (the gate
+// fails closed).
 //
 // The same Gate is also the result gate, on what leaves a worker:
 // [Gate.EvaluateResult] checks a workspace's change (a [meshtype.ChangeSummary],

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/meshwork/meshwork/pkg/gate"
@@ -22,6 +23,8 @@ func FuzzEvaluate(f *testing.F) {
 		{"read", "README.md", "", "", "", "", 0, 0},
 		{"write", "../x", "hello", "", "", "", 1, 0.5},
 		{"exec", "", "", "", "go", "", 0, 0},
+		{"exec", "./...", "", "", "go", "test", 0, 0},
+		{"exec", "--ext-diff", "", "", "git", "diff", 0, 0},
 		{"tool", "", "", "", "", "echo", 5, 3},
 		{"search", "a/\u2024\u2024/b", "", "(?i)x", "", "", 0, 0},
 		{"list", "app/.ENV", "", "", "", "", 10, 2},
@@ -33,7 +36,7 @@ func FuzzEvaluate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ, target, content, pattern, cmd0, tool string, count int64, cost float64) {
 		a := meshtype.Action{
 			Type: meshtype.ActionType(typ), Target: target, Content: content, Pattern: pattern,
-			Command: []string{cmd0, target}, Tool: tool, Arguments: map[string]any{"path": target, "n": cost},
+			Command: []string{cmd0, tool, target}, Tool: tool, Arguments: map[string]any{"path": target, "n": cost},
 		}
 		state := meshtype.JourneyState{ActionCount: count, CostUSD: cost}
 		first := g.Evaluate(&a, state)
@@ -48,6 +51,70 @@ func FuzzEvaluate(f *testing.F) {
 		}
 		if _, err := json.Marshal(first); err != nil {
 			t.Fatalf("violations do not encode: %v", err)
+		}
+	})
+}
+
+// FuzzEvaluateExec feeds arbitrary argv to a gate allowing go and git
+// commands, so that their argument parsers see random flags, values and
+// paths: it must never panic, always explain a refusal as a commands
+// violation and give the same decision for the same input. An allowed go or
+// git argv has been read to its end, so a disallowed flag (or, before any
+// "--", an absolute path) appended to it must be refused.
+func FuzzEvaluateExec(f *testing.F) {
+	for _, s := range []struct{ program, args string }{
+		{"go", "test -run TestX -count=1 -v ./pkg/..."},
+		{"go", "test -run"},
+		{"go", "vet -vettool=/bin/sh ./..."},
+		{"go", "build -o ../x"},
+		{"go", "test -coverpkg=./...,a/../b -vet=printf,atomic"},
+		{"go", "list -json=Dir -f {{.Dir}}"},
+		{"git", "diff -U5 HEAD~1 -- main.go"},
+		{"git", "diff -wbpU3 --stat=80 --diff-filter=AM -M50% main...x"},
+		{"git", "status -sb -uno --porcelain=v2 -z"},
+		{"git", "log -5 -n 3 -n3 --format=%H"},
+		{"git", "-C /etc diff"},
+		{"git", "diff --no-index /etc/passwd x"},
+		{"/usr/bin/git", "show HEAD:main.go"},
+		{"echo", "-x --y"},
+	} {
+		f.Add(s.program, s.args)
+	}
+	def := &meshtype.Definition{
+		ID: "shell_v1", Kind: meshtype.KindBuiltin, Tools: []string{"exec"},
+		Constraints: meshtype.Constraints{Commands: []string{"go", "git", "/usr/bin/git", "echo"}},
+	}
+	g := mustCompile(f, def)
+	f.Fuzz(func(t *testing.T, program, args string) {
+		argv := append([]string{program}, strings.Split(args, " ")...)
+		a := meshtype.Action{Type: meshtype.ActionExec, Command: argv}
+		first := g.Evaluate(&a, meshtype.JourneyState{})
+		again := g.Evaluate(&a, meshtype.JourneyState{})
+		if !reflect.DeepEqual(first, again) {
+			t.Fatalf("non-deterministic: %+v then %+v", first, again)
+		}
+		for _, v := range first {
+			if !v.Violated || v.ConstraintID != gate.ConstraintCommands || v.Message == "" {
+				t.Fatalf("violation not a commands refusal with a message: %+v", v)
+			}
+		}
+		if first != nil || strings.IndexByte(args, 0) >= 0 {
+			return
+		}
+		var extra []string
+		switch program {
+		case "go":
+			extra = []string{"-toolexec=x", "/abs"}
+		case "git", "/usr/bin/git":
+			if !slices.Contains(argv, "--") {
+				extra = []string{"--ext-diff", "-O/x", "/abs"}
+			}
+		}
+		for _, x := range extra {
+			b := meshtype.Action{Type: meshtype.ActionExec, Command: append(slices.Clone(argv), x)}
+			if g.Evaluate(&b, meshtype.JourneyState{}) == nil {
+				t.Fatalf("%q allowed after the allowed %q", x, argv)
+			}
 		}
 	})
 }

@@ -80,6 +80,12 @@ func Compile(def *meshtype.Definition) (*Gate, error) {
 		if len(argv) == 0 {
 			return nil, &CompileError{Path: "constraints.commands[" + strconv.Itoa(i) + "]", Msg: "empty command"}
 		}
+		// A prefix the argv check would refuse could never run.
+		if t := argvToolFor(argv[0]); t != nil {
+			if msg := t.check(argv[1:], true); msg != "" {
+				return nil, &CompileError{Path: "constraints.commands[" + strconv.Itoa(i) + "]", Msg: msg}
+			}
+		}
 		g.commands = append(g.commands, argv)
 	}
 	if g.rules, err = actionRules.compile(c.Rules); err != nil {
@@ -133,7 +139,9 @@ func (g *Gate) Evaluate(a *meshtype.Action, state meshtype.JourneyState) []mesht
 		add(ConstraintMaxCost, fmt.Sprintf("Cost limit reached: $%.4f spent of a $%.2f budget", state.CostUSD, g.maxCostUSD))
 	}
 	if len(g.rules) > 0 {
-		in := ruleInput{action: a, journey: &state}
+		// A copy, so that only evaluations with rules move the state to the heap.
+		st := state
+		in := ruleInput{action: a, journey: &st}
 		for _, r := range g.rules {
 			if msg, ok := r.eval(&in); !ok {
 				add(r.id, msg)
@@ -176,6 +184,9 @@ func takesTarget(t meshtype.ActionType) bool {
 	return false
 }
 
+// checkCommand checks an exec's argv: it must start with an allowed prefix,
+// and for the programs the gate knows (go, git; see argv.go) the rest must
+// parse against that program's table of subcommands and flags.
 func (g *Gate) checkCommand(argv []string) string {
 	if len(argv) == 0 || argv[0] == "" {
 		return "exec needs a command: a non-empty argv list"
@@ -187,6 +198,9 @@ func (g *Gate) checkCommand(argv []string) string {
 	}
 	for _, prefix := range g.commands {
 		if len(argv) >= len(prefix) && slices.Equal(argv[:len(prefix)], prefix) {
+			if t := argvToolFor(argv[0]); t != nil {
+				return t.check(argv[1:], false)
+			}
 			return ""
 		}
 	}
