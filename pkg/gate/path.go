@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/mtibben/confusables"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
@@ -109,6 +110,9 @@ func targetProblem(t string) string {
 		if k := norm.NFKC.String(seg); k != seg && (k == ".." || strings.ContainsAny(k, `/\`)) {
 			return fmt.Sprintf("path segment %q has the compatibility form %q, a separator or a dot segment", seg, k)
 		}
+		if lookalikeSegment(seg) {
+			return fmt.Sprintf("path segment %q reads as separators or dots", seg)
+		}
 	}
 	return ""
 }
@@ -139,21 +143,33 @@ func isOverlayMark(r rune) bool {
 	return norm.NFC.PropertiesString(string(r)).CCC() == 1
 }
 
-// isSeparatorLookalike reports runes that render like "/", "\" or "." and are
-// not folded to them by NFKC, so a reader (or a later tool) could mistake them.
+// isSeparatorLookalike reports punctuation, symbols and marks that the
+// Unicode confusables data (UTS #39, through the skeleton) maps to something
+// holding "/", "\" or ".": DIVISION SLASH, FRACTION SLASH, ONE DOT LEADER,
+// TWO DOT LEADER, FULLWIDTH REVERSE SOLIDUS and their kind. Letters and
+// digits confusable with them (KATAKANA LETTER NO, ARABIC-INDIC DIGIT ZERO)
+// belong to scripts people name files in, so they are refused only when a
+// whole segment reads as separators or dots (lookalikeSegment).
 func isSeparatorLookalike(r rune) bool {
-	switch r {
-	case '\u2215', // DIVISION SLASH
-		'\u2044', // FRACTION SLASH
-		'\u29F8', // BIG SOLIDUS
-		'\u2216', // SET MINUS
-		'\u29F5', // REVERSE SOLIDUS OPERATOR
-		'\u29F9', // BIG REVERSE SOLIDUS
-		'\u3002', // IDEOGRAPHIC FULL STOP
-		'\uFF61': // HALFWIDTH IDEOGRAPHIC FULL STOP
+	return r >= utf8.RuneSelf && unicode.In(r, unicode.P, unicode.S, unicode.M) && strings.ContainsAny(confusables.Skeleton(string(r)), `/\.`)
+}
+
+// lookalikeSegment reports a non-ASCII segment that displays as nothing but
+// separators and dots: its confusables skeleton is made of them ("٠٠" reads
+// as ".."), or it is all sentence-ending punctuation ("。。").
+func lookalikeSegment(seg string) bool {
+	if seg == "" || isASCII(seg) {
+		return false
+	}
+	if strings.Trim(confusables.Skeleton(seg), `/\.`) == "" {
 		return true
 	}
-	return false
+	for _, r := range seg {
+		if !unicode.Is(unicode.Terminal_Punctuation, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkPath applies path safety and the allowed and denied globs to the

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/mtibben/confusables"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/meshwork/meshwork/pkg/gate"
@@ -139,14 +140,22 @@ func TestDeniedMatchesCompatibilityForm(t *testing.T) {
 // comes from Go's Unicode and normalization tables, not a hand list.
 func TestPathRefusesSeparatorClassesFromUnicodeData(t *testing.T) {
 	t.Parallel()
+	// The table: separators and overlay marks from the character
+	// database, and every punctuation, symbol or mark whose confusables
+	// skeleton (UTS #39) holds a slash, backslash or dot.
 	var refused []rune
+	confusable := 0
 	for r := rune(0x80); r <= unicode.MaxRune; r++ {
-		if unicode.In(r, unicode.Zl, unicode.Zp, unicode.Zs) || norm.NFC.PropertiesString(string(r)).CCC() == 1 {
+		switch {
+		case unicode.In(r, unicode.Zl, unicode.Zp, unicode.Zs) || norm.NFC.PropertiesString(string(r)).CCC() == 1:
 			refused = append(refused, r)
+		case unicode.In(r, unicode.P, unicode.S, unicode.M) && strings.ContainsAny(confusables.Skeleton(string(r)), `/\.`):
+			refused = append(refused, r)
+			confusable++
 		}
 	}
-	if len(refused) < 30 {
-		t.Fatalf("only %d characters in the classes: the tables are not what this test expects", len(refused))
+	if len(refused) < 30 || confusable < 30 {
+		t.Fatalf("only %d characters in the classes, %d confusables: the tables are not what this test expects", len(refused), confusable)
 	}
 	for _, r := range refused {
 		p := "docs/a" + string(r) + "b.md"
@@ -157,7 +166,14 @@ func TestPathRefusesSeparatorClassesFromUnicodeData(t *testing.T) {
 			t.Errorf("%U (%q) is accepted in a path", r, p)
 		}
 	}
-	for _, ok := range []string{"docs/résumé.md", "日本語/ファイル.txt", "a b/c d.txt", "naïve café/ñ.go", "हिन्दी/पाठ.md"} {
+	// Letters and digits confusable with a separator or dot are refused
+	// only as a whole segment that reads as one.
+	for _, bad := range []string{"ノ/x", "\u0660\u0660/x", "a/\u0701/b", "\u3002\u3002/x"} {
+		if _, err := gate.CleanTarget(bad); err == nil {
+			t.Errorf("%q is accepted", bad)
+		}
+	}
+	for _, ok := range []string{"docs/résumé.md", "日本語/ファイル.txt", "ノート/メモ.md", "a b/c d.txt", "naïve café/ñ.go", "हिन्दी/पाठ.md", "\u0661\u0660/x", "..."} {
 		if _, err := gate.CleanTarget(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
