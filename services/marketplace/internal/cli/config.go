@@ -3,13 +3,16 @@ package cli
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v4"
 
+	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 )
 
@@ -58,10 +61,19 @@ type serveConfig struct {
 	// SourceCAFile is extra PEM certificates to trust for source hosts.
 	// Defaults to the system's roots only.
 	SourceCAFile string `yaml:"source_ca_file"`
+	// MaxJourneysPerCaller is the most live journeys (holding a worker) one
+	// caller may have; at least 1. Defaults to 20.
+	MaxJourneysPerCaller int `yaml:"max_journeys_per_caller"`
+	// MaxJourneys is the most live journeys of all callers together; at
+	// least 1. Defaults to 200.
+	MaxJourneys int `yaml:"max_journeys"`
 }
 
 func defaultServeConfig() serveConfig {
-	return serveConfig{Transport: "stdio", Addr: ":8080", Caller: "local", IdleCheck: time.Minute}
+	return serveConfig{
+		Transport: "stdio", Addr: ":8080", Caller: "local", IdleCheck: time.Minute,
+		MaxJourneysPerCaller: journeys.DefaultMaxJourneysPerCaller, MaxJourneys: journeys.DefaultMaxJourneys,
+	}
 }
 
 // configField binds one setting to its flag, environment variable and file key.
@@ -70,7 +82,16 @@ type configField struct {
 	str              *string
 	boolean          *bool
 	dur              *time.Duration
+	// num is a whole number of at least 1.
+	num *int
 }
+
+// fileKey is the setting's key in the config file.
+func (f configField) fileKey() string { return strings.ReplaceAll(f.flag, "-", "_") }
+
+// unsetNum marks a number the config file leaves out, so that an explicit 0
+// in the file is refused rather than taken for "not set".
+const unsetNum = math.MinInt
 
 func (c *serveConfig) fields() []configField {
 	return []configField{
@@ -91,6 +112,8 @@ func (c *serveConfig) fields() []configField {
 		{flag: "source-roots", env: "MESHWORK_SOURCE_ROOTS", usage: `local directories git sources may name, "dir,dir"`, str: &c.SourceRoots},
 		{flag: "source-credentials-file", env: "MESHWORK_SOURCE_CREDENTIALS_FILE", usage: `credentials for private source hosts, "HOST USERNAME PASSWORD" per line`, str: &c.SourceCredentialsFile},
 		{flag: "source-ca-file", env: "MESHWORK_SOURCE_CA_FILE", usage: "extra PEM certificates to trust for source hosts", str: &c.SourceCAFile},
+		{flag: "max-journeys-per-caller", env: "MESHWORK_MAX_JOURNEYS_PER_CALLER", usage: "most live journeys (holding a worker) one caller may have; spawns past it are refused", num: &c.MaxJourneysPerCaller},
+		{flag: "max-journeys", env: "MESHWORK_MAX_JOURNEYS", usage: "most live journeys of all callers together on this marketplace", num: &c.MaxJourneys},
 	}
 }
 
@@ -104,6 +127,8 @@ func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
 			fs.BoolVar(f.boolean, f.flag, *f.boolean, usage)
 		case f.dur != nil:
 			fs.DurationVar(f.dur, f.flag, *f.dur, usage)
+		case f.num != nil:
+			fs.IntVar(f.num, f.flag, *f.num, usage)
 		}
 	}
 }
@@ -113,24 +138,32 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 	set := map[string]bool{}
 	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	flagged := *c
+	// from says where each setting's value came from, for the errors.
+	from := map[string]string{}
 	if file != "" {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return fmt.Errorf("reading config: %w", err)
 		}
 		var fromFile serveConfig
+		for _, f := range fromFile.fields() {
+			if f.num != nil {
+				*f.num = unsetNum
+			}
+		}
 		dec := yaml.NewDecoder(strings.NewReader(string(data)))
 		dec.KnownFields(true)
 		if err := dec.Decode(&fromFile); err != nil {
 			return fmt.Errorf("config %s: %w", file, err)
 		}
-		c.overlay(&fromFile)
+		c.overlay(&fromFile, file, from)
 	}
 	for _, f := range c.fields() {
 		v := getenv(f.env)
 		if v == "" {
 			continue
 		}
+		from[f.flag] = f.env
 		switch {
 		case f.str != nil:
 			*f.str = v
@@ -142,6 +175,12 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 				return fmt.Errorf("%s: %w", f.env, err)
 			}
 			*f.dur = d
+		case f.num != nil:
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a whole number", f.env, v)
+			}
+			*f.num = n
 		}
 	}
 	// Flags the user set win over everything.
@@ -150,6 +189,7 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 		if !set[mine[i].flag] {
 			continue
 		}
+		from[mine[i].flag] = "--" + mine[i].flag
 		switch {
 		case mine[i].str != nil:
 			*mine[i].str = *theirs[i].str
@@ -157,6 +197,8 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 			*mine[i].boolean = *theirs[i].boolean
 		case mine[i].dur != nil:
 			*mine[i].dur = *theirs[i].dur
+		case mine[i].num != nil:
+			*mine[i].num = *theirs[i].num
 		}
 	}
 	if c.Transport != "stdio" && c.Transport != "http" {
@@ -165,11 +207,21 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 	if c.IdleCheck <= 0 {
 		return fmt.Errorf("idle-check %s must be positive", c.IdleCheck)
 	}
+	for _, f := range c.fields() {
+		if f.num != nil && *f.num < 1 {
+			source, ok := from[f.flag]
+			if !ok {
+				source = "the default"
+			}
+			return fmt.Errorf("%s must be at least 1, got %d from %s", f.flag, *f.num, source)
+		}
+	}
 	return nil
 }
 
-// overlay copies the settings o has (non-zero) onto c.
-func (c *serveConfig) overlay(o *serveConfig) {
+// overlay copies the settings o, read from file, has (non-zero; numbers
+// set) onto c, noting in from where they came from.
+func (c *serveConfig) overlay(o *serveConfig, file string, from map[string]string) {
 	mine, theirs := c.fields(), o.fields()
 	for i := range mine {
 		switch {
@@ -179,7 +231,12 @@ func (c *serveConfig) overlay(o *serveConfig) {
 			*mine[i].boolean = true
 		case mine[i].dur != nil && *theirs[i].dur != 0:
 			*mine[i].dur = *theirs[i].dur
+		case mine[i].num != nil && *theirs[i].num != unsetNum:
+			*mine[i].num = *theirs[i].num
+		default:
+			continue
 		}
+		from[mine[i].flag] = mine[i].fileKey() + " in " + file
 	}
 }
 

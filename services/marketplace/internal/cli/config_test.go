@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,16 +33,60 @@ func TestServeConfigPrecedence(t *testing.T) {
 	}
 }
 
+// The journey quotas layer like every setting, and default to 20 and 200.
+func TestServeConfigQuotas(t *testing.T) {
+	t.Parallel()
+	resolve := func(t *testing.T, fileText string, env map[string]string, args ...string) serveConfig {
+		t.Helper()
+		file := ""
+		if fileText != "" {
+			file = filepath.Join(t.TempDir(), "marketplace.yaml")
+			if err := os.WriteFile(file, []byte(fileText), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := defaultServeConfig()
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		cfg.bindFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.resolve(fs, file, func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if cfg := resolve(t, "", nil); cfg.MaxJourneysPerCaller != 20 || cfg.MaxJourneys != 200 {
+		t.Errorf("defaults: per caller %d, total %d; want 20, 200", cfg.MaxJourneysPerCaller, cfg.MaxJourneys)
+	}
+	cfg := resolve(t, "max_journeys_per_caller: 3\nmax_journeys: 30\n", map[string]string{"MESHWORK_MAX_JOURNEYS": "40"})
+	if cfg.MaxJourneysPerCaller != 3 || cfg.MaxJourneys != 40 {
+		t.Errorf("file and env: per caller %d, total %d; want 3 (file), 40 (env)", cfg.MaxJourneysPerCaller, cfg.MaxJourneys)
+	}
+	cfg = resolve(t, "max_journeys: 30\n", map[string]string{"MESHWORK_MAX_JOURNEYS": "40", "MESHWORK_MAX_JOURNEYS_PER_CALLER": "4"},
+		"--max-journeys", "50")
+	if cfg.MaxJourneysPerCaller != 4 || cfg.MaxJourneys != 50 {
+		t.Errorf("flag over env: per caller %d, total %d; want 4 (env), 50 (flag)", cfg.MaxJourneysPerCaller, cfg.MaxJourneys)
+	}
+}
+
 func TestServeConfigRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
 		file, want string
 		env        map[string]string
+		args       []string
 	}{
 		"unknown key in file": {file: "listen_on: x\n", want: "listen_on"},
 		"bad transport":       {env: map[string]string{"MESHWORK_TRANSPORT": "carrier-pigeon"}, want: `transport "carrier-pigeon"`},
 		"bad duration":        {env: map[string]string{"MESHWORK_IDLE_CHECK": "soon"}, want: "MESHWORK_IDLE_CHECK"},
 		"zero idle check":     {env: map[string]string{"MESHWORK_IDLE_CHECK": "0s"}, want: "must be positive"},
+		"quota not a number":  {env: map[string]string{"MESHWORK_MAX_JOURNEYS": "ten"}, want: `MESHWORK_MAX_JOURNEYS: "ten" is not a whole number`},
+		"quota with a unit":   {env: map[string]string{"MESHWORK_MAX_JOURNEYS_PER_CALLER": "20 "}, want: `MESHWORK_MAX_JOURNEYS_PER_CALLER: "20 " is not a whole number`},
+		"negative quota":      {env: map[string]string{"MESHWORK_MAX_JOURNEYS": "-1"}, want: "max-journeys must be at least 1, got -1 from MESHWORK_MAX_JOURNEYS"},
+		"zero quota flag":     {args: []string{"--max-journeys-per-caller", "0"}, want: "max-journeys-per-caller must be at least 1, got 0 from --max-journeys-per-caller"},
+		"quota flag word":     {args: []string{"--max-journeys=ten"}, want: "max-journeys"},
+		"zero quota in file":  {file: "max_journeys: 0\n", want: "max-journeys must be at least 1, got 0 from max_journeys in "},
 	} {
 		path := ""
 		if tc.file != "" {
@@ -50,8 +95,12 @@ func TestServeConfigRefusesBadInput(t *testing.T) {
 		}
 		cfg := defaultServeConfig()
 		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
 		cfg.bindFlags(fs)
-		err := cfg.resolve(fs, path, func(k string) string { return tc.env[k] })
+		err := fs.Parse(tc.args)
+		if err == nil {
+			err = cfg.resolve(fs, path, func(k string) string { return tc.env[k] })
+		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error containing %q", name, err, tc.want)
 		}

@@ -130,6 +130,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		ArchiveDir: cfg.ArchiveDir, Logger: logger, Metrics: reg,
 		AgentEnv: agentCredentials(os.Getenv), NestedMCPURL: cfg.NestedMCPURL,
 		Bases: baseStore, Sources: sources,
+		MaxJourneysPerCaller: cfg.MaxJourneysPerCaller, MaxJourneys: cfg.MaxJourneys,
 	})
 	if err != nil {
 		return err

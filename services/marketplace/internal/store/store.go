@@ -99,21 +99,121 @@ func scanJourney(row pgx.Row) (Journey, error) {
 	return j, err
 }
 
-// CreateJourney inserts a journey in state starting. It fails with ErrExists
+// CreateJourney inserts a journey in state starting, if q admits one more
+// live journey of j.Caller (a *QuotaError if not). It fails with ErrExists
 // when the caller already has a journey with that id.
-func (s *Store) CreateJourney(ctx context.Context, j Journey) (Journey, error) {
-	row := s.pool.QueryRow(ctx, `INSERT INTO journeys (caller, id, worker_id, definition_hash, state, isolation_level, parent_journey)
-		VALUES ($1, $2, $3, $4, 'starting', $5, $6) RETURNING `+journeyColumns,
-		j.Caller, j.ID, j.WorkerID, j.DefinitionHash, j.IsolationLevel, j.ParentJourney)
-	out, err := scanJourney(row)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return Journey{}, fmt.Errorf("journey %q: %w", j.ID, ErrExists)
-	}
+func (s *Store) CreateJourney(ctx context.Context, j Journey, q Quota) (Journey, error) {
+	var out Journey
+	err := s.admit(ctx, j.Caller, uuid.Nil, q, func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `INSERT INTO journeys (caller, id, worker_id, definition_hash, state, isolation_level, parent_journey)
+			VALUES ($1, $2, $3, $4, 'starting', $5, $6) RETURNING `+journeyColumns,
+			j.Caller, j.ID, j.WorkerID, j.DefinitionHash, j.IsolationLevel, j.ParentJourney)
+		var err error
+		out, err = scanJourney(row)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return fmt.Errorf("journey %q: %w", j.ID, ErrExists)
+		}
+		if err != nil {
+			return fmt.Errorf("creating journey: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Journey{}, fmt.Errorf("creating journey: %w", err)
+		return Journey{}, err
 	}
 	return out, nil
+}
+
+// Quota bounds the live journeys: those in state starting or active, which
+// hold a worker or are getting one. A stopped journey that keeps its
+// workspace is not live, nor is an orphaned, failed or deleted one. A zero
+// limit is no limit.
+type Quota struct {
+	// PerCaller is the most live journeys one caller may have.
+	PerCaller int
+	// Total is the most live journeys in the database, all callers together.
+	Total int
+}
+
+// QuotaError is a refused admission: one more live journey would pass a
+// limit of the Quota.
+type QuotaError struct {
+	// Caller is the caller whose spawn was refused.
+	Caller string
+	// Total: the limit reached is Quota.Total; otherwise Quota.PerCaller.
+	Total bool
+	// Live is what the limit counts now: the caller's live journeys, or all
+	// of them. Limit is the limit.
+	Live, Limit int
+}
+
+func (e *QuotaError) Error() string {
+	if e.Total {
+		return fmt.Sprintf("%d live journeys, the limit is %d", e.Live, e.Limit)
+	}
+	return fmt.Sprintf("caller %q has %d live journeys, the limit is %d", e.Caller, e.Live, e.Limit)
+}
+
+// quotaLock is taken by every admission until its transaction ends. One
+// lock for the whole database, not one per caller: every admission counts
+// the total, so every admission has to exclude every other one anyway. The
+// counting and the change that makes a journey live are a few milliseconds;
+// creating the worker happens after the commit.
+const quotaLock = `SELECT pg_advisory_xact_lock(hashtext('meshwork_journey_quota'))`
+
+// admit runs fn, which makes journey uid of caller live (uuid.Nil: a journey
+// fn inserts), in a transaction that first checks q under quotaLock. So two
+// admissions at the limit cannot both pass: the second counts after the
+// first has committed. A journey that is live already is admitted whatever
+// the counts: it is counted once, now and after.
+func (s *Store) admit(ctx context.Context, caller string, uid uuid.UUID, q Quota, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if q != (Quota{}) {
+			if _, err := tx.Exec(ctx, quotaLock); err != nil {
+				return fmt.Errorf("taking the quota lock: %w", err)
+			}
+			if err := checkQuota(ctx, tx, caller, uid, q); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
+}
+
+// CheckQuota reports whether q would admit journey uid of caller (uuid.Nil:
+// a new one) now, with a *QuotaError if not. It takes no lock: it refuses
+// early, before a spawn does costly work; the admission that makes the
+// journey live checks again, under the lock.
+func (s *Store) CheckQuota(ctx context.Context, caller string, uid uuid.UUID, q Quota) error {
+	if q == (Quota{}) {
+		return nil
+	}
+	return checkQuota(ctx, s.pool, caller, uid, q)
+}
+
+func checkQuota(ctx context.Context, db querier, caller string, uid uuid.UUID, q Quota) error {
+	var mine, all int
+	var live bool
+	if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE caller = $1), count(*), coalesce(bool_or(uid = $2), false)
+		FROM journeys WHERE state IN ('starting', 'active')`, caller, uid).Scan(&mine, &all, &live); err != nil {
+		return fmt.Errorf("counting live journeys: %w", err)
+	}
+	switch {
+	case live:
+		return nil
+	case q.PerCaller > 0 && mine >= q.PerCaller:
+		return &QuotaError{Caller: caller, Live: mine, Limit: q.PerCaller}
+	case q.Total > 0 && all >= q.Total:
+		return &QuotaError{Caller: caller, Total: true, Live: all, Limit: q.Total}
+	}
+	return nil
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // Journey returns the caller's journey with the given id.
@@ -234,21 +334,27 @@ func (s *Store) SetState(ctx context.Context, uid uuid.UUID, state JourneyState)
 		stopped_at = CASE WHEN $2 IN ('stopped', 'orphaned', 'failed', 'deleted') THEN now() ELSE NULL END WHERE uid = $1`, uid, string(state))
 }
 
-// Reset starts a journey over (spawn mode fresh): new worker, counters,
-// agent session and base cleared (until the new base is recorded, the
-// journey has none, so nothing diffs against a base that is being
+// Reset starts caller's journey over (spawn mode fresh), if q admits it
+// (a *QuotaError if not; a live journey is always admitted): new worker,
+// counters, agent session and base cleared (until the new base is recorded,
+// the journey has none, so nothing diffs against a base that is being
 // replaced). Its audit rows stay.
-func (s *Store) Reset(ctx context.Context, uid uuid.UUID, workerID, definitionHash, isolation string) error {
-	return s.exec(ctx, `UPDATE journeys SET state = 'starting', worker_id = $2, definition_hash = $3, isolation_level = $4,
-		container_id = NULL, volume = NULL, agent_session_id = NULL, action_count = 0, cost_usd = 0,
-		base_commit = NULL, base_origin = NULL, source = NULL,
-		created_at = now(), last_used_at = now(), stopped_at = NULL WHERE uid = $1`, uid, workerID, definitionHash, isolation)
+func (s *Store) Reset(ctx context.Context, caller string, uid uuid.UUID, workerID, definitionHash, isolation string, q Quota) error {
+	return s.admit(ctx, caller, uid, q, func(tx pgx.Tx) error {
+		return update(ctx, tx, `UPDATE journeys SET state = 'starting', worker_id = $2, definition_hash = $3, isolation_level = $4,
+			container_id = NULL, volume = NULL, agent_session_id = NULL, action_count = 0, cost_usd = 0,
+			base_commit = NULL, base_origin = NULL, source = NULL,
+			created_at = now(), last_used_at = now(), stopped_at = NULL WHERE uid = $1`, uid, workerID, definitionHash, isolation)
+	})
 }
 
-// Restart marks a stopped or orphaned journey as starting again (spawn mode
-// resume), keeping its workspace, counters and agent session.
-func (s *Store) Restart(ctx context.Context, uid uuid.UUID, definitionHash string) error {
-	return s.exec(ctx, `UPDATE journeys SET state = 'starting', definition_hash = $2, stopped_at = NULL WHERE uid = $1`, uid, definitionHash)
+// Restart marks caller's stopped or orphaned journey as starting again
+// (spawn mode resume), if q admits it (a *QuotaError if not), keeping its
+// workspace, counters and agent session.
+func (s *Store) Restart(ctx context.Context, caller string, uid uuid.UUID, definitionHash string, q Quota) error {
+	return s.admit(ctx, caller, uid, q, func(tx pgx.Tx) error {
+		return update(ctx, tx, `UPDATE journeys SET state = 'starting', definition_hash = $2, stopped_at = NULL WHERE uid = $1`, uid, definitionHash)
+	})
 }
 
 // Touch marks a journey used now, as an action starts, so the idle stopper
@@ -272,7 +378,12 @@ func (s *Store) IdleJourneys(ctx context.Context, cutoff time.Time) ([]Journey, 
 }
 
 func (s *Store) exec(ctx context.Context, sql string, args ...any) error {
-	tag, err := s.pool.Exec(ctx, sql, args...)
+	return update(ctx, s.pool, sql, args...)
+}
+
+// update runs an UPDATE of one journey: ErrNotFound if there is none.
+func update(ctx context.Context, db querier, sql string, args ...any) error {
+	tag, err := db.Exec(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("updating journey: %w", err)
 	}
