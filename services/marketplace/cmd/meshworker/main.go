@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/marketplace/internal/meshworker"
 )
@@ -40,8 +41,9 @@ through exec sessions, so a broken session can be re-opened without
 restarting the container.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			<-cmd.Context().Done()
-			return nil
+			// PID 1: non-dumpable, so commands cannot write the container's
+			// log through /proc/1/fd; it reaps and ends orphans.
+			return proctree.Idle(cmd.Context())
 		},
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,6 +80,17 @@ GOFLAGS, GOMODCACHE, GOPATH, GOPROXY, GOTMPDIR, GOTOOLCHAIN; a worker image
 sets them), and nothing else of it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The commands exec runs share our uid: they must not be able
+			// to trace us, read our memory or write to our stdout (the
+			// protocol), nor leave processes behind.
+			if err := proctree.Protect(); err != nil {
+				return err
+			}
+			sweeper, err := proctree.NewSweeper()
+			if err != nil {
+				return err
+			}
+			cfg.Sweeper = sweeper
 			cfg.ExecEnv = meshworker.ToolchainEnv(os.Environ())
 			// The container has no network, so nothing is exported; Setup
 			// still installs the propagator and a recording provider, so
@@ -108,6 +121,8 @@ sets them), and nothing else of it.`,
 	f.Int64Var(&cfg.MaxOutput, "max-output", meshworker.DefaultMaxOutput, "cap on each of a command's stdout and stderr, in bytes")
 	f.BoolVar(&cfg.AllowExec, "allow-exec", false, "enable the exec tool")
 	f.StringArrayVar(&cfg.AllowedPaths, "allowed-path", nil, "glob a path must match, as asked and after following symbolic links (repeatable; default: every path)")
+	f.Int64Var(&cfg.MaxWorkspaceBytes, "max-workspace-bytes", meshworker.DefaultMaxWorkspaceBytes, "workspace quota in bytes: writes past it are refused, a command passing it is killed (negative: no limit)")
+	f.Int64Var(&cfg.MaxWorkspaceFiles, "max-workspace-files", meshworker.DefaultMaxWorkspaceFiles, "workspace quota in files and directories (negative: no limit)")
 	f.StringArrayVar(&cfg.DeniedPaths, "denied-path", nil, "glob of paths refused, as asked and after following symbolic links (repeatable; default: none)")
 	return cmd
 }

@@ -69,7 +69,20 @@ type Config struct {
 	// local roots, credentials, limits. Defaults to no git source allowed
 	// (archives and journey patches need no allowlist).
 	Sources source.Policy
+	// MaxJourneysPerCaller is the most live journeys (starting or active:
+	// holding a worker) one caller may have; a spawn that would make one
+	// more is refused. Defaults to DefaultMaxJourneysPerCaller.
+	MaxJourneysPerCaller int
+	// MaxJourneys is the most live journeys of all callers together, in
+	// this marketplace's database. Defaults to DefaultMaxJourneys.
+	MaxJourneys int
 }
+
+// The default quotas of live journeys.
+const (
+	DefaultMaxJourneysPerCaller = 20
+	DefaultMaxJourneys          = 200
+)
 
 // Manager runs journeys. It is safe for concurrent use; actions on one
 // journey run one at a time.
@@ -108,6 +121,15 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.ActionTimeout == 0 {
 		cfg.ActionTimeout = 5 * time.Minute
+	}
+	if cfg.MaxJourneysPerCaller < 0 || cfg.MaxJourneys < 0 {
+		return nil, errors.New("journeys: MaxJourneysPerCaller and MaxJourneys must not be negative")
+	}
+	if cfg.MaxJourneysPerCaller == 0 {
+		cfg.MaxJourneysPerCaller = DefaultMaxJourneysPerCaller
+	}
+	if cfg.MaxJourneys == 0 {
+		cfg.MaxJourneys = DefaultMaxJourneys
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -231,6 +253,21 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 	if err == nil && req.Source != nil && mode != "fresh" {
 		return SpawnResult{}, conflict("journey %q exists; a source seeds only a new journey or mode fresh", j.ID)
 	}
+	if errors.Is(err, store.ErrNotFound) && mode == "resume" {
+		return SpawnResult{}, notFound("no journey %q to resume", req.JourneyID)
+	}
+	// A spawn over quota is refused before its source is fetched; the
+	// admission that makes the journey live checks again, under a lock.
+	// A journey live already passes.
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		uid := uuid.Nil
+		if err == nil {
+			uid = j.UID
+		}
+		if qerr := m.cfg.Store.CheckQuota(ctx, caller, uid, m.quota()); qerr != nil {
+			return SpawnResult{}, m.quotaRefused(ctx, caller, qerr)
+		}
+	}
 	// A new workspace (a new journey, or fresh) gets its base, built and
 	// checked before anything is created.
 	var src *preparedSource
@@ -253,18 +290,15 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		if mode == "resume" {
-			return SpawnResult{}, notFound("no journey %q to resume", req.JourneyID)
-		}
 		j, err = m.cfg.Store.CreateJourney(ctx, store.Journey{
 			Caller: caller, ID: req.JourneyID, WorkerID: entry.Definition.ID,
 			DefinitionHash: entry.Hash, IsolationLevel: string(lvl),
-		})
+		}, m.quota())
 		if errors.Is(err, store.ErrExists) {
 			return SpawnResult{}, conflict("journey %q is being spawned by another request", req.JourneyID)
 		}
 		if err != nil {
-			return SpawnResult{}, err
+			return SpawnResult{}, m.quotaRefused(ctx, caller, err)
 		}
 	case err != nil:
 		return SpawnResult{}, err
@@ -284,19 +318,23 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		}
 		defer m.endSpawn(j.UID)
 		if mode == "fresh" {
+			// Admitted (and reset) before the old worker and workspace are
+			// removed: a refused spawn destroys nothing.
+			if err := m.cfg.Store.Reset(ctx, caller, j.UID, entry.Definition.ID, entry.Hash, string(lvl), m.quota()); err != nil {
+				return SpawnResult{}, m.quotaRefused(ctx, caller, err)
+			}
 			m.dropChannel(j.UID)
 			if old, _, err := m.runtimeFor(j.IsolationLevel); err == nil {
 				if err := old.Remove(ctx, handle(j), runtime.RemoveOptions{Workspace: true}); err != nil {
+					_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
 					return SpawnResult{}, fmt.Errorf("removing the old worker: %w", err)
 				}
 			}
-			err = m.cfg.Store.Reset(ctx, j.UID, entry.Definition.ID, entry.Hash, string(lvl))
 		} else {
+			if err := m.cfg.Store.Restart(ctx, caller, j.UID, entry.Hash, m.quota()); err != nil {
+				return SpawnResult{}, m.quotaRefused(ctx, caller, err)
+			}
 			m.dropChannel(j.UID)
-			err = m.cfg.Store.Restart(ctx, j.UID, entry.Hash)
-		}
-		if err != nil {
-			return SpawnResult{}, err
 		}
 	}
 
@@ -341,6 +379,21 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 	return res, nil
 }
 
+func (m *Manager) quota() store.Quota {
+	return store.Quota{PerCaller: m.cfg.MaxJourneysPerCaller, Total: m.cfg.MaxJourneys}
+}
+
+// quotaRefused is err as the client sees it: a refused admission names the
+// limit (and is logged, for the operator); anything else is returned as is.
+func (m *Manager) quotaRefused(ctx context.Context, caller string, err error) error {
+	var q *store.QuotaError
+	if errors.As(err, &q) {
+		m.logger.InfoContext(ctx, "spawn refused by quota", slog.String("caller", caller),
+			slog.Bool("total", q.Total), slog.Int("live", q.Live), slog.Int("limit", q.Limit))
+	}
+	return quotaError(err)
+}
+
 // beginSpawn refuses a second concurrent spawn of one journey.
 func (m *Manager) beginSpawn(uid uuid.UUID) error {
 	m.mu.Lock()
@@ -380,6 +433,7 @@ func (m *Manager) spec(uid uuid.UUID, d *meshtype.Definition) runtime.Spec {
 		// a silent stdin so it idles; channels exec mcp.command beside it, so
 		// a broken channel never takes the worker down.
 		s.KeepStdinOpen = true
+		s.Init = true
 	case meshtype.KindAgent:
 		s.Cmd = []string{"idle"}
 		// The agent CLI keeps its sessions under $HOME: on the workspace
@@ -425,6 +479,12 @@ func serverArgv(e *workerdef.Entry) []string {
 	}
 	if d.Constraints.Readonly {
 		argv = append(argv, "--readonly")
+	}
+	if r := d.Isolation.Resources; r.Workspace > 0 {
+		argv = append(argv, "--max-workspace-bytes", strconv.FormatInt(int64(r.Workspace), 10))
+	}
+	if r := d.Isolation.Resources; r.WorkspaceFiles > 0 {
+		argv = append(argv, "--max-workspace-files", strconv.FormatInt(r.WorkspaceFiles, 10))
 	}
 	for _, t := range d.Tools {
 		if t == string(meshtype.ActionExec) {

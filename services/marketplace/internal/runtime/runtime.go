@@ -57,6 +57,12 @@ type Spec struct {
 	// silent, so a stdio server used as the main process (a kind: mcp image)
 	// idles instead of exiting on end of input.
 	KeepStdinOpen bool
+	// Init puts the engine's init (tini) in front of Cmd as PID 1, to reap
+	// zombies. Meshwork's own worker images need none: their idle command
+	// is their init, and unlike tini it cannot be traced or written to by
+	// the commands a worker runs (package proctree). A kind: mcp image's
+	// own command is no init.
+	Init bool
 	// Env is extra environment, "KEY=value".
 	Env []string
 	// Labels are extra labels (tests add meshwork.test).

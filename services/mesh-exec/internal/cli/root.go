@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/healthprobe"
+	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 )
 
@@ -42,8 +43,9 @@ flag > environment > default.`,
 		Short: "Wait until stopped: the agent worker container's main process",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			<-cmd.Context().Done()
-			return nil
+			// PID 1: non-dumpable, so agents cannot write the container's
+			// log through /proc/1/fd; it reaps and ends orphans.
+			return proctree.Idle(cmd.Context())
 		},
 	})
 	return root

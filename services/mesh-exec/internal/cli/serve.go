@@ -26,6 +26,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
+	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/server"
@@ -125,6 +126,16 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The agents we run share our uid (unless --run-as): they must not be
+	// able to trace us, read our memory (the session's tokens) or write to
+	// our stdout (the protocol), nor leave processes behind.
+	if err := proctree.Protect(); err != nil {
+		return err
+	}
+	sweeper, err := proctree.NewSweeper()
+	if err != nil {
+		return err
+	}
 	prompt := f.appendPrompt
 	if f.appendPromptFile != "" {
 		b, err := os.ReadFile(f.appendPromptFile)
@@ -161,7 +172,7 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 	}
 	srv, err := server.New(server.Config{
 		WorkspaceRoot: f.workspaceRoot, Backends: backends, DefaultBackend: f.backend, Sessions: sessions,
-		Runner: runner.New(runner.Config{Grace: f.grace, Credential: cred}),
+		Runner: runner.New(runner.Config{Grace: f.grace, Credential: cred, Sweeper: sweeper}),
 		Model:  f.model, AllowedTools: allowed, MaxTurns: f.maxTurns, AppendSystemPrompt: prompt, MCPConfig: f.mcpConfig,
 		Busy: f.busy, MaxTaskBytes: f.maxTaskBytes, DefaultTimeout: f.defaultTimeout, Logger: logger, Metrics: reg,
 	})

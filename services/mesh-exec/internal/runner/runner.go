@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	Credential *syscall.Credential
 	// MaxLine bounds one line of agent output. Defaults to 16 MiB.
 	MaxLine int
+	// Sweeper, when set, ends what an agent leaves running (a daemon that
+	// left its process group) once no agent runs; see package proctree.
+	Sweeper *proctree.Sweeper
 }
 
 // Runner runs agent processes.
@@ -117,6 +121,11 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	// Wait copies stderr until every holder closes it; a child that escaped
 	// the group gets this long once the agent exited.
 	cmd.WaitDelay = 2 * time.Second
+	endSweep := func() {}
+	if r.cfg.Sweeper != nil {
+		endSweep = r.cfg.Sweeper.Begin()
+	}
+	defer endSweep()
 	start := time.Now()
 	err = cmd.Start()
 	_ = stdoutW.Close() // the child has its copy
@@ -131,6 +140,7 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 		// tool) go with it; whatever left the group has a moment to let go
 		// of stdout, then the read ends anyway.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		endSweep()
 		_ = stdout.SetReadDeadline(time.Now().Add(2 * time.Second))
 		waited <- err
 	}()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker/seccomp"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/runtimetest"
 )
 
@@ -215,6 +216,7 @@ func TestContainerIsHardened(t *testing.T) {
 	spec.OCIRuntime = "runc"
 	spec.Env = []string{"MESHWORK_TEST=1"}
 	spec.KeepStdinOpen = true
+	spec.Init = true
 	h := b.create(t, spec)
 	ctr := b.inspect(t, h.ID)
 	hc, cfg := ctr.HostConfig, ctr.Config
@@ -230,6 +232,9 @@ func TestContainerIsHardened(t *testing.T) {
 	}
 	if !slices.Contains(hc.SecurityOpt, "no-new-privileges:true") {
 		t.Errorf("SecurityOpt %v lacks no-new-privileges:true", hc.SecurityOpt)
+	}
+	if !slices.Contains(hc.SecurityOpt, "seccomp="+seccomp.Profile) {
+		t.Error("SecurityOpt lacks the worker seccomp profile")
 	}
 	if !hc.ReadonlyRootfs {
 		t.Error("root filesystem is writable")

@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker/seccomp"
 )
 
 // Defaults for a Spec's zero fields. They are the hardened defaults of worker
@@ -34,6 +35,10 @@ const LabelImage = "meshwork.image"
 // that one left behind by a crash is recognisable (it carries no
 // LabelJourney, so it is never mistaken for a worker).
 const labelHelper = "meshwork.helper"
+
+// securityOpt: no privilege gained through exec (setuid, file
+// capabilities), and the worker system call filter (package seccomp).
+var securityOpt = []string{"no-new-privileges:true", "seccomp=" + seccomp.Profile}
 
 // tmpfsOptions bound /tmp: the only writable place besides the workspace when
 // the root filesystem is read-only.
@@ -151,9 +156,9 @@ func containerConfig(spec runtime.Spec, volume string) (*container.Config, *cont
 		// Private even where the engine defaults to the host's (cgroup v1),
 		// so the worker cannot see the host's cgroup tree.
 		CgroupnsMode:   container.CgroupnsModePrivate,
-		Init:           new(true),
+		Init:           new(spec.Init),
 		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges:true"},
+		SecurityOpt:    securityOpt,
 		ReadonlyRootfs: spec.ReadonlyRootfs,
 		Tmpfs:          map[string]string{"/tmp": tmpfsOptions},
 		Runtime:        spec.OCIRuntime,

@@ -54,7 +54,7 @@ func (r *Runtime) ExportWorkspace(ctx context.Context, h runtime.Handle, w io.Wr
 		HostConfig: &container.HostConfig{
 			NetworkMode: "none",
 			CapDrop:     []string{"ALL"},
-			SecurityOpt: []string{"no-new-privileges:true"},
+			SecurityOpt: securityOpt,
 			Mounts: []mount.Mount{{
 				Type: mount.TypeVolume, Source: h.Workspace, Target: runtime.WorkspacePath, ReadOnly: true,
 				// NoCopy: an empty workspace must stay empty, not receive

@@ -1,0 +1,104 @@
+package proctree_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/meshwork/meshwork/pkg/proctree"
+)
+
+// TestMain doubles as the helper process of TestProtect.
+func TestMain(m *testing.M) {
+	if os.Getenv("PROCTREE_PROTECT_CHILD") == "1" {
+		before, _ := proctree.Dumpable()
+		err := proctree.Protect()
+		after, _ := proctree.Dumpable()
+		fmt.Printf("%t %t %v\n", before, after, err)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestProtect(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PROCTREE_PROTECT_CHILD=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "true false <nil>" {
+		t.Fatalf("dumpable before, after, error = %q; want \"true false <nil>\"", got)
+	}
+}
+
+// alive reports whether pid exists, zombies included: a sweep must reap
+// what it kills, or the process table fills with them.
+func alive(pid int) bool {
+	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// daemon starts a shell that leaves a setsid'd sleep behind and exits, and
+// returns the sleep's pid.
+func daemon(t *testing.T) int {
+	t.Helper()
+	out, err := exec.Command("sh", "-c", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("pid %q: %v", out, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if !alive(pid) {
+		t.Fatalf("the daemon %d is not running", pid)
+	}
+	return pid
+}
+
+func TestSweeperEndsWhatLeftTheGroup(t *testing.T) {
+	s, err := proctree.NewSweeper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := s.Begin()
+	pid := daemon(t)
+	end()
+	if alive(pid) {
+		t.Fatalf("the setsid daemon %d outlived the sweep (or was not reaped)", pid)
+	}
+	end() // a second call is a no-op
+}
+
+func TestSweeperWaitsForTheLastCommand(t *testing.T) {
+	s, err := proctree.NewSweeper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	endLong := s.Begin()
+	long := exec.Command("sleep", "300")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = long.Process.Kill(); _ = long.Wait() })
+
+	endShort := s.Begin()
+	pid := daemon(t)
+	endShort()
+	if !alive(pid) || !alive(long.Process.Pid) {
+		t.Fatal("a sweep ran while another command was still running")
+	}
+	// The long command ends; its Wait comes first, as the servers do.
+	_ = long.Process.Kill()
+	_ = long.Wait()
+	endLong()
+	if alive(pid) {
+		t.Fatalf("the daemon %d outlived the last command", pid)
+	}
+}
