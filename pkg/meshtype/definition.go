@@ -77,6 +77,11 @@ type Resources struct {
 	CPUs   float64  `yaml:"cpus,omitempty" json:"cpus,omitempty" jsonschema:"CPU limit in cores (default 1)"`
 	Memory ByteSize `yaml:"memory,omitempty" json:"memory,omitempty" jsonschema:"memory limit (default 512Mi)"`
 	PIDs   int64    `yaml:"pids,omitempty" json:"pids,omitempty" jsonschema:"process limit (default 256)"`
+	// Workspace and WorkspaceFiles are the workspace quota, kept by
+	// meshworker (builtin workers): Docker's local volumes take no size
+	// limit.
+	Workspace      ByteSize `yaml:"workspace,omitempty" json:"workspace,omitempty" jsonschema:"workspace quota in bytes for builtin workers: writes past it are refused and a command passing it is killed (default 2Gi)"`
+	WorkspaceFiles int64    `yaml:"workspace_files,omitempty" json:"workspace_files,omitempty" jsonschema:"workspace quota in files and directories for builtin workers (default 200000)"`
 }
 
 // Constraints are what the gate enforces before any action runs.
@@ -85,10 +90,14 @@ type Constraints struct {
 	Readonly     bool     `yaml:"readonly,omitempty" json:"readonly,omitempty" jsonschema:"refuse write and delete actions"`
 	AllowedPaths []string `yaml:"allowed_paths,omitempty" json:"allowed_paths,omitempty" jsonschema:"globs anchored at the workspace root; a target must match one (default **)"`
 	DeniedPaths  []string `yaml:"denied_paths,omitempty" json:"denied_paths,omitempty" jsonschema:"globs anchored at the workspace root; a target matching one is refused"`
-	Commands     []string `yaml:"commands,omitempty" json:"commands,omitempty" jsonschema:"exec allowlist: each entry is an argv prefix written as words, e.g. 'go test'"`
-	MaxActions   int64    `yaml:"max_actions,omitempty" json:"max_actions,omitempty" jsonschema:"actions allowed per journey (0: no limit)"`
-	MaxCostUSD   float64  `yaml:"max_cost_usd,omitempty" json:"max_cost_usd,omitempty" jsonschema:"agent spend allowed per journey in US dollars (0: no limit)"`
-	Rules        []Rule   `yaml:"rules,omitempty" json:"rules,omitempty" jsonschema:"user rules in CEL"`
+	// Commands are argv prefixes. For go and git the gate also parses the
+	// rest of the argv: only the subcommands and flags it lists pass, and
+	// packages, paths and output files must be relative, without "..";
+	// other programs are checked by prefix only.
+	Commands   []string `yaml:"commands,omitempty" json:"commands,omitempty" jsonschema:"exec allowlist: each entry is an argv prefix written as words, e.g. 'go test'; for go and git the rest of the argv may use only the subcommands and flags the gate knows (not -vettool, -exec, -toolexec, --ext-diff, --no-index, --output, ...), and packages, paths and output files must be relative without '..'; other programs are checked by prefix only"`
+	MaxActions int64    `yaml:"max_actions,omitempty" json:"max_actions,omitempty" jsonschema:"actions allowed per journey (0: no limit)"`
+	MaxCostUSD float64  `yaml:"max_cost_usd,omitempty" json:"max_cost_usd,omitempty" jsonschema:"agent spend allowed per journey in US dollars (0: no limit)"`
+	Rules      []Rule   `yaml:"rules,omitempty" json:"rules,omitempty" jsonschema:"user rules in CEL"`
 }
 
 // Rule is a user policy rule written in CEL, shaped like a Kubernetes

@@ -72,8 +72,9 @@ constraints:
 	if d.Kind != meshtype.KindBuiltin || d.Image != "meshwork/worker:latest" {
 		t.Errorf("base scalars not inherited: kind %q image %q", d.Kind, d.Image)
 	}
-	// Maps merge: memory from the child, cpus and pids from the base.
-	if want := (meshtype.Resources{CPUs: 0.5, Memory: 1 << 30, PIDs: 64}); d.Isolation.Resources != want {
+	// Maps merge: memory from the child, cpus and pids from the base, the
+	// workspace quota from the defaults.
+	if want := (meshtype.Resources{CPUs: 0.5, Memory: 1 << 30, PIDs: 64, Workspace: 2 << 30, WorkspaceFiles: 200_000}); d.Isolation.Resources != want {
 		t.Errorf("resources %+v, want %+v", d.Isolation.Resources, want)
 	}
 	// Lists replace.

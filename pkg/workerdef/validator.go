@@ -178,6 +178,12 @@ func (v *validator) validateIsolation(iso *meshtype.Isolation) {
 	if r.PIDs <= 0 {
 		v.fail("isolation.resources.pids", "isolation.resources.pids must be above 0, got %d", r.PIDs)
 	}
+	if r.Workspace <= 0 {
+		v.fail("isolation.resources.workspace", "isolation.resources.workspace must be above 0, got %s", r.Workspace)
+	}
+	if r.WorkspaceFiles <= 0 {
+		v.fail("isolation.resources.workspace_files", "isolation.resources.workspace_files must be above 0, got %d", r.WorkspaceFiles)
+	}
 }
 
 func (v *validator) validateConstraints(c *meshtype.Constraints) {

@@ -65,6 +65,11 @@ type bundle struct {
 	// across restarts of the manager.
 	sources source.Policy
 	baseDir string
+	// adjust changes catalog definitions before the marketplace starts
+	// (a smaller quota, say).
+	adjust func(*meshtype.Definition)
+	// maxPerCaller is the live journeys quota per caller (0: the default).
+	maxPerCaller int
 }
 
 // setup starts a marketplace (real Docker runtime, real Postgres, real MCP
@@ -104,6 +109,11 @@ func (b *bundle) start(t testing.TB) {
 		e, _ := catalog.Lookup(id)
 		e.Definition.Image = image
 	}
+	if b.adjust != nil {
+		for _, e := range catalog.Entries() {
+			b.adjust(&e.Definition)
+		}
+	}
 	srv := httptest.NewUnstartedServer(nil)
 	nested := ""
 	if b.nestedURL {
@@ -118,7 +128,7 @@ func (b *bundle) start(t testing.TB) {
 		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: t.TempDir(),
 		Runtimes: map[meshtype.IsolationLevel]runtime.Runtime{meshtype.IsolationContainer: b.rt},
 		AgentEnv: b.agentEnv, NestedMCPURL: nested, Metrics: reg,
-		Bases: baseStore, Sources: b.sources,
+		Bases: baseStore, Sources: b.sources, MaxJourneysPerCaller: b.maxPerCaller,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -35,7 +36,13 @@ type execOut struct {
 	Stderr    string `json:"stderr" jsonschema:"standard error, cut at the server's output limit"`
 	TimedOut  bool   `json:"timed_out" jsonschema:"true when the command was killed for running past its timeout"`
 	Truncated bool   `json:"truncated" jsonschema:"true when stdout or stderr was cut"`
+	// QuotaExceeded: the workspace passed its quota while the command ran
+	// (it was killed) or by the time it ended.
+	QuotaExceeded string `json:"quota_exceeded,omitempty" jsonschema:"why the workspace is over its quota after this command (it was killed if it was still running); later writes and commands are refused until files are deleted"`
 }
+
+// quotaInterval is how often the workspace is measured while a command runs.
+const quotaInterval = 500 * time.Millisecond
 
 func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	if !w.cfg.AllowExec {
@@ -56,9 +63,13 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 		return execOut{}, err
 	}
 
+	if err := w.quota.check("exec"); err != nil {
+		return execOut{}, err
+	}
 	if err := makeGoTmpDir(w.cfg.ExecEnv); err != nil {
 		return execOut{}, err
 	}
+	defer w.quota.invalidate()
 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -74,13 +85,27 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 
 	out := &capture{max: w.cfg.MaxOutput}
 	errOut := &capture{max: w.cfg.MaxOutput}
+	endSweep := func() {}
+	if w.cfg.Sweeper != nil {
+		endSweep = w.cfg.Sweeper.Begin()
+	}
+	defer endSweep()
 	if err := startWithPipes(cmd, out, errOut); err != nil {
 		return execOut{}, fmt.Errorf("starting %s: %w", in.Command[0], err)
 	}
+	var quotaMsg atomic.Pointer[string]
+	stopWatch := make(chan struct{})
+	go w.quota.watch(quotaInterval, stopWatch, func(reason string) {
+		quotaMsg.Store(&reason)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	})
 	waitErr := cmd.Wait()
+	close(stopWatch)
 	// Whatever is left of the group (background children, or members that
-	// ignored SIGTERM) is killed now: nothing outlives the call.
+	// ignored SIGTERM) is killed now, and with the sweeper whatever left
+	// the group too (setsid): nothing outlives the call.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	endSweep()
 	out.finish()
 	errOut.finish()
 
@@ -99,6 +124,11 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	res.ExitCode = cmd.ProcessState.ExitCode()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		res.ExitCode = 128 + int(ws.Signal())
+	}
+	if msg := quotaMsg.Load(); msg != nil {
+		res.QuotaExceeded = *msg
+	} else if msg, err := w.quota.remeasure(); err == nil {
+		res.QuotaExceeded = msg
 	}
 	return res, nil
 }

@@ -108,7 +108,8 @@ func (w *worker) write(_ context.Context, in writeIn) (writeOut, error) {
 	if _, err := w.guard("write", p, true); err != nil {
 		return writeOut{}, err
 	}
-	if err := w.writeFile(p, []byte(in.Content)); err != nil {
+	err = w.quota.write(w.sizeOf(p), int64(len(in.Content)), func() error { return w.writeFile(p, []byte(in.Content)) })
+	if err != nil {
 		return writeOut{}, fmt.Errorf("write %s: %w", p, err)
 	}
 	return writeOut{Path: display(p), Bytes: int64(len(in.Content))}, nil
@@ -189,6 +190,7 @@ type deleteOut struct {
 }
 
 func (w *worker) delete(_ context.Context, in deleteIn) (deleteOut, error) {
+	defer w.quota.invalidate()
 	if w.cfg.Readonly {
 		return deleteOut{}, errReadonly
 	}

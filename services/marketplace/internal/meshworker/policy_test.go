@@ -2,6 +2,7 @@ package meshworker_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -478,4 +479,54 @@ func TestDeniedAsOpened(t *testing.T) {
 	// The race (a name swapped for a link to .env between the check and
 	// the open) is TestCheckOpenedSeesTheFileOpened's: a loop here hardly
 	// ever hits the window.
+}
+
+// A name flipped between a plain file and a link to .env while it is read,
+// as code in the worker could do: no read returns .env's content.
+func TestDeniedUnderASymlinkFlip(t *testing.T) {
+	t.Parallel()
+	b := setup(t, meshworker.Config{DeniedPaths: []string{"**/.env"}})
+	writeFiles(t, b.root, map[string]string{".env": "SECRET=1\n", "race/file": "plain\n"})
+	target := filepath.Join(b.root, "race", "file")
+	stop := make(chan struct{})
+	flipped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { flipped <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Each form is made beside the name and renamed over it, so the
+			// name always exists, as one or the other.
+			tmp := target + ".tmp"
+			if n%2 == 0 {
+				_ = os.Symlink("../.env", tmp)
+			} else {
+				_ = os.WriteFile(tmp, []byte("plain\n"), 0o644)
+			}
+			_ = os.Rename(tmp, target)
+			n++
+		}
+	}()
+	reads, plain := 10_000, 0
+	if testing.Short() {
+		reads = 1000
+	}
+	for range reads {
+		res := b.call(t, "read", map[string]any{"path": "race/file"})
+		if strings.Contains(text(res), "SECRET") || strings.Contains(fmt.Sprint(res.StructuredContent), "SECRET") {
+			t.Fatal("a read returned the content of .env")
+		}
+		if !res.IsError {
+			plain++
+		}
+	}
+	close(stop)
+	t.Logf("%d reads while the name flipped %d times: %d read the plain file, %d were refused, none read .env", reads, <-flipped, plain, reads-plain)
+	if plain == 0 || plain == reads {
+		t.Errorf("the flip did not show: %d of %d reads saw the plain file", plain, reads)
+	}
 }

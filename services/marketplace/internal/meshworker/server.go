@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 )
 
@@ -60,6 +61,14 @@ type Config struct {
 	// SearchTimeout is the longest a search runs; past it the search stops
 	// and returns what it found, flagged. Defaults to 10 s.
 	SearchTimeout time.Duration
+	// MaxWorkspaceBytes and MaxWorkspaceFiles are the workspace quota (see
+	// quota.go); negative is no limit. Default to 2 GiB and 200,000.
+	MaxWorkspaceBytes int64
+	MaxWorkspaceFiles int64
+	// Sweeper, when set, ends what each command leaves running once it
+	// returns (meshworker serve sets it; see package proctree). Without
+	// it only the command's process group is killed.
+	Sweeper *proctree.Sweeper
 }
 
 func (c Config) withDefaults() Config {
@@ -77,6 +86,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SearchTimeout <= 0 {
 		c.SearchTimeout = DefaultSearchTimeout
+	}
+	if c.MaxWorkspaceBytes == 0 {
+		c.MaxWorkspaceBytes = DefaultMaxWorkspaceBytes
+	}
+	if c.MaxWorkspaceFiles == 0 {
+		c.MaxWorkspaceFiles = DefaultMaxWorkspaceFiles
 	}
 	return c
 }
@@ -99,6 +114,7 @@ type worker struct {
 	realRoot string
 	root     *os.Root    // every file access goes through it
 	policy   *pathPolicy // nil without path globs
+	quota    *quota
 	logger   *slog.Logger
 	// gitMu serialises the git tools: go-git does not lock the index
 	// against a concurrent writer in the same process.
@@ -132,6 +148,7 @@ func NewServer(cfg Config, logger *slog.Logger) (*mcp.Server, error) {
 		realRoot = abs
 	}
 	w := &worker{cfg: cfg, absRoot: abs, realRoot: realRoot, root: root, policy: policy, logger: logger}
+	w.quota = &quota{root: abs, maxBytes: max(cfg.MaxWorkspaceBytes, 0), maxFiles: max(cfg.MaxWorkspaceFiles, 0)}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "meshworker", Version: buildinfo.Version}, &mcp.ServerOptions{
 		Logger:       logger,

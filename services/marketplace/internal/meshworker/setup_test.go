@@ -145,6 +145,8 @@ type (
 		Stderr    string `json:"stderr"`
 		TimedOut  bool   `json:"timed_out"`
 		Truncated bool   `json:"truncated"`
+		// QuotaExceeded is the reason the workspace is over its quota.
+		QuotaExceeded string `json:"quota_exceeded"`
 	}
 )
 
