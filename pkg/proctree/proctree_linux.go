@@ -33,13 +33,13 @@ func Dumpable() (bool, error) {
 }
 
 // orphanScan is how often Idle, as PID 1, looks for processes re-parented
-// to it.
+// to it, and how often a Sweeper reaps the zombies of orphans.
 const orphanScan = time.Second
 
 // Idle is the main process of a worker container. It protects itself and,
-// when it is PID 1, reaps every zombie and kills every process re-parented
-// to it, until ctx ends. Outside a PID namespace of its own (the process
-// runtime) it only waits.
+// when it is PID 1, reaps every zombie and kills every process below it,
+// until ctx ends. Outside a PID namespace of its own (the process runtime)
+// it only waits.
 func Idle(ctx context.Context) error {
 	if err := Protect(); err != nil {
 		return err
@@ -51,11 +51,9 @@ func Idle(ctx context.Context) error {
 	tick := time.NewTicker(orphanScan)
 	defer tick.Stop()
 	for {
-		for _, p := range scan() {
-			if p.ppid == 1 {
-				_ = syscall.Kill(p.pid, syscall.SIGKILL)
-			}
-		}
+		// PID 1 starts nothing itself; what is below it was re-parented
+		// from a server that died, with everything it has started since.
+		killTree(1)
 		reapAny()
 		select {
 		case <-ctx.Done():
@@ -79,62 +77,136 @@ func reapAny() {
 // commands left behind. Commands are registered with Begin; the server must
 // start no other child processes, since a sweep kills all its descendants.
 type Sweeper struct {
-	mu      sync.Mutex
-	running int
-	self    int
+	mu       sync.Mutex
+	running  int
+	starting int          // begun, pid not yet known
+	pids     map[int]bool // the commands' own processes, waited for by their callers
+	self     int
 }
 
 // NewSweeper makes the calling process the subreaper of its descendants:
 // a process whose parent exits is re-parented to it rather than to PID 1,
-// so it stays within reach of the sweep.
+// so it stays within reach of the sweep. It also reaps, every second, the
+// zombies of such orphans, so a long run does not fill the pid limit with
+// them.
 func NewSweeper() (*Sweeper, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
 	}
-	return &Sweeper{self: os.Getpid()}, nil
+	s := &Sweeper{self: os.Getpid(), pids: map[int]bool{}}
+	go func() {
+		for range time.Tick(orphanScan) {
+			s.reapOrphans()
+		}
+	}()
+	return s, nil
 }
 
-// Begin registers a command about to start. Call end once the command has
-// been waited for: when no other registered command is running, every
-// descendant left is killed and reaped before end returns. Commands that
-// begin meanwhile wait for the sweep, so it never takes one of theirs.
-func (s *Sweeper) Begin() (end func()) {
+// A Command is one registered command of a Sweeper.
+type Command struct {
+	s     *Sweeper
+	pid   int
+	known bool
+	once  sync.Once
+}
+
+// Begin registers a command about to start. Call Started with its pid once
+// it has started (or End if it did not), and End once it has been waited
+// for: when no other registered command is running, every descendant left
+// is killed and reaped before End returns. Commands that begin meanwhile
+// wait for the sweep, so it never takes one of theirs.
+func (s *Sweeper) Begin() *Command {
 	s.mu.Lock()
 	s.running++
+	s.starting++
 	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.running--
-			if s.running == 0 {
-				s.sweep()
-			}
-		})
+	return &Command{s: s}
+}
+
+// Started records the command's pid: its exit status is its caller's to
+// collect, never the reaper's.
+func (c *Command) Started(pid int) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.known {
+		return
+	}
+	c.pid, c.known = pid, true
+	s.starting--
+	s.pids[pid] = true
+}
+
+// End marks the command done; a second call is a no-op.
+func (c *Command) End() {
+	c.once.Do(func() {
+		s := c.s
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if c.known {
+			delete(s.pids, c.pid)
+		} else {
+			s.starting--
+		}
+		s.running--
+		if s.running == 0 {
+			killTree(s.self)
+		}
+	})
+}
+
+// reapOrphans collects the exited children that are not registered
+// commands: orphans re-parented to us. While a command is starting, its pid
+// is not known yet, so nothing is reaped.
+func (s *Sweeper) reapOrphans() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.starting > 0 {
+		return
+	}
+	for _, p := range scan() {
+		if p.ppid == s.self && p.zombie && !s.pids[p.pid] {
+			_, _ = syscall.Wait4(p.pid, nil, syscall.WNOHANG, nil)
+		}
 	}
 }
 
-// sweepLimit bounds a sweep: SIGKILL cannot be caught, so only a process
-// stuck in the kernel outlasts it, and that one is left to the container's
-// end rather than holding up the server.
+// sweepLimit bounds a sweep: only a process stuck in the kernel outlasts
+// SIGSTOP and SIGKILL, and that one is left to the container's end rather
+// than holding up the server.
 const sweepLimit = 5 * time.Second
 
-// sweep kills every descendant until none is left. A process may fork
-// between the scan and the kill; its child is re-parented to us and caught
-// by the next round.
-func (s *Sweeper) sweep() {
+// killTree ends every descendant of root. Each is stopped first, round
+// after round, until a scan finds none running: a stopped process cannot
+// fork, so a lineage that forks faster than it is killed is still caught
+// (the pid limit bounds the rounds). Then all are killed, and root's own
+// children among them reaped.
+func killTree(root int) {
 	deadline := time.Now().Add(sweepLimit)
 	for time.Now().Before(deadline) {
-		left := descendants(s.self, scan())
+		left := descendants(root, scan())
 		if len(left) == 0 {
 			return
+		}
+		for stopped := map[int]bool{}; time.Now().Before(deadline); {
+			fresh := 0
+			for _, p := range left {
+				if !stopped[p.pid] {
+					_ = syscall.Kill(p.pid, syscall.SIGSTOP)
+					stopped[p.pid] = true
+					fresh++
+				}
+			}
+			if fresh == 0 {
+				break
+			}
+			left = descendants(root, scan())
 		}
 		for _, p := range left {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 		for _, p := range left {
-			if p.ppid == s.self {
+			if p.ppid == root {
 				_, _ = syscall.Wait4(p.pid, nil, syscall.WNOHANG, nil)
 			}
 		}
@@ -142,7 +214,10 @@ func (s *Sweeper) sweep() {
 	}
 }
 
-type proc struct{ pid, ppid int }
+type proc struct {
+	pid, ppid int
+	zombie    bool
+}
 
 // descendants returns the processes of procs below root.
 func descendants(root int, procs []proc) []proc {
@@ -176,32 +251,33 @@ func scan() []proc {
 		if err != nil {
 			continue
 		}
-		ppid, err := parentOf(pid)
+		ppid, state, err := statOf(pid)
 		if err != nil {
 			continue
 		}
-		out = append(out, proc{pid: pid, ppid: ppid})
+		out = append(out, proc{pid: pid, ppid: ppid, zombie: state == "Z"})
 	}
 	return out
 }
 
-// parentOf reads a process's parent from /proc/<pid>/stat. The command
-// name, in parentheses, may itself hold spaces and parentheses, so the
-// fields are counted from the last ')'.
-func parentOf(pid int) (int, error) {
+// statOf reads a process's parent and state from /proc/<pid>/stat. The
+// command name, in parentheses, may itself hold spaces and parentheses, so
+// the fields are counted from the last ')'.
+func statOf(pid int) (ppid int, state string, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("malformed stat")
+		return 0, "", errors.New("malformed stat")
 	}
 	// After ") ": state, ppid, ...
 	fields := strings.Fields(s[i+1:])
 	if len(fields) < 2 {
-		return 0, errors.New("malformed stat")
+		return 0, "", errors.New("malformed stat")
 	}
-	return strconv.Atoi(fields[1])
+	ppid, err = strconv.Atoi(fields[1])
+	return ppid, fields[0], err
 }

@@ -67,13 +67,14 @@ func TestSweeperEndsWhatLeftTheGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := s.Begin()
+	cmd := s.Begin()
+	cmd.Started(os.Getpid()) // the shell is waited for by daemon; any pid will do
 	pid := daemon(t)
-	end()
+	cmd.End()
 	if alive(pid) {
 		t.Fatalf("the setsid daemon %d outlived the sweep (or was not reaped)", pid)
 	}
-	end() // a second call is a no-op
+	cmd.End() // a second call is a no-op
 }
 
 func TestSweeperWaitsForTheLastCommand(t *testing.T) {
@@ -81,24 +82,78 @@ func TestSweeperWaitsForTheLastCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endLong := s.Begin()
+	longCmd := s.Begin()
 	long := exec.Command("sleep", "300")
 	if err := long.Start(); err != nil {
 		t.Fatal(err)
 	}
+	longCmd.Started(long.Process.Pid)
 	t.Cleanup(func() { _ = long.Process.Kill(); _ = long.Wait() })
 
-	endShort := s.Begin()
+	short := s.Begin()
+	short.End() // never started
+	short = s.Begin()
 	pid := daemon(t)
-	endShort()
+	short.End()
 	if !alive(pid) || !alive(long.Process.Pid) {
 		t.Fatal("a sweep ran while another command was still running")
 	}
 	// The long command ends; its Wait comes first, as the servers do.
 	_ = long.Process.Kill()
-	_ = long.Wait()
-	endLong()
+	if err := long.Wait(); err == nil || strings.Contains(err.Error(), "no child") {
+		t.Errorf("the long command's exit status was taken from its caller: %v", err)
+	}
+	longCmd.End()
 	if alive(pid) {
 		t.Fatalf("the daemon %d outlived the last command", pid)
 	}
+}
+
+// A lineage that forks without end is still ended: each round stops what
+// it finds before killing it.
+func TestSweeperEndsAForkingLineage(t *testing.T) {
+	s, err := proctree.NewSweeper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := s.Begin()
+	cmd.Started(os.Getpid())
+	// Each process starts its successor and exits at once.
+	out, err := exec.Command("sh", "-c", `(setsid sh -c 'g() { g & exit 0; }; g' </dev/null >/dev/null 2>&1 &); echo ok`).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("%q: %v", out, err)
+	}
+	cmd.End()
+	if n := countDescendants(os.Getpid()); n != 0 {
+		t.Fatalf("%d processes of the lineage survived the sweep", n)
+	}
+}
+
+// countDescendants counts the processes below pid, zombies included.
+func countDescendants(pid int) int {
+	entries, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		parent[p], _ = strconv.Atoi(f[1])
+	}
+	n := 0
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

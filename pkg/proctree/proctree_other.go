@@ -7,8 +7,9 @@ import (
 	"errors"
 )
 
-// Protect is not supported off Linux: worker servers run on Linux only.
-func Protect() error { return errors.ErrUnsupported }
+// Protect does nothing off Linux, where servers run only with the process
+// runtime (no container, no isolation to keep): they still start.
+func Protect() error { return nil }
 
 // Dumpable is not supported off Linux.
 func Dumpable() (bool, error) { return false, errors.ErrUnsupported }
@@ -22,8 +23,18 @@ func Idle(ctx context.Context) error {
 // A Sweeper is not supported off Linux.
 type Sweeper struct{}
 
-// NewSweeper is not supported off Linux.
-func NewSweeper() (*Sweeper, error) { return nil, errors.ErrUnsupported }
+// NewSweeper returns nil off Linux: commands are ended by process group
+// only.
+func NewSweeper() (*Sweeper, error) { return nil, nil }
 
-// Begin returns a no-op.
-func (*Sweeper) Begin() (end func()) { return func() {} }
+// A Command is a no-op off Linux.
+type Command struct{}
+
+// Begin returns a no-op Command.
+func (*Sweeper) Begin() *Command { return &Command{} }
+
+// Started does nothing.
+func (*Command) Started(int) {}
+
+// End does nothing.
+func (*Command) End() {}

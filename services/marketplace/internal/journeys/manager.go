@@ -326,7 +326,10 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 			m.dropChannel(j.UID)
 			if old, _, err := m.runtimeFor(j.IsolationLevel); err == nil {
 				if err := old.Remove(ctx, handle(j), runtime.RemoveOptions{Workspace: true}); err != nil {
-					_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
+					// Reset cleared the handles: put them back, or the next
+					// fresh spawn would find nothing to remove and reuse the
+					// old workspace volume.
+					_ = m.cfg.Store.SetFailed(context.WithoutCancel(ctx), j.UID, j.ContainerID, j.Workspace)
 					return SpawnResult{}, fmt.Errorf("removing the old worker: %w", err)
 				}
 			}
@@ -343,6 +346,8 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 	if entry.Definition.Kind == meshtype.KindAgent && m.cfg.NestedMCPURL != "" {
 		env, err := m.nestedAccess(ctx, caller, j)
 		if err != nil {
+			// Admitted as starting: failed frees its quota slot.
+			_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
 			return SpawnResult{}, err
 		}
 		spec.Env = append(spec.Env, env)
@@ -367,7 +372,10 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 			return SpawnResult{}, unavailable("could not seed the workspace of %s: %v", entry.Definition.ID, err)
 		}
 	}
-	if err := m.cfg.Store.SetRunning(ctx, j.UID, h.ID, h.Workspace); err != nil {
+	// Not cancelled with the request: the worker exists now and must be
+	// recorded, or it would run unnamed.
+	if err := m.cfg.Store.SetRunning(context.WithoutCancel(ctx), j.UID, h.ID, h.Workspace); err != nil {
+		_ = m.cfg.Store.SetFailed(context.WithoutCancel(ctx), j.UID, h.ID, h.Workspace)
 		return SpawnResult{}, err
 	}
 	m.metrics.spawns.WithLabelValues(entry.Definition.ID, "ok").Observe(time.Since(started).Seconds())

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/meshwork/meshwork/pkg/proctree"
 )
 
 const (
@@ -85,22 +87,36 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 
 	out := &capture{max: w.cfg.MaxOutput}
 	errOut := &capture{max: w.cfg.MaxOutput}
-	endSweep := func() {}
+	var swept *proctree.Command
 	if w.cfg.Sweeper != nil {
-		endSweep = w.cfg.Sweeper.Begin()
+		swept = w.cfg.Sweeper.Begin()
+	}
+	endSweep := func() {
+		if swept != nil {
+			swept.End()
+		}
 	}
 	defer endSweep()
 	if err := startWithPipes(cmd, out, errOut); err != nil {
 		return execOut{}, fmt.Errorf("starting %s: %w", in.Command[0], err)
 	}
+	if swept != nil {
+		swept.Started(cmd.Process.Pid)
+	}
 	var quotaMsg atomic.Pointer[string]
-	stopWatch := make(chan struct{})
-	go w.quota.watch(quotaInterval, stopWatch, func(reason string) {
-		quotaMsg.Store(&reason)
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	})
+	stopWatch, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		w.quota.watch(quotaInterval, stopWatch, func(reason string) {
+			quotaMsg.Store(&reason)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		})
+	}()
 	waitErr := cmd.Wait()
 	close(stopWatch)
+	// A measure under way ends before the group is reaped below, so its
+	// kill never reaches a recycled process group.
+	<-watched
 	// Whatever is left of the group (background children, or members that
 	// ignored SIGTERM) is killed now, and with the sweeper whatever left
 	// the group too (setsid): nothing outlives the call.

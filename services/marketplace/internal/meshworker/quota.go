@@ -89,7 +89,8 @@ func (q *quota) remeasure() (string, error) {
 }
 
 // watch measures the workspace every interval until stop is closed and
-// calls kill, once, with the reason when it passes the quota. A command
+// calls kill, once, with the reason when it passes the quota (or cannot be
+// measured). A command
 // that fills the disk is stopped within about one interval of passing.
 func (q *quota) watch(interval time.Duration, stop <-chan struct{}, kill func(reason string)) {
 	if !q.enabled() {
@@ -105,7 +106,10 @@ func (q *quota) watch(interval time.Duration, stop <-chan struct{}, kill func(re
 		}
 		u, err := q.measure()
 		if err != nil {
-			continue
+			// Fail closed: a workspace that cannot be measured cannot be
+			// held to its quota.
+			kill(err.Error())
+			return
 		}
 		if msg := q.over(u); msg != "" {
 			kill(msg)
@@ -132,9 +136,9 @@ func (q *quota) check(action string) error {
 }
 
 // write runs do, a write of size bytes to a file whose present size is
-// oldSize (-1: a new file), if the workspace stays within its quota, and
-// counts it. Writes are serialised so two cannot both take the last room.
-func (q *quota) write(oldSize, size int64, do func() error) error {
+// oldSize (-1: a new file) that creates newDirs parent directories, if the
+// workspace stays within its quota, and counts it. Writes are serialised so two cannot both take the last room.
+func (q *quota) write(oldSize, size, newDirs int64, do func() error) error {
 	if !q.enabled() {
 		return do()
 	}
@@ -146,6 +150,7 @@ func (q *quota) write(oldSize, size int64, do func() error) error {
 	}
 	next := u
 	next.bytes += size
+	next.files += newDirs
 	if oldSize >= 0 {
 		next.bytes -= oldSize
 	} else {
@@ -176,6 +181,13 @@ func (q *quota) measure() (usage, error) {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // removed while we walked
 			}
+			if errors.Is(err, fs.ErrPermission) && path != q.root {
+				// A directory a command made unreadable (mode 0): its
+				// entry counts, its content cannot be seen. Failing the
+				// walk instead would switch the quota off.
+				u.files++
+				return fs.SkipDir
+			}
 			return err
 		}
 		if path == q.root {
@@ -204,6 +216,19 @@ func (q *quota) measure() (usage, error) {
 		return usage{}, fmt.Errorf("measuring the workspace: %w", err)
 	}
 	return u, nil
+}
+
+// missingParents counts the parent directories of p that a write would
+// create.
+func (w *worker) missingParents(p string) int64 {
+	n := int64(0)
+	for dir := filepath.Dir(p); dir != "." && dir != "/"; dir = filepath.Dir(dir) {
+		if _, err := w.root.Lstat(dir); err == nil {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // sizeOf returns the size of p in the workspace, or -1 when it does not

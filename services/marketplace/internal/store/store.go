@@ -308,6 +308,14 @@ func (s *Store) SetRunning(ctx context.Context, uid uuid.UUID, containerID, work
 		uid, containerID, workspace)
 }
 
+// SetFailed marks a journey failed, recording the worker and workspace it
+// still has: a spawn that could not remove them leaves them named, so a
+// later stop or fresh spawn removes them rather than reusing them.
+func (s *Store) SetFailed(ctx context.Context, uid uuid.UUID, containerID, workspace string) error {
+	return s.exec(ctx, `UPDATE journeys SET state = 'failed', container_id = NULLIF($2, ''), volume = NULLIF($3, ''), stopped_at = now() WHERE uid = $1`,
+		uid, containerID, workspace)
+}
+
 // DeletedJourneys returns those of uids that are deleted journeys.
 func (s *Store) DeletedJourneys(ctx context.Context, uids []uuid.UUID) ([]uuid.UUID, error) {
 	if len(uids) == 0 {

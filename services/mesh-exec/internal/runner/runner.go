@@ -121,9 +121,14 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	// Wait copies stderr until every holder closes it; a child that escaped
 	// the group gets this long once the agent exited.
 	cmd.WaitDelay = 2 * time.Second
-	endSweep := func() {}
+	var swept *proctree.Command
 	if r.cfg.Sweeper != nil {
-		endSweep = r.cfg.Sweeper.Begin()
+		swept = r.cfg.Sweeper.Begin()
+	}
+	endSweep := func() {
+		if swept != nil {
+			swept.End()
+		}
 	}
 	defer endSweep()
 	start := time.Now()
@@ -131,6 +136,9 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	_ = stdoutW.Close() // the child has its copy
 	if err != nil {
 		return backend.Result{}, Outcome{}, fmt.Errorf("starting %s: %w", b.Name(), err)
+	}
+	if swept != nil {
+		swept.Started(cmd.Process.Pid)
 	}
 	pgid := cmd.Process.Pid
 	waited := make(chan error, 1)
