@@ -78,10 +78,10 @@ type Resources struct {
 	Memory ByteSize `yaml:"memory,omitempty" json:"memory,omitempty" jsonschema:"memory limit (default 512Mi)"`
 	PIDs   int64    `yaml:"pids,omitempty" json:"pids,omitempty" jsonschema:"process limit (default 256)"`
 	// Workspace and WorkspaceFiles are the workspace quota, kept by
-	// meshworker (builtin workers): Docker's local volumes take no size
-	// limit.
-	Workspace      ByteSize `yaml:"workspace,omitempty" json:"workspace,omitempty" jsonschema:"workspace quota in bytes for builtin workers: writes past it are refused and a command passing it is killed (default 2Gi)"`
-	WorkspaceFiles int64    `yaml:"workspace_files,omitempty" json:"workspace_files,omitempty" jsonschema:"workspace quota in files and directories for builtin workers (default 200000)"`
+	// meshworker (builtin workers) and mesh-exec (agent workers): Docker's
+	// local volumes take no size limit.
+	Workspace      ByteSize `yaml:"workspace,omitempty" json:"workspace,omitempty" jsonschema:"workspace quota in bytes (builtin and agent workers): writes past it are refused, and a command or agent run passing it is stopped (default 2Gi)"`
+	WorkspaceFiles int64    `yaml:"workspace_files,omitempty" json:"workspace_files,omitempty" jsonschema:"workspace quota in files and directories (builtin and agent workers; default 200000)"`
 }
 
 // Constraints are what the gate enforces before any action runs.

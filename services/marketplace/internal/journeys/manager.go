@@ -479,7 +479,7 @@ func serverArgv(e *workerdef.Entry) []string {
 		if e.SystemPrompt != "" {
 			argv = append(argv, "--append-system-prompt", e.SystemPrompt)
 		}
-		return argv
+		return append(argv, quotaArgs(d)...)
 	}
 	argv := []string{MeshworkerPath, "serve", "--root", runtime.WorkspacePath}
 	if d.Constraints.MaxFileSize > 0 {
@@ -488,12 +488,7 @@ func serverArgv(e *workerdef.Entry) []string {
 	if d.Constraints.Readonly {
 		argv = append(argv, "--readonly")
 	}
-	if r := d.Isolation.Resources; r.Workspace > 0 {
-		argv = append(argv, "--max-workspace-bytes", strconv.FormatInt(int64(r.Workspace), 10))
-	}
-	if r := d.Isolation.Resources; r.WorkspaceFiles > 0 {
-		argv = append(argv, "--max-workspace-files", strconv.FormatInt(r.WorkspaceFiles, 10))
-	}
+	argv = append(argv, quotaArgs(d)...)
 	for _, t := range d.Tools {
 		if t == string(meshtype.ActionExec) {
 			argv = append(argv, "--allow-exec")
@@ -507,6 +502,19 @@ func serverArgv(e *workerdef.Entry) []string {
 	}
 	for _, g := range d.Constraints.DeniedPaths {
 		argv = append(argv, "--denied-path="+g)
+	}
+	return argv
+}
+
+// quotaArgs are the workspace quota flags, the same for meshworker and
+// mesh-exec.
+func quotaArgs(d *meshtype.Definition) []string {
+	var argv []string
+	if r := d.Isolation.Resources; r.Workspace > 0 {
+		argv = append(argv, "--max-workspace-bytes", strconv.FormatInt(int64(r.Workspace), 10))
+	}
+	if r := d.Isolation.Resources; r.WorkspaceFiles > 0 {
+		argv = append(argv, "--max-workspace-files", strconv.FormatInt(r.WorkspaceFiles, 10))
 	}
 	return argv
 }

@@ -65,13 +65,13 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 		return execOut{}, err
 	}
 
-	if err := w.quota.check("exec"); err != nil {
+	if err := w.quota.Check("exec"); err != nil {
 		return execOut{}, err
 	}
 	if err := makeGoTmpDir(w.cfg.ExecEnv); err != nil {
 		return execOut{}, err
 	}
-	defer w.quota.invalidate()
+	defer w.quota.Invalidate()
 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -107,7 +107,7 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	stopWatch, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
-		w.quota.watch(quotaInterval, stopWatch, func(reason string) {
+		w.quota.Watch(quotaInterval, stopWatch, func(reason string) {
 			quotaMsg.Store(&reason)
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		})
@@ -143,7 +143,7 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	}
 	if msg := quotaMsg.Load(); msg != nil {
 		res.QuotaExceeded = *msg
-	} else if msg, err := w.quota.remeasure(); err == nil {
+	} else if msg, err := w.quota.Remeasure(); err == nil {
 		res.QuotaExceeded = msg
 	}
 	return res, nil

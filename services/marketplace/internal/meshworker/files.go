@@ -108,7 +108,7 @@ func (w *worker) write(_ context.Context, in writeIn) (writeOut, error) {
 	if _, err := w.guard("write", p, true); err != nil {
 		return writeOut{}, err
 	}
-	err = w.quota.write(w.sizeOf(p), int64(len(in.Content)), w.missingParents(p), func() error { return w.writeFile(p, []byte(in.Content)) })
+	err = w.quota.Write(w.sizeOf(p), int64(len(in.Content)), w.missingParents(p), func() error { return w.writeFile(p, []byte(in.Content)) })
 	if err != nil {
 		return writeOut{}, fmt.Errorf("write %s: %w", p, err)
 	}
@@ -190,7 +190,7 @@ type deleteOut struct {
 }
 
 func (w *worker) delete(_ context.Context, in deleteIn) (deleteOut, error) {
-	defer w.quota.invalidate()
+	defer w.quota.Invalidate()
 	if w.cfg.Readonly {
 		return deleteOut{}, errReadonly
 	}

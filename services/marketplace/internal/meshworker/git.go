@@ -175,7 +175,7 @@ type gitAddOut struct {
 }
 
 func (w *worker) gitAdd(_ context.Context, in gitAddIn) (gitAddOut, error) {
-	defer w.quota.invalidate() // git writes objects and the index
+	defer w.quota.Invalidate() // git writes objects and the index
 	if w.cfg.Readonly {
 		return gitAddOut{}, errReadonly
 	}
@@ -223,7 +223,7 @@ type gitCommitOut struct {
 }
 
 func (w *worker) gitCommit(_ context.Context, in gitCommitIn) (gitCommitOut, error) {
-	defer w.quota.invalidate() // git writes objects and the index
+	defer w.quota.Invalidate() // git writes objects and the index
 	if w.cfg.Readonly {
 		return gitCommitOut{}, errReadonly
 	}
@@ -262,7 +262,7 @@ type gitInitOut struct {
 // gitInit makes the workspace a repository (a fresh workspace is empty, and
 // git_v1 has no shell to run "git init" with). It is idempotent.
 func (w *worker) gitInit(_ context.Context, in gitInitIn) (gitInitOut, error) {
-	defer w.quota.invalidate() // git writes objects and the index
+	defer w.quota.Invalidate() // git writes objects and the index
 	if w.cfg.Readonly {
 		return gitInitOut{}, errReadonly
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/wsquota"
 )
 
 // Defaults of [Config], also the flag defaults of "meshworker serve".
@@ -114,7 +115,7 @@ type worker struct {
 	realRoot string
 	root     *os.Root    // every file access goes through it
 	policy   *pathPolicy // nil without path globs
-	quota    *quota
+	quota    *wsquota.Quota
 	logger   *slog.Logger
 	// gitMu serialises the git tools: go-git does not lock the index
 	// against a concurrent writer in the same process.
@@ -148,7 +149,7 @@ func NewServer(cfg Config, logger *slog.Logger) (*mcp.Server, error) {
 		realRoot = abs
 	}
 	w := &worker{cfg: cfg, absRoot: abs, realRoot: realRoot, root: root, policy: policy, logger: logger}
-	w.quota = &quota{root: abs, maxBytes: max(cfg.MaxWorkspaceBytes, 0), maxFiles: max(cfg.MaxWorkspaceFiles, 0)}
+	w.quota = wsquota.New(abs, cfg.MaxWorkspaceBytes, cfg.MaxWorkspaceFiles)
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "meshworker", Version: buildinfo.Version}, &mcp.ServerOptions{
 		Logger:       logger,

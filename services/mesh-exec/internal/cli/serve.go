@@ -28,6 +28,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/wsquota"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/server"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/session"
@@ -40,6 +41,7 @@ type serveFlags struct {
 	busy, runAs, tokenFile                                         string
 	command                                                        commandFlags
 	maxTurns, maxTaskBytes                                         int
+	maxWorkspaceBytes, maxWorkspaceFiles                           int64
 	defaultTimeout, grace                                          time.Duration
 }
 
@@ -87,6 +89,8 @@ once (--busy refuse).`,
 	fl.StringVar(&f.mcpConfigJSON, "mcp-config-json", "", "MCP client config given to the agent, as JSON (written to a private file beside the sessions)")
 	fl.StringVar(&f.busy, "busy", server.BusyWait, "a call on a busy session: wait or refuse")
 	fl.IntVar(&f.maxTaskBytes, "max-task-bytes", 1<<20, "largest task accepted")
+	fl.Int64Var(&f.maxWorkspaceBytes, "max-workspace-bytes", 0, "workspace quota in bytes: a run is refused while the workspace is over it and stopped when it passes it (0: none)")
+	fl.Int64Var(&f.maxWorkspaceFiles, "max-workspace-files", 0, "workspace quota in files and directories (0: none)")
 	fl.DurationVar(&f.defaultTimeout, "default-timeout", 10*time.Minute, "timeout of calls that give none")
 	fl.DurationVar(&f.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when stopping an agent")
 	fl.StringVar(&f.runAs, "run-as", "", "uid:gid agents run as when mesh-exec runs as root")
@@ -174,7 +178,8 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 		WorkspaceRoot: f.workspaceRoot, Backends: backends, DefaultBackend: f.backend, Sessions: sessions,
 		Runner: runner.New(runner.Config{Grace: f.grace, Credential: cred, Sweeper: sweeper}),
 		Model:  f.model, AllowedTools: allowed, MaxTurns: f.maxTurns, AppendSystemPrompt: prompt, MCPConfig: f.mcpConfig,
-		Busy: f.busy, MaxTaskBytes: f.maxTaskBytes, DefaultTimeout: f.defaultTimeout, Logger: logger, Metrics: reg,
+		Quota: wsquota.New(f.workspaceRoot, f.maxWorkspaceBytes, f.maxWorkspaceFiles),
+		Busy:  f.busy, MaxTaskBytes: f.maxTaskBytes, DefaultTimeout: f.defaultTimeout, Logger: logger, Metrics: reg,
 	})
 	if err != nil {
 		return err

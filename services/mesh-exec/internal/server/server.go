@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/wsquota"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/session"
@@ -54,6 +55,9 @@ type Config struct {
 	Busy string
 	// MaxTaskBytes bounds a task. Defaults to 1 MiB.
 	MaxTaskBytes int
+	// Quota, when set, bounds the workspace: a run is refused while it is
+	// over, and stopped when it passes it. Defaults to none.
+	Quota *wsquota.Quota
 	// DefaultTimeout applies when a call gives none. Defaults to 10m.
 	DefaultTimeout time.Duration
 	// MaxTimeout caps any call's timeout. Defaults to 1h.
@@ -240,10 +244,34 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 		defer release()
 	}
 
-	// The run ends with the request (client cancellation), its timeout, or
-	// the server's shutdown, whichever comes first.
-	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	if q := s.cfg.Quota; q != nil {
+		// Measured afresh: runs are long and rare, and nothing tells us
+		// when files go.
+		msg, err := q.Remeasure()
+		if err != nil {
+			return fail("%v", err)
+		}
+		if msg != "" {
+			return fail("mesh_execute refused: %s; take the work out (workspace_diff, export_workspace) and start a fresh journey", msg)
+		}
+		defer q.Invalidate()
+	}
+
+	// The run ends with the request (client cancellation), its timeout,
+	// the server's shutdown or the workspace passing its quota, whichever
+	// comes first.
+	quotaCtx, stopForQuota := context.WithCancelCause(ctx)
+	defer stopForQuota(nil)
+	runCtx, cancel := context.WithTimeout(quotaCtx, timeout)
 	defer cancel()
+	if q := s.cfg.Quota; q != nil && q.Enabled() {
+		stopWatch, watched := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(watched)
+			q.Watch(quotaInterval, stopWatch, func(reason string) { stopForQuota(errOverQuota{reason}) })
+		}()
+		defer func() { close(stopWatch); <-watched }()
+	}
 	stopOnShutdown := context.AfterFunc(s.base, cancel)
 	defer stopOnShutdown()
 	s.runs.Add(1)
@@ -277,6 +305,11 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 		prog.event(ev)
 	}
 	res, out, err := s.cfg.Runner.Run(runCtx, b, breq, onEvent)
+	var over errOverQuota
+	if errors.As(context.Cause(quotaCtx), &over) && err == nil {
+		res.IsError = true
+		res.Output = "the agent was stopped: " + over.reason + "\n" + res.Output
+	}
 	s.observe(name, span, started, res, out, err)
 	if errors.Is(err, runner.ErrBinaryNotFound) {
 		return fail("%v", err)
@@ -304,6 +337,14 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	}
 	return nil, result, nil
 }
+
+// quotaInterval is how often the workspace is measured while an agent runs.
+const quotaInterval = time.Second
+
+// errOverQuota is why a run was stopped for the workspace quota.
+type errOverQuota struct{ reason string }
+
+func (e errOverQuota) Error() string { return e.reason }
 
 // observe ends a run's span and counts it.
 func (s *Server) observe(name string, span *agentSpan, started time.Time, res backend.Result, out runner.Outcome, err error) {

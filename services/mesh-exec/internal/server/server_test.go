@@ -407,3 +407,37 @@ func toStrings(v any) []string {
 	}
 	return out
 }
+
+// An agent that fills the workspace past its quota is stopped, with the
+// reason; the next run is refused while the workspace is over it.
+func TestWorkspaceQuotaStopsTheAgent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	chunk := strings.Repeat("x", 600_000)
+	sc := script(t, map[string]any{"steps": []any{
+		map[string]any{"write": map[string]any{"file_path": "fill-1.txt", "content": chunk}},
+		map[string]any{"write": map[string]any{"file_path": "fill-2.txt", "content": chunk}},
+		map[string]any{"hang": map[string]any{}},
+	}})
+	cs, _ := e.stdio(t, nil, []string{"--max-workspace-bytes", "1000000"}, sc)
+	r := execute(t, cs, map[string]any{"repository": "r", "task": "fill", "timeout": 60_000})
+	if !r.isError || !strings.Contains(r.out.Output, "over its quota of 1000000 bytes") {
+		t.Fatalf("run past the quota: %+v", r)
+	}
+	again := execute(t, cs, map[string]any{"repository": "r", "task": "more"})
+	if !again.isError || !strings.Contains(again.text, "mesh_execute refused") {
+		t.Fatalf("run over the quota: %+v", again)
+	}
+	if err := os.RemoveAll(filepath.Join(e.root, "r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(e.root, "r"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// With the files gone the agent runs again (and, scripted the same,
+	// is stopped again).
+	after := execute(t, cs, map[string]any{"repository": "r", "task": "after"})
+	if strings.Contains(after.text, "mesh_execute refused") || !strings.Contains(after.out.Output, "the agent was stopped: ") {
+		t.Errorf("a run after the files were deleted: %+v", after)
+	}
+}
