@@ -71,7 +71,14 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	if err := makeGoTmpDir(w.cfg.ExecEnv); err != nil {
 		return execOut{}, err
 	}
-	defer w.quota.Invalidate()
+	// The command may change anything: the usage is measured again when it
+	// ends, or forgotten if it ends some other way.
+	measured := false
+	defer func() {
+		if !measured {
+			w.quota.Invalidate()
+		}
+	}()
 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -141,10 +148,11 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		res.ExitCode = 128 + int(ws.Signal())
 	}
+	if msg, err := w.quota.Remeasure(); err == nil {
+		res.QuotaExceeded, measured = msg, true
+	}
 	if msg := quotaMsg.Load(); msg != nil {
-		res.QuotaExceeded = *msg
-	} else if msg, err := w.quota.Remeasure(); err == nil {
-		res.QuotaExceeded = msg
+		res.QuotaExceeded = *msg // why it was killed
 	}
 	return res, nil
 }
