@@ -230,6 +230,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzEvaluate$$' -fuzztime $(FUZZTIME) ./pkg/gate
 	go test -run '^$$' -fuzz '^FuzzEvaluateResult$$' -fuzztime $(FUZZTIME) ./pkg/gate
 	go test -run '^$$' -fuzz '^FuzzEvaluateExec$$' -fuzztime $(FUZZTIME) ./pkg/gate
+	go test -run '^$$' -fuzz '^FuzzSplitShell$$' -fuzztime $(FUZZTIME) ./pkg/gate
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./pkg/workerdef
 	go test -run '^$$' -fuzz '^FuzzArchive$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/source
 	go test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/workdiff

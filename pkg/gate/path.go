@@ -196,12 +196,7 @@ func (g *Gate) checkPath(a *meshtype.Action, c *collector) {
 			return
 		}
 	}
-	if !g.allowedPath(clean) {
-		c.add(ConstraintAllowed, fmt.Sprintf("path %q is not inside the allowed paths", clean))
-	}
-	if p, ok := deniedBy(g.denied, clean); ok {
-		c.add(ConstraintDenied, fmt.Sprintf("path %q is denied by %q", clean, p))
-	}
+	g.checkGlobs(clean, c)
 }
 
 // PathDenied reports whether a workspace path (already clean) is refused by

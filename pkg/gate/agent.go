@@ -1,0 +1,466 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+)
+
+// Agent tool calls.
+//
+// An agent worker's actions reach the gate as tasks; what the agent then
+// does inside its container, its own Read, Edit and Bash calls, is checked
+// by [Gate.EvaluateToolCall], which the agent CLI's hook calls before each
+// tool runs. Every call is translated into the actions it amounts to (a Read
+// is a read of its file, an Edit a write of the file it leaves, a Bash
+// script an exec of each simple command in it plus a read or write of each
+// file it redirects from or to) and each action is checked by the same
+// built-in checks and CEL rules as an action sent to the worker, except the
+// per-journey counters (max_actions, max_cost_usd), which count actions,
+// not the agent's steps.
+
+// Constraint ids of the checks only tool calls get.
+const (
+	// ConstraintAgentTools: the tool is not among the agent's allowed_tools.
+	ConstraintAgentTools = "agent_tools"
+	// ConstraintShell: a Bash command that does not parse, or whose
+	// commands cannot be decided without running it.
+	ConstraintShell = "shell"
+	// ConstraintNetwork: a tool call that reaches the network where the
+	// worker's network does not allow it.
+	ConstraintNetwork = "network"
+)
+
+// ToolCall is one tool call an agent is about to make, as the agent CLI's
+// hook reports it (Claude Code's PreToolUse: tool_name, tool_input).
+type ToolCall struct {
+	// Tool is the tool's name: "Read", "Bash", "mcp__meshwork__spawn_worker".
+	Tool string
+	// Input is the tool's input, as the CLI passes it to the tool.
+	Input map[string]any
+	// Workspace is the absolute path of the workspace root; file paths
+	// outside it are refused.
+	Workspace string
+	// Cwd is the absolute directory relative paths are taken from (the
+	// agent's working directory); empty means Workspace.
+	Cwd string
+}
+
+// Files is what [Gate.EvaluateToolCall] may learn of the files a call names,
+// so that the gate itself stays free of I/O: the caller (the hook, inside
+// the worker) answers from the file system.
+type Files interface {
+	// RealPath returns the absolute path abs resolves to through symbolic
+	// links; for a path that does not exist yet, the deepest existing
+	// parent resolved, joined with the rest.
+	RealPath(abs string) (string, error)
+	// ReadFile returns the content of the file at abs, an error wrapping
+	// fs.ErrNotExist when there is none, or an error when it holds more
+	// than limit bytes.
+	ReadFile(abs string, limit int64) ([]byte, error)
+}
+
+// agentGate is the compiled agent part of a definition.
+type agentGate struct {
+	// allowedTools are agent.allowed_tools reduced to tool names and MCP
+	// server prefixes ("Bash(go test:*)" allows the tool Bash: the rule
+	// inside is the CLI's, and the gate checks the command itself).
+	allowedTools []string
+	network      meshtype.NetworkMode
+}
+
+func compileAgent(def *meshtype.Definition) agentGate {
+	a := agentGate{network: def.Isolation.Network}
+	if def.Agent != nil {
+		for _, t := range def.Agent.AllowedTools {
+			if i := strings.IndexByte(t, '('); i > 0 {
+				t = t[:i]
+			}
+			a.allowedTools = append(a.allowedTools, strings.TrimSpace(t))
+		}
+	}
+	return a
+}
+
+// allows reports whether the agent's allowed_tools admit the tool: no list
+// admits every tool; an entry admits its own name, and an MCP server entry
+// (mcp__meshwork) every tool of that server.
+func (a *agentGate) allows(tool string) bool {
+	if len(a.allowedTools) == 0 {
+		return true
+	}
+	for _, t := range a.allowedTools {
+		if t == tool || strings.HasPrefix(t, "mcp__") && strings.Count(t, "__") == 1 && strings.HasPrefix(tool, t+"__") {
+			return true
+		}
+	}
+	return false
+}
+
+// shellBuiltins are the shell's own commands a script may use without a
+// commands entry: they run no program, and what they write goes through
+// redirections, which are checked.
+var shellBuiltins = map[string]bool{
+	"cd": true, "pwd": true, "echo": true, "printf": true, "true": true, "false": true,
+	"test": true, "[": true, ":": true, "set": true,
+}
+
+// EvaluateToolCall checks one tool call of an agent and returns every
+// violation, or nil when the call may run. files may be nil: then symbolic
+// links are not followed and Edit sizes are not known. It does no I/O of its
+// own.
+//
+// Checked, by tool (Claude Code's names; other agents' tools map onto them):
+//   - every tool: the agent's allowed_tools;
+//   - Read, Write, Edit, MultiEdit, NotebookEdit, Glob, Grep: path safety,
+//     the workspace (also through symbolic links), allowed and denied paths,
+//     readonly for the writing ones, max_file_size on the file a write
+//     leaves, and the rules on the equivalent read, write, list or search;
+//   - Bash: the script split into simple commands ([SplitShell]); each must
+//     be a shell builtin (cd, echo, test, ...) or start with an allowed
+//     command, its path-like arguments must not name denied files, each
+//     redirection is a read or write of its file, /dev/tcp and /dev/udp are
+//     refused, and the rules see each command as an exec;
+//   - WebFetch, WebSearch: only workers with network bridge may use them.
+func (g *Gate) EvaluateToolCall(call ToolCall, files Files) []meshtype.Violation {
+	var c collector
+	tc := toolCheck{g: g, call: &call, files: files, c: &c}
+	if call.Workspace == "" || !path.IsAbs(call.Workspace) {
+		c.add(ConstraintPathSafety, "the agent's workspace root is not known")
+		return c.vs
+	}
+	tc.root = path.Clean(call.Workspace)
+	tc.cwd = tc.root
+	if call.Cwd != "" {
+		tc.cwd = path.Clean(call.Cwd)
+	}
+	if call.Tool == "" {
+		c.add(ConstraintAgentTools, "the tool call names no tool")
+		return c.vs
+	}
+	if !g.agent.allows(call.Tool) {
+		c.add(ConstraintAgentTools, fmt.Sprintf("tool %s is not among this agent's allowed tools %v", call.Tool, g.agent.allowedTools))
+	}
+	switch call.Tool {
+	case "Read":
+		tc.file(meshtype.ActionRead, "file_path", "")
+	case "Write":
+		tc.file(meshtype.ActionWrite, "file_path", tc.str("content"))
+	case "Edit":
+		tc.edit("file_path", []edit{{tc.str("old_string"), tc.str("new_string"), tc.boolean("replace_all")}})
+	case "MultiEdit":
+		tc.edit("file_path", tc.edits())
+	case "NotebookEdit":
+		tc.file(meshtype.ActionWrite, "notebook_path", tc.str("new_source"))
+	case "Glob":
+		tc.dir(meshtype.ActionList, "path", "")
+		tc.pattern(tc.str("pattern"))
+	case "Grep":
+		tc.dir(meshtype.ActionSearch, "path", tc.str("pattern"))
+		tc.pattern(tc.str("glob"))
+	case "Bash":
+		tc.bash(tc.str("command"))
+	case "WebFetch":
+		tc.network("fetch " + tc.str("url"))
+		if u, err := url.Parse(tc.str("url")); err != nil || u.Host == "" {
+			c.add(ConstraintNetwork, fmt.Sprintf("WebFetch url %q is not an absolute URL", tc.str("url")))
+		}
+	case "WebSearch":
+		tc.network("search the web")
+	}
+	return c.vs
+}
+
+// toolCheck is one EvaluateToolCall.
+type toolCheck struct {
+	g     *Gate
+	call  *ToolCall
+	files Files
+	c     *collector
+	root  string // clean absolute workspace root
+	cwd   string // clean absolute working directory
+}
+
+func (tc *toolCheck) str(key string) string {
+	s, _ := tc.call.Input[key].(string)
+	return s
+}
+
+func (tc *toolCheck) boolean(key string) bool {
+	b, _ := tc.call.Input[key].(bool)
+	return b
+}
+
+// workspacePath maps a path the call names onto the workspace: it returns
+// the path relative to the workspace root ("." for the root), or reports a
+// violation and returns false. Relative paths are taken from the working
+// directory. Through Files, the path's real location must be in the
+// workspace too, and the globs are checked on both names.
+func (tc *toolCheck) workspacePath(p string) (rel string, real string, ok bool) {
+	if p == "" {
+		tc.c.add(ConstraintPathSafety, fmt.Sprintf("%s needs a path", tc.call.Tool))
+		return "", "", false
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		tc.c.add(ConstraintPathSafety, "path contains a NUL byte")
+		return "", "", false
+	}
+	abs := p
+	if !path.IsAbs(abs) {
+		abs = path.Join(tc.cwd, abs)
+	}
+	abs = path.Clean(abs)
+	rel, ok = tc.relative(abs)
+	if !ok {
+		tc.c.add(ConstraintPathSafety, fmt.Sprintf("path %q is outside the workspace %s", p, tc.root))
+		return "", "", false
+	}
+	if rel != "." {
+		if msg := targetProblem(rel); msg != "" {
+			tc.c.add(ConstraintPathSafety, msg)
+			return "", "", false
+		}
+	}
+	real = rel
+	if tc.files != nil {
+		r, err := tc.files.RealPath(abs)
+		if err != nil {
+			tc.c.add(ConstraintPathSafety, fmt.Sprintf("path %q cannot be resolved: %v", p, err))
+			return "", "", false
+		}
+		if real, ok = tc.relative(path.Clean(r)); !ok {
+			tc.c.add(ConstraintPathSafety, fmt.Sprintf("path %q resolves through a symbolic link to %s, outside the workspace", p, r))
+			return "", "", false
+		}
+	}
+	return rel, real, true
+}
+
+// relative returns abs relative to the workspace root, if it is inside.
+func (tc *toolCheck) relative(abs string) (string, bool) {
+	if abs == tc.root {
+		return ".", true
+	}
+	if tc.root == "/" {
+		return abs[1:], true
+	}
+	rest, ok := strings.CutPrefix(abs, tc.root+"/")
+	return rest, ok
+}
+
+// action checks one equivalent action on a workspace path (and on the path
+// it really is, when that differs) with the built-in checks and the rules.
+func (tc *toolCheck) action(a meshtype.Action, real string) {
+	g := tc.g
+	if g.readonly && a.Type == meshtype.ActionWrite {
+		tc.c.add(ConstraintReadonly, fmt.Sprintf("worker is read-only: %s may not write %s", tc.call.Tool, a.Target))
+	}
+	if takesTarget(a.Type) {
+		if a.Target == "." && a.Type != meshtype.ActionList && a.Type != meshtype.ActionSearch {
+			tc.c.add(ConstraintPathSafety, fmt.Sprintf("%s cannot target the workspace root", tc.call.Tool))
+		} else {
+			g.checkGlobs(a.Target, tc.c)
+			if real != "" && real != a.Target {
+				g.checkGlobs(real, tc.c)
+			}
+		}
+	}
+	g.checkContent(&a, tc.c)
+	g.checkRules(&a, meshtype.JourneyState{}, tc.c)
+}
+
+// file checks a file tool: a read, or a write of content.
+func (tc *toolCheck) file(t meshtype.ActionType, key, content string) {
+	rel, real, ok := tc.workspacePath(tc.str(key))
+	if !ok {
+		return
+	}
+	tc.action(meshtype.Action{Type: t, Target: rel, Content: content}, real)
+}
+
+// dir checks a tool that reads a directory (Glob, Grep): its path, by
+// default the working directory.
+func (tc *toolCheck) dir(t meshtype.ActionType, key, pattern string) {
+	p := tc.str(key)
+	if p == "" {
+		p = tc.cwd
+	}
+	rel, real, ok := tc.workspacePath(p)
+	if !ok {
+		return
+	}
+	tc.action(meshtype.Action{Type: t, Target: rel, Pattern: pattern}, real)
+}
+
+// pattern checks a file-name glob (Glob's pattern, Grep's glob): it must not
+// leave the working directory.
+func (tc *toolCheck) pattern(p string) {
+	if p == "" {
+		return
+	}
+	if path.IsAbs(p) {
+		if _, ok := tc.relative(path.Clean(p)); !ok {
+			tc.c.add(ConstraintPathSafety, fmt.Sprintf("pattern %q is outside the workspace %s", p, tc.root))
+		}
+		return
+	}
+	if slices.Contains(strings.Split(p, "/"), "..") {
+		tc.c.add(ConstraintPathSafety, fmt.Sprintf("pattern %q climbs out of its directory with ..", p))
+	}
+}
+
+// edit is one replacement of an Edit or MultiEdit.
+type edit struct {
+	old, new string
+	all      bool
+}
+
+func (tc *toolCheck) edits() []edit {
+	list, _ := tc.call.Input["edits"].([]any)
+	var out []edit
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		o, _ := m["old_string"].(string)
+		n, _ := m["new_string"].(string)
+		all, _ := m["replace_all"].(bool)
+		out = append(out, edit{o, n, all})
+	}
+	return out
+}
+
+// edit checks an Edit or MultiEdit as a write of the file it would leave:
+// max_file_size applies to that file, computed from the current one when
+// Files can read it (a file that does not exist or does not take the edits
+// is the tool's own error, not the gate's).
+func (tc *toolCheck) edit(key string, edits []edit) {
+	rel, real, ok := tc.workspacePath(tc.str(key))
+	if !ok {
+		return
+	}
+	var content string
+	if tc.files != nil {
+		limit := tc.g.maxFileSize
+		if limit <= 0 {
+			limit = 1 << 30
+		}
+		data, err := tc.files.ReadFile(path.Join(tc.root, rel), limit)
+		switch {
+		case err == nil:
+			content = string(data)
+			for _, e := range edits {
+				if e.old == "" {
+					continue
+				}
+				n := 1
+				if e.all {
+					n = -1
+				}
+				content = strings.Replace(content, e.old, e.new, n)
+			}
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			tc.c.add(ConstraintMaxFileSize, fmt.Sprintf("%s of %s: %v", tc.call.Tool, rel, err))
+		}
+	}
+	tc.action(meshtype.Action{Type: meshtype.ActionWrite, Target: rel, Content: content}, real)
+}
+
+// network refuses a tool that reaches the network unless the worker's
+// network is open.
+func (tc *toolCheck) network(what string) {
+	if tc.g.agent.network != meshtype.NetworkBridge {
+		network := tc.g.agent.network
+		if network == "" {
+			network = meshtype.NetworkNone
+		}
+		tc.c.add(ConstraintNetwork, fmt.Sprintf("%s may not %s: this worker's network is %s", tc.call.Tool, what, network))
+	}
+}
+
+// bash checks a Bash script, command by command.
+func (tc *toolCheck) bash(script string) {
+	cmds, err := SplitShell(script)
+	if err != nil {
+		tc.c.add(ConstraintShell, err.Error())
+		return
+	}
+	for _, cmd := range cmds {
+		name := cmd.Argv[0]
+		if shellBuiltins[name] {
+			if name == "cd" && len(cmd.Argv) > 1 {
+				if rel, real, ok := tc.workspacePath(cmd.Argv[len(cmd.Argv)-1]); ok {
+					tc.action(meshtype.Action{Type: meshtype.ActionList, Target: rel}, real)
+				}
+			}
+			tc.g.checkRules(&meshtype.Action{Type: meshtype.ActionExec, Command: cmd.Argv}, meshtype.JourneyState{}, tc.c)
+		} else {
+			tc.action(meshtype.Action{Type: meshtype.ActionExec, Command: cmd.Argv}, "")
+		}
+		for _, arg := range cmd.Argv[1:] {
+			tc.argument(arg)
+		}
+		for _, w := range cmd.Writes {
+			tc.redirect(meshtype.ActionWrite, w)
+		}
+		for _, r := range cmd.Reads {
+			tc.redirect(meshtype.ActionRead, r)
+		}
+	}
+}
+
+// argument refuses a command argument that names a denied file, as a path
+// or as the value of a --flag=path: `cat .env` reads what a Read of .env
+// may not.
+func (tc *toolCheck) argument(arg string) {
+	if i := strings.IndexByte(arg, '='); i >= 0 && strings.HasPrefix(arg, "-") {
+		arg = arg[i+1:]
+	}
+	if arg == "" || strings.HasPrefix(arg, "-") {
+		return
+	}
+	abs := arg
+	if !path.IsAbs(abs) {
+		abs = path.Join(tc.cwd, abs)
+	}
+	rel, ok := tc.relative(path.Clean(abs))
+	if !ok || rel == "." {
+		return
+	}
+	if p, denied := deniedBy(tc.g.denied, rel); denied {
+		tc.c.add(ConstraintDenied, fmt.Sprintf("argument %q names %s, denied by %q", arg, rel, p))
+	}
+}
+
+// redirect checks a file a command's redirection reads or writes.
+func (tc *toolCheck) redirect(t meshtype.ActionType, target string) {
+	switch {
+	case target == "/dev/null":
+		return
+	case strings.HasPrefix(target, "/dev/tcp/"), strings.HasPrefix(target, "/dev/udp/"):
+		tc.c.add(ConstraintNetwork, fmt.Sprintf("redirection to %s opens a network connection", target))
+		return
+	case t == meshtype.ActionWrite && (target == "/dev/stdout" || target == "/dev/stderr"):
+		return
+	}
+	rel, real, ok := tc.workspacePath(target)
+	if !ok {
+		return
+	}
+	tc.action(meshtype.Action{Type: t, Target: rel}, real)
+}
+
+// checkGlobs applies the allowed and denied globs to a clean workspace path.
+func (g *Gate) checkGlobs(clean string, c *collector) {
+	if !g.allowedPath(clean) {
+		c.add(ConstraintAllowed, fmt.Sprintf("path %q is not inside the allowed paths", clean))
+	}
+	if p, ok := deniedBy(g.denied, clean); ok {
+		c.add(ConstraintDenied, fmt.Sprintf("path %q is denied by %q", clean, p))
+	}
+}
