@@ -11,6 +11,8 @@ package backend
 
 import (
 	"errors"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
 )
 
 // Kind is a normalized event kind.
@@ -24,7 +26,36 @@ const (
 	KindToolResult Kind = "tool_result" // a tool call returned
 	KindResult     Kind = "result"      // the run finished (the CLI's own final event)
 	KindError      Kind = "error"       // the CLI reported an error
+
+	// Reported by the agent CLI's hooks (Request.HookSettings), with a
+	// human verb in Text ("Editing main.go", "Running go test ./...").
+	KindPreTool           Kind = "pre_tool"           // a tool call was checked before it ran; Decision says how
+	KindPostTool          Kind = "post_tool"          // a tool call ran
+	KindToolError         Kind = "tool_error"         // a tool call ran and failed
+	KindStop              Kind = "stop"               // the agent finished its turn
+	KindNotification      Kind = "notification"       // the CLI notified the user; Text is its message
+	KindPermissionRequest Kind = "permission_request" // the CLI asked for permission to use Tool
 )
+
+// FromHook reports whether events of kind k come from the CLI's hooks.
+func (k Kind) FromHook() bool {
+	switch k {
+	case KindPreTool, KindPostTool, KindToolError, KindStop, KindNotification, KindPermissionRequest:
+		return true
+	}
+	return false
+}
+
+// ToolDecision is the gate's decision on one tool call of the agent, as the
+// hook reported it.
+type ToolDecision struct {
+	ToolCallID string `json:"tool_use_id,omitempty"`
+	Tool       string `json:"tool"`
+	// Summary says what the call does, for people: "Editing main.go".
+	Summary    string               `json:"summary"`
+	Allowed    bool                 `json:"allowed"`
+	Violations []meshtype.Violation `json:"violations,omitempty"`
+}
 
 // Event is one normalized event of an agent run, for progress reporting.
 type Event struct {
@@ -37,6 +68,8 @@ type Event struct {
 	// call when an agent runs several tools at once.
 	ToolCallID string
 	IsError    bool // tool_result or error
+	// Decision is set on pre_tool events.
+	Decision *ToolDecision
 }
 
 // Request is one run of an agent CLI.
@@ -56,6 +89,10 @@ type Request struct {
 	// MCPConfig is the path of an MCP client config file to give the agent
 	// (recursive composition); empty gives none.
 	MCPConfig string
+	// HookSettings are settings (JSON) whose hooks check each tool call
+	// before it runs; a backend whose CLI takes hooks passes them on and
+	// asks for the hooks' events in its stream. Empty gives none.
+	HookSettings string
 }
 
 // Result is the outcome of a run, normalized.
@@ -70,6 +107,9 @@ type Result struct {
 	OutputTokens  int64
 	ToolsUsed     []string // distinct tool names, in first-use order
 	FilesModified []string // paths the agent wrote or edited, as the CLI reported them, distinct, in order
+	// ToolDecisions are the hooks' decisions on the agent's tool calls, in
+	// order; none without Request.HookSettings.
+	ToolDecisions []ToolDecision
 	// Err classifies a failed run for callers that branch on it (nil on
 	// success or an unclassified failure): ErrNotLoggedIn, ErrSessionNotFound.
 	Err error

@@ -13,6 +13,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/healthprobe"
 	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/agenthook"
 )
 
 // defaultHealthURL is /healthz of `serve --transport http` on its default
@@ -39,6 +40,20 @@ flag > environment > default.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(buildinfo.Command("mesh-exec"), newServeCommand(logger), healthprobe.Command(defaultHealthURL), &cobra.Command{
+		Use:   "hook",
+		Short: "Claude Code hook: check the agent's tool call against the worker's constraints (run by the agent CLI)",
+		Long: `hook is what the agent CLI runs for each hook event when mesh-exec serve has a
+--gate-policy: it reads the event as JSON on stdin and, for PreToolUse, refuses a
+tool call that breaks the worker's constraints with Claude Code's deny decision.
+Any error exits 2, which blocks the tool call.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if code := agenthook.Run(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), os.Getenv); code != 0 {
+				os.Exit(code)
+			}
+			return nil
+		},
+	}, &cobra.Command{
 		Use:   "idle",
 		Short: "Wait until stopped: the agent worker container's main process",
 		Args:  cobra.NoArgs,

@@ -29,6 +29,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/wsquota"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/agenthook"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/server"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/session"
@@ -37,7 +38,7 @@ import (
 type serveFlags struct {
 	transport, addr, workspaceRoot, sessionDir, backend, binary    string
 	model, allowedTools, appendPrompt, appendPromptFile, mcpConfig string
-	mcpConfigJSON                                                  string
+	mcpConfigJSON, gatePolicy                                      string
 	busy, runAs, tokenFile                                         string
 	command                                                        commandFlags
 	maxTurns, maxTaskBytes                                         int
@@ -87,6 +88,7 @@ once (--busy refuse).`,
 	fl.StringVar(&f.appendPromptFile, "append-system-prompt-file", "", "file whose text is appended to the agent's system prompt")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", "MCP client config file given to the agent")
 	fl.StringVar(&f.mcpConfigJSON, "mcp-config-json", "", "MCP client config given to the agent, as JSON (written to a private file beside the sessions)")
+	fl.StringVar(&f.gatePolicy, "gate-policy", "", "the worker's policy as JSON ({\"workspace\", \"definition\"}): the claude backend's tool calls are checked against it by hooks before they run (default: not checked)")
 	fl.StringVar(&f.busy, "busy", server.BusyWait, "a call on a busy session: wait or refuse")
 	fl.IntVar(&f.maxTaskBytes, "max-task-bytes", 1<<20, "largest task accepted")
 	fl.Int64Var(&f.maxWorkspaceBytes, "max-workspace-bytes", 0, "workspace quota in bytes: a run is refused while the workspace is over it and stopped when it passes it (0: none)")
@@ -174,10 +176,24 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 			allowed = append(allowed, t)
 		}
 	}
+	var hookSettings string
+	var agentEnv []string
+	if f.gatePolicy != "" {
+		if err := agenthook.CheckPolicy(f.gatePolicy); err != nil {
+			return fmt.Errorf("--gate-policy: %w", err)
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--gate-policy: finding mesh-exec's own path for the hook: %w", err)
+		}
+		hookSettings = agenthook.Settings(self + " hook")
+		agentEnv = append(os.Environ(), agenthook.PolicyEnv+"="+f.gatePolicy)
+	}
 	srv, err := server.New(server.Config{
 		WorkspaceRoot: f.workspaceRoot, Backends: backends, DefaultBackend: f.backend, Sessions: sessions,
-		Runner: runner.New(runner.Config{Grace: f.grace, Credential: cred, Sweeper: sweeper}),
-		Model:  f.model, AllowedTools: allowed, MaxTurns: f.maxTurns, AppendSystemPrompt: prompt, MCPConfig: f.mcpConfig,
+		Runner:       runner.New(runner.Config{Grace: f.grace, Credential: cred, Sweeper: sweeper, Env: agentEnv}),
+		HookSettings: hookSettings,
+		Model:        f.model, AllowedTools: allowed, MaxTurns: f.maxTurns, AppendSystemPrompt: prompt, MCPConfig: f.mcpConfig,
 		Quota: wsquota.New(f.workspaceRoot, f.maxWorkspaceBytes, f.maxWorkspaceFiles),
 		Busy:  f.busy, MaxTaskBytes: f.maxTaskBytes, DefaultTimeout: f.defaultTimeout, Logger: logger, Metrics: reg,
 	})

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,26 +62,69 @@ func newProgress(ctx context.Context, req *mcp.CallToolRequest, heartbeat time.D
 // after a crash in the middle of a run.
 const SessionMetaKey = "meshwork/session_id"
 
+// EventMetaKey is the _meta key of a progress notification that carries
+// the agent event it reports, structured (AgentEvent), so that clients can
+// show what the agent is doing without parsing the message.
+const EventMetaKey = "meshwork/agent_event"
+
+// AgentEvent is an agent event in a progress notification's _meta.
+type AgentEvent struct {
+	Kind       backend.Kind          `json:"kind"`
+	Tool       string                `json:"tool,omitempty"`
+	ToolCallID string                `json:"tool_use_id,omitempty"`
+	Text       string                `json:"text,omitempty"`
+	IsError    bool                  `json:"is_error,omitempty"`
+	Decision   *backend.ToolDecision `json:"decision,omitempty"`
+}
+
 func (p *progress) event(ev backend.Event) {
 	if p.token == nil || p.session == nil {
 		return
 	}
-	var meta mcp.Meta
+	meta := mcp.Meta{}
 	if ev.Kind == backend.KindInit && ev.SessionID != "" {
-		meta = mcp.Meta{SessionMetaKey: ev.SessionID}
+		meta[SessionMetaKey] = ev.SessionID
 	}
+	if ev.Kind.FromHook() {
+		meta[EventMetaKey] = AgentEvent{Kind: ev.Kind, Tool: ev.Tool, ToolCallID: ev.ToolCallID, Text: ev.Text, IsError: ev.IsError, Decision: ev.Decision}
+	}
+	p.send(progressMessage(ev), meta)
+}
+
+// progressMessage is an event as one line: its kind, then the verb, tool or
+// text. Hook events also carry themselves in _meta (EventMetaKey).
+func progressMessage(ev backend.Event) string {
 	msg := string(ev.Kind)
 	switch {
+	case ev.Decision != nil:
+		msg += ": " + ev.Decision.Summary
+		if !ev.Decision.Allowed {
+			ids := make([]string, len(ev.Decision.Violations))
+			for i, v := range ev.Decision.Violations {
+				ids[i] = v.ConstraintID
+			}
+			msg += " (refused: " + strings.Join(ids, ", ") + ")"
+		}
+	case ev.Kind.FromHook() && ev.Text != "":
+		msg += ": " + ev.Text
+	case ev.Kind == backend.KindToolResult && ev.IsError:
+		// A refused or failed call: what the agent was told, so people see
+		// the gate's reason too.
+		msg += " " + ev.Tool + " (error): " + clip(ev.Text)
 	case ev.Tool != "":
 		msg += " " + ev.Tool
 	case ev.Text != "":
-		text := ev.Text
-		if len(text) > 200 {
-			text = text[:200] + "…"
-		}
-		msg += ": " + text
+		msg += ": " + clip(ev.Text)
 	}
-	p.send(msg, meta)
+	return msg
+}
+
+// clip shortens an event's text for a progress message.
+func clip(text string) string {
+	if len(text) > 300 {
+		text = strings.ToValidUTF8(text[:300], "") + "…"
+	}
+	return text
 }
 
 func (p *progress) send(msg string, meta mcp.Meta) {
@@ -89,6 +133,9 @@ func (p *progress) send(msg string, meta mcp.Meta) {
 	n := p.count
 	p.last = time.Now()
 	p.mu.Unlock()
+	if len(meta) == 0 {
+		meta = nil
+	}
 	_ = p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{Meta: meta, ProgressToken: p.token, Progress: n, Message: msg})
 }
 

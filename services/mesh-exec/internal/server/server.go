@@ -51,6 +51,11 @@ type Config struct {
 	MaxTurns           int
 	AppendSystemPrompt string
 	MCPConfig          string
+	// HookSettings, when set, are agent CLI settings whose hooks check each
+	// tool call before it runs (package agenthook); backends that take
+	// hooks (claude) get them, and report the hooks' decisions as events.
+	// Defaults to none: tool calls are not checked.
+	HookSettings string
 	// Busy is BusyWait or BusyRefuse. Defaults to BusyWait.
 	Busy string
 	// MaxTaskBytes bounds a task. Defaults to 1 MiB.
@@ -185,6 +190,9 @@ type Metadata struct {
 	ToolsUsed     []string `json:"tools_used"`
 	FilesModified []string `json:"files_modified"`
 	ExitCode      int      `json:"exit_code"`
+	// ToolCalls are the gate's decisions on the agent's own tool calls, in
+	// order, when mesh-exec has a gate policy (--gate-policy).
+	ToolCalls []backend.ToolDecision `json:"tool_calls,omitempty"`
 }
 
 // fail is an ordinary failure. Returned as an error, the SDK makes it a tool
@@ -282,7 +290,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	breq := backend.Request{
 		Repository: repo, Task: in.Task, SessionID: in.SessionID,
 		Model: s.cfg.Model, AllowedTools: s.cfg.AllowedTools, MaxTurns: s.cfg.MaxTurns,
-		AppendSystemPrompt: s.cfg.AppendSystemPrompt, MCPConfig: s.cfg.MCPConfig,
+		AppendSystemPrompt: s.cfg.AppendSystemPrompt, MCPConfig: s.cfg.MCPConfig, HookSettings: s.cfg.HookSettings,
 	}
 	recorded := ""
 	started := time.Now()
@@ -327,6 +335,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 		Backend: name, IsError: res.IsError, CostUSD: res.CostUSD, DurationMS: res.DurationMS, NumTurns: res.NumTurns,
 		InputTokens: res.InputTokens, OutputTokens: res.OutputTokens,
 		ToolsUsed: nonNil(res.ToolsUsed), FilesModified: nonNil(res.FilesModified), ExitCode: out.ExitCode,
+		ToolCalls: res.ToolDecisions,
 	}}
 	s.logger.InfoContext(ctx, "agent run finished", slog.String("backend", name), slog.String("session", res.SessionID),
 		slog.Bool("is_error", res.IsError), slog.Int64("duration_ms", res.DurationMS), slog.String("stopped", out.Stopped))

@@ -50,6 +50,8 @@ var specs = []optSpec{
 	{names: []string{"--dangerously-skip-permissions"}, kind: boolOpt},
 	{names: []string{"--no-session-persistence"}, kind: boolOpt},
 	{names: []string{"--add-dir"}, kind: variadicOpt, usage: "--add-dir <directories...>"},
+	{names: []string{"--settings"}, kind: valueOpt, usage: "--settings <file-or-json>"},
+	{names: []string{"--include-hook-events"}, kind: boolOpt},
 	{names: []string{"-v", "--version"}, kind: boolOpt},
 	{names: []string{"-h", "--help"}, kind: boolOpt},
 }
@@ -61,11 +63,11 @@ var notImplemented = []string{
 	"--ax-screen-reader", "--bg", "--background", "--bare", "--betas", "--brief", "--chrome",
 	"--cloud", "-d", "--debug", "--debug-file", "--desktop", "--disable-slash-commands",
 	"--effort", "--environment", "--exclude-dynamic-system-prompt-sections", "--fallback-model",
-	"--file", "--forward-subagent-text", "--from-pr", "--ide", "--include-hook-events",
+	"--file", "--forward-subagent-text", "--from-pr", "--ide",
 	"--include-partial-messages", "--input-format", "--json-schema", "--max-budget-usd",
 	"-n", "--name", "--no-chrome", "--permission-prompts", "--plugin-dir", "--plugin-url",
 	"--prompt-suggestions", "--remote-control", "--remote-control-session-name-prefix",
-	"--replay-user-messages", "--restricted", "--safe-mode", "--setting-sources", "--settings",
+	"--replay-user-messages", "--restricted", "--safe-mode", "--setting-sources",
 	"--system-prompt-snapshot", "--teleport", "--tmux", "-w", "--worktree",
 }
 
@@ -80,6 +82,8 @@ var subcommands = []string{
 // options is a parsed command line.
 type options struct {
 	print, verbose, cont, fork, strictMCP, noPersist, help, version bool
+	includeHookEvents                                               bool
+	settings                                                        []string // --settings values, in order
 	outputFormat                                                    string
 	resume                                                          *string // set when --resume was given, maybe ""
 	sessionID, model, appendSystemPrompt, systemPrompt              string
@@ -166,6 +170,10 @@ func parseArgs(args []string) (*options, error) {
 			o.noPersist = true
 		case "--dangerously-skip-permissions":
 			o.permissionMode = "bypassPermissions"
+		case "--include-hook-events":
+			o.includeHookEvents = true
+		case "--settings":
+			o.settings = append(o.settings, value)
 		case "--help":
 			o.help = true
 		case "--version":

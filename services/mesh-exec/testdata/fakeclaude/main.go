@@ -22,7 +22,7 @@
 // --allowedTools/--allowed-tools, --disallowedTools/--disallowed-tools,
 // --tools, --append-system-prompt, --system-prompt, --mcp-config,
 // --strict-mcp-config, --permission-mode, --dangerously-skip-permissions,
-// --no-session-persistence, --add-dir, -v/--version, -h/--help. Other real
+// --no-session-persistence, --add-dir, --settings, --include-hook-events, -v/--version, -h/--help. Other real
 // options are refused as not implemented; unknown ones as the CLI's parser
 // (commander) does: "error: unknown option '--x'", exit 1. "--" ends the
 // options; a first positional argument that names a subcommand (doctor,
@@ -57,6 +57,10 @@
 //	    {"text": "Looking at the code."},                    // an assistant text message
 //	    {"write": {"file_path": "notes/a.md", "content": "hi\n"}},  // Write tool: creates or replaces the file
 //	    {"edit": {"file_path": "main.go", "old_string": "a", "new_string": "b", "replace_all": false}},  // Edit tool
+//	    {"read": {"file_path": "main.go"}},                  // Read tool: the file's lines, numbered
+//	    {"bash": "go test ./... && echo ok"},               // Bash tool, run by a shell interpreter
+//	    {"tool": {"name": "Glob", "input": {"pattern": "*"}}},  // any other tool: hooks run, nothing else
+//	    {"notification": "Claude is waiting"},              // the Notification hooks run
 //	    {"mcp_call": {"server": "meshwork", "tool": "spawn_worker", "arguments": {"worker_id": "x"}}},
 //	    {"unknown_event": true},        // an event of a type no parser knows
 //	    {"event": {"type": "anything"}}, // this JSON object, printed as one line
@@ -96,6 +100,14 @@
 // only SIGKILL ends it; with child_ignores_sigterm the child does (it is set
 // up before the event is printed). The child keeps the fake's stdout and
 // stderr open, so a reader sees EOF only once the whole group is gone.
+//
+// # Hooks
+//
+// --settings (a file or a JSON string) may hold hooks, run as the real CLI
+// runs them for PreToolUse, PostToolUse, PostToolUseFailure, Stop and
+// Notification; --include-hook-events prints them as system hook_started
+// and hook_response events. Every tool step (write, edit, read, bash, tool)
+// goes through them; see hooks.go.
 //
 // # Invocation log
 //

@@ -75,14 +75,17 @@ func (t *turn) mcpCall(c mcpCallStep) {
 	if args == nil {
 		args = json.RawMessage(`{}`)
 	}
-	id := t.toolUse("mcp__"+c.Server+"__"+c.Tool, args)
-	text, isError := t.callTool(c.Server, c.Tool, args)
-	t.toolResult(id, []contentBlock{{Type: "text", Text: text}}, isError, []contentBlock{{Type: "text", Text: text}})
+	var input map[string]any
+	_ = json.Unmarshal(args, &input)
+	t.callTool("mcp__"+c.Server+"__"+c.Tool, input, func() (string, bool, any) {
+		text, isError := t.callMCPTool(c.Server, c.Tool, args)
+		return text, isError, []contentBlock{{Type: "text", Text: text}}
+	})
 }
 
-// callTool calls tool on server over streamable HTTP and returns its text
+// callMCPTool calls tool on server over streamable HTTP and returns its text
 // content and whether it failed.
-func (t *turn) callTool(server, tool string, args json.RawMessage) (string, bool) {
+func (t *turn) callMCPTool(server, tool string, args json.RawMessage) (string, bool) {
 	s, ok := t.servers[server]
 	switch {
 	case !ok:

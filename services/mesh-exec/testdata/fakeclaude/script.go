@@ -24,6 +24,10 @@ type step struct {
 	Text         string          `json:"text"`
 	Write        *writeStep      `json:"write"`
 	Edit         *editStep       `json:"edit"`
+	Read         *readStep       `json:"read"`
+	Bash         string          `json:"bash"`
+	Tool         *toolStep       `json:"tool"`
+	Notification string          `json:"notification"`
 	MCPCall      *mcpCallStep    `json:"mcp_call"`
 	UnknownEvent bool            `json:"unknown_event"`
 	Event        json.RawMessage `json:"event"`
@@ -46,6 +50,16 @@ type editStep struct {
 	OldString  string `json:"old_string"`
 	NewString  string `json:"new_string"`
 	ReplaceAll bool   `json:"replace_all"`
+}
+
+type readStep struct {
+	FilePath string `json:"file_path"`
+}
+
+// toolStep calls a tool the fake does not implement, by name and input.
+type toolStep struct {
+	Name  string         `json:"name"`
+	Input map[string]any `json:"input"`
 }
 
 type mcpCallStep struct {
@@ -125,8 +139,11 @@ func (s *script) check() error {
 		}
 		switch {
 		case st.Write != nil && st.Write.FilePath == "",
-			st.Edit != nil && st.Edit.FilePath == "":
+			st.Edit != nil && st.Edit.FilePath == "",
+			st.Read != nil && st.Read.FilePath == "":
 			return fmt.Errorf("steps[%d]: file_path is empty", i)
+		case st.Tool != nil && st.Tool.Name == "":
+			return fmt.Errorf("steps[%d]: tool needs a name", i)
 		case st.MCPCall != nil && (st.MCPCall.Server == "" || st.MCPCall.Tool == ""):
 			return fmt.Errorf("steps[%d]: mcp_call needs server and tool", i)
 		case st.Event != nil && !json.Valid(st.Event):
@@ -139,7 +156,8 @@ func (s *script) check() error {
 func (st step) actions() int {
 	n := 0
 	for _, set := range []bool{
-		st.Text != "", st.Write != nil, st.Edit != nil, st.MCPCall != nil, st.UnknownEvent,
+		st.Text != "", st.Write != nil, st.Edit != nil, st.Read != nil, st.Bash != "", st.Tool != nil, st.Notification != "",
+		st.MCPCall != nil, st.UnknownEvent,
 		st.Event != nil, st.Stderr != "", st.Fail != nil, st.Crash != nil, st.Hang != nil, st.SleepMS > 0,
 	} {
 		if set {

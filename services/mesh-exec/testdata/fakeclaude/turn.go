@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +20,7 @@ type turn struct {
 	cwd     string
 	store   *store
 	servers map[string]mcpServer
+	hooks   map[string][]hookMatcher
 	script  *script
 	out     *emitter
 
@@ -47,6 +50,9 @@ func (t *turn) run() (int, error) {
 	}
 	if t.servers, err = loadMCPConfigs(t.o.mcpConfigs); err != nil {
 		return 0, fail(1, "Error: Invalid MCP configuration:\n%v", err)
+	}
+	if t.hooks, err = loadHooks(t.o.settings); err != nil {
+		return 0, fail(1, "Error: %v", err)
 	}
 	sc, err := loadScript(scriptPath(t.cwd))
 	if err != nil {
@@ -133,6 +139,14 @@ func (t *turn) steps() int {
 			t.write(*st.Write)
 		case st.Edit != nil:
 			t.edit(*st.Edit)
+		case st.Read != nil:
+			t.read(*st.Read)
+		case st.Bash != "":
+			t.bash(st.Bash)
+		case st.Tool != nil:
+			t.otherTool(*st.Tool)
+		case st.Notification != "":
+			t.runHooks("Notification", "", map[string]any{"message": st.Notification, "notification_type": "idle_prompt"})
 		case st.MCPCall != nil:
 			t.mcpCall(*st.MCPCall)
 		case st.UnknownEvent:
@@ -157,6 +171,7 @@ func (t *turn) steps() int {
 			time.Sleep(time.Duration(st.SleepMS) * time.Millisecond)
 		}
 	}
+	t.runHooks("Stop", "", map[string]any{"stop_hook_active": false})
 	reply := t.script.Reply
 	switch {
 	case reply == "" && t.lastText != "":
@@ -343,59 +358,128 @@ func (t *turn) abs(path string) string {
 	return filepath.Join(t.cwd, path)
 }
 
+// callTool prints a tool call and runs it between its hooks: PreToolUse
+// may refuse it (the tool does not run; its result is an error holding the
+// reason), then PostToolUse or PostToolUseFailure follow what it did.
+func (t *turn) callTool(name string, input map[string]any, run func() (content string, isError bool, toolUseResult any)) {
+	id := t.toolUse(name, input)
+	fields := map[string]any{"tool_name": name, "tool_input": input, "tool_use_id": id}
+	if v := t.runHooks("PreToolUse", name, fields); v.blocked {
+		t.toolResult(id, v.reason, true, "Error: "+v.reason)
+		return
+	}
+	content, isError, result := run()
+	post := map[string]any{"tool_name": name, "tool_input": input, "tool_use_id": id}
+	if isError {
+		post["error"], post["is_interrupt"] = content, false
+		t.runHooks("PostToolUseFailure", name, post)
+	} else {
+		post["tool_response"] = result
+		t.runHooks("PostToolUse", name, post)
+	}
+	t.toolResult(id, content, isError, result)
+}
+
+// toolError is a failed tool's result, as the CLI's tools report it.
+func toolError(msg string) (string, bool, any) {
+	return "<tool_use_error>" + msg + "</tool_use_error>", true, "Error: " + msg
+}
+
 // write is the Write tool: create or replace a file.
 func (t *turn) write(w writeStep) {
 	path := t.abs(w.FilePath)
-	id := t.toolUse("Write", map[string]any{"file_path": path, "content": w.Content})
-	kind := "create"
-	if exists(path) {
-		kind = "update"
-	}
-	err := os.MkdirAll(filepath.Dir(path), 0o755)
-	if err == nil {
-		err = os.WriteFile(path, []byte(w.Content), 0o644)
-	}
-	if err != nil {
-		t.toolResult(id, fmt.Sprintf("<tool_use_error>%v</tool_use_error>", err), true, "Error: "+err.Error())
-		return
-	}
-	text := "File created successfully at: " + path
-	if kind == "update" {
-		text = fmt.Sprintf("The file %s has been updated successfully.", path)
-	}
-	t.toolResult(id, text, false, map[string]any{"type": kind, "filePath": path, "content": w.Content})
+	t.callTool("Write", map[string]any{"file_path": path, "content": w.Content}, func() (string, bool, any) {
+		kind := "create"
+		if exists(path) {
+			kind = "update"
+		}
+		err := os.MkdirAll(filepath.Dir(path), 0o755)
+		if err == nil {
+			err = os.WriteFile(path, []byte(w.Content), 0o644)
+		}
+		if err != nil {
+			return toolError(err.Error())
+		}
+		text := "File created successfully at: " + path
+		if kind == "update" {
+			text = fmt.Sprintf("The file %s has been updated successfully.", path)
+		}
+		return text, false, map[string]any{"type": kind, "filePath": path, "content": w.Content}
+	})
 }
 
 // edit is the Edit tool: replace a string that occurs once (or every
 // occurrence, with replace_all).
 func (t *turn) edit(e editStep) {
 	path := t.abs(e.FilePath)
-	id := t.toolUse("Edit", map[string]any{
-		"file_path": path, "old_string": e.OldString, "new_string": e.NewString, "replace_all": e.ReplaceAll,
+	input := map[string]any{"file_path": path, "old_string": e.OldString, "new_string": e.NewString, "replace_all": e.ReplaceAll}
+	t.callTool("Edit", input, func() (string, bool, any) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return toolError("File does not exist.")
+		}
+		n := strings.Count(string(data), e.OldString)
+		switch {
+		case e.OldString == "" || n == 0:
+			return toolError("String to replace not found in file.\nString: " + e.OldString)
+		case n > 1 && !e.ReplaceAll:
+			return toolError(fmt.Sprintf("Found %d matches of the string to replace, but replace_all is false. To replace all occurrences, set replace_all to true. To replace only one occurrence, please provide more context to uniquely identify the instance.\nString: %s", n, e.OldString))
+		}
+		updated := strings.Replace(string(data), e.OldString, e.NewString, map[bool]int{true: -1, false: 1}[e.ReplaceAll])
+		if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
+			return toolError(err.Error())
+		}
+		return fmt.Sprintf("The file %s has been updated successfully.", path), false, map[string]any{
+			"filePath": path, "oldString": e.OldString, "newString": e.NewString, "replaceAll": e.ReplaceAll,
+		}
 	})
-	refuse := func(msg string) {
-		t.toolResult(id, "<tool_use_error>"+msg+"</tool_use_error>", true, "Error: "+msg)
+}
+
+// read is the Read tool: the file's lines, numbered as cat -n numbers them.
+func (t *turn) read(r readStep) {
+	path := t.abs(r.FilePath)
+	t.callTool("Read", map[string]any{"file_path": path}, func() (string, bool, any) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return toolError("File does not exist.")
+		}
+		var b strings.Builder
+		for i, line := range strings.SplitAfter(string(data), "\n") {
+			if line == "" {
+				continue
+			}
+			fmt.Fprintf(&b, "%6d\t%s", i+1, line)
+		}
+		return b.String(), false, map[string]any{"type": "text", "file": map[string]any{"filePath": path, "content": string(data)}}
+	})
+}
+
+// bash is the Bash tool: the command runs through a shell (mvdan.cc/sh's
+// interpreter) in the cwd; a non-zero exit is an error result.
+func (t *turn) bash(command string) {
+	t.callTool("Bash", map[string]any{"command": command, "description": "Run " + command}, func() (string, bool, any) {
+		var stdout, stderr bytes.Buffer
+		code, err := runShell(context.Background(), command, t.cwd, bytes.NewReader(nil), &stdout, &stderr, os.Environ())
+		out := strings.TrimRight(stdout.String()+stderr.String(), "\n")
+		if err != nil {
+			out = strings.TrimSpace(out + "\n" + err.Error())
+		}
+		result := map[string]any{"stdout": stdout.String(), "stderr": stderr.String(), "interrupted": false, "isImage": false}
+		if code != 0 {
+			return fmt.Sprintf("Exit code %d\n%s", code, out), true, result
+		}
+		return out, false, result
+	})
+}
+
+// otherTool is a call of a tool the fake does not implement: its hooks run,
+// and if they let it, it "succeeds" without doing anything.
+func (t *turn) otherTool(c toolStep) {
+	input := c.Input
+	if input == nil {
+		input = map[string]any{}
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		refuse("File does not exist.")
-		return
-	}
-	n := strings.Count(string(data), e.OldString)
-	switch {
-	case e.OldString == "" || n == 0:
-		refuse("String to replace not found in file.\nString: " + e.OldString)
-		return
-	case n > 1 && !e.ReplaceAll:
-		refuse(fmt.Sprintf("Found %d matches of the string to replace, but replace_all is false. To replace all occurrences, set replace_all to true. To replace only one occurrence, please provide more context to uniquely identify the instance.\nString: %s", n, e.OldString))
-		return
-	}
-	updated := strings.Replace(string(data), e.OldString, e.NewString, map[bool]int{true: -1, false: 1}[e.ReplaceAll])
-	if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
-		refuse(err.Error())
-		return
-	}
-	t.toolResult(id, fmt.Sprintf("The file %s has been updated successfully.", path), false, map[string]any{
-		"filePath": path, "oldString": e.OldString, "newString": e.NewString, "replaceAll": e.ReplaceAll,
+	t.callTool(c.Name, input, func() (string, bool, any) {
+		return c.Name + " done (the fake claude does not run this tool)", false, map[string]any{}
 	})
 }

@@ -50,6 +50,6 @@ func (b *Backend) Name() string { return "claude" }
 
 // NewParser returns a parser for one run's stream-json output. The output
 // alone says everything it needs, so the request is not used.
-func (b *Backend) NewParser(backend.Request) backend.Parser {
-	return newParser()
+func (b *Backend) NewParser(req backend.Request) backend.Parser {
+	return newParser(req.Repository)
 }

@@ -68,6 +68,11 @@ func (b *Backend) Command(req backend.Request) ([]string, error) {
 	if req.MCPConfig != "" {
 		argv = append(argv, "--mcp-config", req.MCPConfig)
 	}
+	if req.HookSettings != "" {
+		// A JSON string, not a file: nothing the agent writes can change
+		// the hooks of the runs that follow.
+		argv = append(argv, "--settings", req.HookSettings, "--include-hook-events")
+	}
 	task := req.Task
 	if subcommands[task] {
 		// A trailing newline changes nothing for the model and keeps the

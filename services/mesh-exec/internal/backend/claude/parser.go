@@ -32,6 +32,19 @@ type parser struct {
 	toolNames map[string]string // tool_use id -> tool name
 	files     []fileUse
 	failedUse map[string]bool // tool_use ids whose tool_result was an error
+
+	repository string     // the run's repository, for verbs
+	uses       []*toolUse // tool calls in order, for pairing hook events
+	decisions  []backend.ToolDecision
+}
+
+// toolUse is one tool call, as far as its hooks have reported it.
+type toolUse struct {
+	id, name string
+	input    map[string]any
+	decided  bool // its PreToolUse hook answered
+	ran      bool // its PostToolUse or PostToolUseFailure hook answered
+	verb     string
 }
 
 // fileUse is one call of a file-writing tool.
@@ -40,11 +53,12 @@ type fileUse struct {
 	toolUseID string
 }
 
-func newParser() *parser {
+func newParser(repository string) *parser {
 	return &parser{
-		toolSeen:  map[string]bool{},
-		toolNames: map[string]string{},
-		failedUse: map[string]bool{},
+		repository: repository,
+		toolSeen:   map[string]bool{},
+		toolNames:  map[string]string{},
+		failedUse:  map[string]bool{},
 	}
 }
 
@@ -60,11 +74,14 @@ func (p *parser) Line(line []byte) []backend.Event {
 	}
 	switch ev.Type {
 	case "system":
-		if ev.Subtype == "init" {
+		switch ev.Subtype {
+		case "init":
 			if p.initSessionID == "" {
 				p.initSessionID = ev.SessionID
 			}
 			return []backend.Event{{Kind: backend.KindInit, SessionID: ev.SessionID}}
+		case "hook_response":
+			return p.hookResponse(ev)
 		}
 	case "assistant":
 		return p.assistant(ev)
@@ -112,6 +129,9 @@ func (p *parser) toolUse(sessionID string, b block) backend.Event {
 	if b.ID != "" {
 		p.toolNames[b.ID] = b.Name
 	}
+	var input map[string]any
+	_ = decode(b.Input, &input)
+	p.uses = append(p.uses, &toolUse{id: b.ID, name: b.Name, input: input, verb: backend.ToolVerb(b.Name, input, p.repository)})
 	var detail string
 	if field, ok := fileTools[b.Name]; ok {
 		if path := b.inputString(field); path != "" {
@@ -156,6 +176,7 @@ func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 		SessionID:     p.initSessionID,
 		ToolsUsed:     append([]string(nil), p.tools...),
 		FilesModified: p.modified(),
+		ToolDecisions: append([]backend.ToolDecision(nil), p.decisions...),
 	}
 	if r := p.result; r != nil {
 		if r.SessionID != "" {

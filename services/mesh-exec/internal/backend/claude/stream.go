@@ -23,6 +23,14 @@ type event struct {
 	Error             json.RawMessage `json:"error"`
 	IsAPIErrorMessage bool            `json:"is_api_error_message"`
 
+	// system hook_response (with --include-hook-events)
+	HookName  string `json:"hook_name"`
+	HookEvent string `json:"hook_event"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	ExitCode  *int   `json:"exit_code"`
+	Outcome   string `json:"outcome"`
+
 	// result
 	IsError      bool            `json:"is_error"`
 	Result       string          `json:"result"`
