@@ -58,7 +58,7 @@ func agentTask(a *meshtype.Action) string {
 // runAgent runs an action as a task through mesh_execute in the journey's
 // agent container, resuming the journey's agent session, and records the
 // session the agent reports.
-func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action) (any, float64, error) {
+func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]store.ToolCallRecord) (any, float64, error) {
 	// mesh-exec stops the agent before the marketplace gives up on the call,
 	// so a run that times out still returns its cost and session.
 	agentTimeout := max(m.cfg.ActionTimeout-30*time.Second, m.cfg.ActionTimeout/2)
@@ -79,6 +79,7 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 			_ = json.Unmarshal(raw, &out)
 		}
 	}
+	*toolCalls = parseToolCalls(out.Metadata)
 	run := parseUsage(out.Metadata)
 	run.OK = run.OK && err == nil && !res.IsError
 	run.Duration = time.Since(started)
@@ -97,6 +98,50 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 		return nil, cost, &Error{Code: "agent_error", Msg: toolText(res)}
 	}
 	return out, cost, nil
+}
+
+// maxToolCalls bounds the tool calls one agent run may report for the
+// audit log: a run has at most max_turns turns of a few calls each.
+const maxToolCalls = 10_000
+
+// parseToolCalls reads the gate's decisions on the agent's own tool calls
+// from mesh_execute's metadata (tool_calls). Like the rest of the metadata
+// it is the agent container's output: what does not decode is dropped, and
+// texts are bounded.
+func parseToolCalls(md map[string]any) []store.ToolCallRecord {
+	raw, err := json.Marshal(md["tool_calls"])
+	if err != nil {
+		return nil
+	}
+	var calls []struct {
+		Tool       string               `json:"tool"`
+		Summary    string               `json:"summary"`
+		Allowed    bool                 `json:"allowed"`
+		Violations []meshtype.Violation `json:"violations"`
+	}
+	if json.Unmarshal(raw, &calls) != nil {
+		return nil
+	}
+	out := make([]store.ToolCallRecord, 0, min(len(calls), maxToolCalls))
+	for _, c := range calls[:min(len(calls), maxToolCalls)] {
+		r := store.ToolCallRecord{Tool: bound(c.Tool, 200), Summary: bound(c.Summary, 1000), Allowed: c.Allowed}
+		for _, v := range c.Violations {
+			r.Violations = append(r.Violations, meshtype.Violation{ConstraintID: bound(v.ConstraintID, 100), Violated: true, Message: bound(v.Message, 4000)})
+		}
+		if !r.Allowed && len(r.Violations) == 0 {
+			r.Violations = []meshtype.Violation{{ConstraintID: "agent_gate", Violated: true, Message: "refused by the gate in the worker"}}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// bound cuts s to at most n bytes of valid UTF-8.
+func bound(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strings.ToValidUTF8(s, "")
 }
 
 // parseUsage reads what an agent run reported in mesh_execute's metadata:

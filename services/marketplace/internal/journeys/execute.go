@@ -110,7 +110,7 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 		telemetry.Fail(span, err, errorType(err))
 		return ExecuteResult{}, err
 	}
-	out, cost, runErr := m.run(ctx, j, entry, &a)
+	out, cost, runErr := m.run(ctx, j, entry, &a, &rec.ToolCalls)
 	rec.CostUSD = cost // an agent's spend counts even when its run failed
 	if runErr != nil {
 		telemetry.Fail(span, runErr, errorType(runErr))
@@ -178,11 +178,13 @@ func toolCall(a *meshtype.Action) (string, any) {
 
 // run sends an allowed action to the journey's worker. It returns the
 // output and what the action cost (agent workers).
-func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action) (any, float64, error) {
+// An agent's own tool calls, as the gate in its worker decided them, go to
+// toolCalls, also when the run failed.
+func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]store.ToolCallRecord) (any, float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.ActionTimeout)
 	defer cancel()
 	if entry.Definition.Kind == meshtype.KindAgent {
-		return m.runAgent(ctx, j, entry, a)
+		return m.runAgent(ctx, j, entry, a, toolCalls)
 	}
 	if a.Type == meshtype.ActionTask {
 		return nil, 0, invalid("task actions need an agent worker")

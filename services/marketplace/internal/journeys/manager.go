@@ -2,6 +2,7 @@ package journeys
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -479,6 +480,13 @@ func serverArgv(e *workerdef.Entry) []string {
 		if e.SystemPrompt != "" {
 			argv = append(argv, "--append-system-prompt", e.SystemPrompt)
 		}
+		// The agent's own tool calls are checked against the same
+		// definition by hooks inside the worker (mesh-exec hook).
+		policy, err := json.Marshal(map[string]any{"workspace": runtime.WorkspacePath, "definition": d})
+		if err != nil {
+			policy = []byte("{}") // refused by mesh-exec at start: fail closed
+		}
+		argv = append(argv, "--gate-policy", string(policy))
 		return append(argv, quotaArgs(d)...)
 	}
 	argv := []string{MeshworkerPath, "serve", "--root", runtime.WorkspacePath}

@@ -431,6 +431,24 @@ type ActionRecord struct {
 	// results taken out (diffs, exports) are audited like actions but are
 	// not actions the worker ran.
 	Uncounted bool
+	// ToolCalls are an agent's own tool calls during the action, as the
+	// gate inside the worker decided them: each becomes a row of its own
+	// (ActionTypeAgentTool), written with the action's, under it.
+	ToolCalls []ToolCallRecord
+	// ParentID is, on a row read back, the action a tool call row belongs
+	// to (0 for actions).
+	ParentID int64
+}
+
+// ActionTypeAgentTool is the action_type of an agent tool call's row.
+const ActionTypeAgentTool = "agent_tool"
+
+// ToolCallRecord is one tool call of an agent, as its hook decided it.
+type ToolCallRecord struct {
+	Tool       string
+	Summary    string
+	Allowed    bool
+	Violations []meshtype.Violation
 }
 
 // RecordAction writes an audit row. An allowed action also counts against
@@ -442,12 +460,30 @@ func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 		return err
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
 			decision, violations, error, duration_us, request_bytes, response_bytes, cost_usd, trace_id)
-			VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, nullif($9, ''), $10, $11, $12, $13, nullif($14, ''))`,
+			VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, nullif($9, ''), $10, $11, $12, $13, nullif($14, '')) RETURNING id`,
 			r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, r.Target, string(r.Decision), violations,
-			r.Error, r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID); err != nil {
+			r.Error, r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID).Scan(&id); err != nil {
 			return fmt.Errorf("recording action: %w", err)
+		}
+		for _, c := range r.ToolCalls {
+			decision := DecisionAllowed
+			if !c.Allowed {
+				decision = DecisionRefused
+			}
+			vs, err := json.Marshal(nonNil(c.Violations))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
+				decision, violations, trace_id, parent_action_id)
+				VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, nullif($9, ''), $10)`,
+				r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, ActionTypeAgentTool, c.Tool+": "+c.Summary, string(decision), vs,
+				r.TraceID, id); err != nil {
+				return fmt.Errorf("recording an agent tool call: %w", err)
+			}
 		}
 		counted := 0
 		if r.Decision == DecisionAllowed && !r.Uncounted {
@@ -495,7 +531,8 @@ type AuditRow struct {
 // Actions returns a journey's audit rows, oldest first.
 func (s *Store) Actions(ctx context.Context, uid uuid.UUID) ([]AuditRow, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, journey_uid, caller, worker_id, definition_hash, action_type, coalesce(target, ''),
-		decision, violations, coalesce(error, ''), duration_us, request_bytes, response_bytes, coalesce(cost_usd, 0)::float8, coalesce(trace_id, ''), created_at
+		decision, violations, coalesce(error, ''), duration_us, request_bytes, response_bytes, coalesce(cost_usd, 0)::float8, coalesce(trace_id, ''), created_at,
+		coalesce(parent_action_id, 0)
 		FROM actions WHERE journey_uid = $1 ORDER BY id`, uid)
 	if err != nil {
 		return nil, fmt.Errorf("reading actions: %w", err)
@@ -507,7 +544,7 @@ func (s *Store) Actions(ctx context.Context, uid uuid.UUID) ([]AuditRow, error) 
 		var us int64
 		var violations []byte
 		if err := rows.Scan(&a.ID, &a.JourneyUID, &a.Caller, &a.WorkerID, &a.DefinitionHash, &a.ActionType, &a.Target,
-			&a.Decision, &violations, &a.Error, &us, &a.RequestBytes, &a.ResponseBytes, &a.CostUSD, &a.TraceID, &a.CreatedAt); err != nil {
+			&a.Decision, &violations, &a.Error, &us, &a.RequestBytes, &a.ResponseBytes, &a.CostUSD, &a.TraceID, &a.CreatedAt, &a.ParentID); err != nil {
 			return nil, err
 		}
 		a.Duration = time.Duration(us) * time.Microsecond
