@@ -27,7 +27,8 @@ func TestAgentToolCallsAreAudited(t *testing.T) {
 	}, "reply": "Done."})
 	files := map[string]string{".fake-claude.json": string(script), "main.go": "package main\n", ".env": "SECRET=1\n"}
 	entries := []*tar.Header{
-		{Name: ".fake-claude.json", Typeflag: tar.TypeReg}, {Name: "main.go", Typeflag: tar.TypeReg},
+		{Name: ".fake-claude.json", Typeflag: tar.TypeReg},
+		{Name: "main.go", Typeflag: tar.TypeReg},
 		{Name: ".env", Typeflag: tar.TypeReg},
 	}
 	b64, sum := tarGz(t, entries, files)

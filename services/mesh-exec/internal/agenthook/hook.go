@@ -42,18 +42,18 @@ type preToolUseOutput struct {
 func Run(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "Meshwork gate: the hook failed, so the tool call is refused: %v\n", r)
+			_, _ = fmt.Fprintf(stderr, "Meshwork gate: the hook failed, so the tool call is refused: %v\n", r)
 			code = 2
 		}
 	}()
 	out, err := decide(stdin, getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "Meshwork gate: %v; the tool call is refused\n", err)
+		_, _ = fmt.Fprintf(stderr, "Meshwork gate: %v; the tool call is refused\n", err)
 		return 2
 	}
 	if len(out) > 0 {
 		if _, err := stdout.Write(out); err != nil {
-			fmt.Fprintf(stderr, "Meshwork gate: writing the decision: %v\n", err)
+			_, _ = fmt.Fprintf(stderr, "Meshwork gate: writing the decision: %v\n", err)
 			return 2
 		}
 	}
