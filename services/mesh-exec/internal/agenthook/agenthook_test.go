@@ -3,8 +3,10 @@ package agenthook_test
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
@@ -87,5 +89,18 @@ func TestSettings(t *testing.T) {
 	}
 	if len(s.Hooks) != len(agenthook.Events) {
 		t.Fatalf("%d events hooked, want %d", len(s.Hooks), len(agenthook.Events))
+	}
+}
+
+// A FIFO named by an Edit does not hold the hook: ReadFile refuses it at
+// once instead of waiting for a writer.
+func TestReadFileRefusesAFIFO(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "pipe")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	if _, err := (agenthook.OSFiles{}).ReadFile(p, 100); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("ReadFile of a FIFO: %v", err)
 	}
 }

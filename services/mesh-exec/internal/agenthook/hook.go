@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/meshwork/meshwork/pkg/gate"
 )
@@ -152,7 +153,10 @@ func (OSFiles) RealPath(abs string) (string, error) {
 
 // ReadFile reads a regular file of at most limit bytes.
 func (OSFiles) ReadFile(abs string, limit int64) ([]byte, error) {
-	f, err := os.Open(abs)
+	// O_NONBLOCK: a FIFO the agent made must not hold the hook until its
+	// timeout (after which the CLI would run the call) before the mode
+	// check below refuses it.
+	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
