@@ -22,6 +22,11 @@ type channel struct {
 	session runtime.Session
 	client  *mcp.ClientSession
 	broken  bool
+
+	// progress receives the worker's progress notifications of the call
+	// in flight, when its caller asked for them.
+	progressMu sync.Mutex
+	progress   Progress
 }
 
 // stdin adapts a session so that closing the MCP transport's writer closes
@@ -38,7 +43,9 @@ func openChannel(ctx context.Context, rt runtime.Runtime, h runtime.Handle, argv
 	if err != nil {
 		return nil, fmt.Errorf("starting the worker's MCP server: %w", err)
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "meshwork-marketplace", Version: buildinfo.Version}, nil)
+	c := &channel{session: sess}
+	client := mcp.NewClient(&mcp.Implementation{Name: "meshwork-marketplace", Version: buildinfo.Version},
+		&mcp.ClientOptions{ProgressNotificationHandler: c.forward})
 	// Each call to the worker is a client span, and its trace context goes
 	// along in params._meta: the worker's server (meshworker, mesh-exec)
 	// continues the action's trace.
@@ -48,13 +55,48 @@ func openChannel(ctx context.Context, rt runtime.Runtime, h runtime.Handle, argv
 		_ = sess.Close()
 		return nil, fmt.Errorf("connecting to the worker's MCP server: %w", err)
 	}
-	return &channel{session: sess, client: cs}, nil
+	c.client = cs
+	return c, nil
 }
+
+// progressToken is the token of every call on a channel: calls on one
+// channel do not overlap.
+const progressToken = "marketplace"
+
+// forward hands a progress notification of the call in flight to its
+// caller's Progress.
+func (c *channel) forward(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	if req == nil || req.Params == nil || req.Params.ProgressToken != progressToken {
+		return
+	}
+	c.progressMu.Lock()
+	p := c.progress
+	c.progressMu.Unlock()
+	if p != nil {
+		p(bound(req.Params.Message, maxProgressMessage), req.Params.GetMeta())
+	}
+}
+
+// maxProgressMessage bounds a forwarded progress message: it is the
+// worker's output.
+const maxProgressMessage = 4 << 10
 
 // call runs one tool; the caller holds c.mu. A transport failure marks the
 // channel broken so the next action opens a new one.
 func (c *channel) call(ctx context.Context, tool string, args any) (*mcp.CallToolResult, error) {
-	res, err := c.client.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if p := progressFrom(ctx); p != nil {
+		params.SetProgressToken(progressToken)
+		c.progressMu.Lock()
+		c.progress = p
+		c.progressMu.Unlock()
+		defer func() {
+			c.progressMu.Lock()
+			c.progress = nil
+			c.progressMu.Unlock()
+		}()
+	}
+	res, err := c.client.CallTool(ctx, params)
 	if err != nil && ctx.Err() == nil {
 		c.broken = true
 		return nil, fmt.Errorf("%w: %w", errChannelBroken, err)

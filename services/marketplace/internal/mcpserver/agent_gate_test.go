@@ -4,8 +4,14 @@ import (
 	"archive/tar"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 )
 
 // The agent's own tool calls are under the worker's gate and in the audit
@@ -36,9 +42,50 @@ func TestAgentToolCallsAreAudited(t *testing.T) {
 		"worker_id": "claude_code_assistant_v1", "journey_id": "gated",
 		"source": map[string]any{"archive": map[string]any{"tar_gz_base64": b64, "sha256": sum}},
 	})
-	res := must(t, cs, "execute_in_worker", execArgs("gated", map[string]any{"type": "task", "task": "Tidy up"}))
-	if res["executed"] != true {
-		t.Fatalf("task: %v", res)
+	// A client that asks for progress gets the agent's events, live.
+	var mu sync.Mutex
+	var progress []string
+	pc := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, req.Params.Message)
+			if ev, ok := req.Params.Meta["meshwork/agent_event"].(map[string]any); ok {
+				progress = append(progress, fmt.Sprintf("event %v %v", ev["kind"], ev["text"]))
+			}
+		},
+	})
+	pcs, err := pc.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint:   b.url + "/mcp",
+		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: aliceToken}), Base: http.DefaultTransport}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcs.Close()
+	params := &mcp.CallToolParams{Name: "execute_in_worker", Arguments: execArgs("gated", map[string]any{"type": "task", "task": "Tidy up"})}
+	params.SetProgressToken("tidy")
+	res, err := pcs.CallTool(context.Background(), params)
+	if err != nil || res.IsError {
+		t.Fatalf("task: %v %+v", err, res)
+	}
+	mu.Lock()
+	live := strings.Join(progress, "\n")
+	mu.Unlock()
+	rest := live
+	for _, want := range []string{
+		"pre_tool: Editing .env (refused: denied_paths)",
+		"event pre_tool Editing .env",
+		"pre_tool: Reading main.go",
+		"event post_tool Reading main.go",
+		"event post_tool Writing notes.md",
+		"event stop Finished its turn",
+	} {
+		i := strings.Index(rest, want)
+		if i < 0 {
+			t.Fatalf("progress lacks %q (in order):\n%s", want, live)
+		}
+		rest = rest[i+len(want):]
 	}
 
 	rows, err := b.pool.Query(context.Background(), `SELECT a.action_type, coalesce(a.target, ''), a.decision, a.violations::text, coalesce(a.parent_action_id, 0), p.action_type

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -217,6 +218,17 @@ func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (res *
 	}
 	if in.JourneyID == "" || len(in.Action) == 0 {
 		return h.failure(ctx, "execute_in_worker", &journeys.Error{Code: journeys.CodeInvalidArgument, Msg: "journey_id and action are required"}), nil
+	}
+	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+		// The worker's progress (an agent's events) goes on to the client.
+		var mu sync.Mutex
+		n := 0.0
+		ctx = journeys.WithProgress(ctx, func(msg string, meta map[string]any) {
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg, Meta: meta})
+		})
 	}
 	out, err := h.mgr.Execute(ctx, caller, in.JourneyID, in.Action)
 	if err != nil {
