@@ -113,12 +113,7 @@ func parseToolCalls(md map[string]any) []store.ToolCallRecord {
 	if err != nil {
 		return nil
 	}
-	var calls []struct {
-		Tool       string               `json:"tool"`
-		Summary    string               `json:"summary"`
-		Allowed    bool                 `json:"allowed"`
-		Violations []meshtype.Violation `json:"violations"`
-	}
+	var calls []meshtype.ToolDecision
 	if json.Unmarshal(raw, &calls) != nil {
 		return nil
 	}

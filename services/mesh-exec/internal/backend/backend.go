@@ -47,15 +47,8 @@ func (k Kind) FromHook() bool {
 }
 
 // ToolDecision is the gate's decision on one tool call of the agent, as the
-// hook reported it.
-type ToolDecision struct {
-	ToolCallID string `json:"tool_use_id,omitempty"`
-	Tool       string `json:"tool"`
-	// Summary says what the call does, for people: "Editing main.go".
-	Summary    string               `json:"summary"`
-	Allowed    bool                 `json:"allowed"`
-	Violations []meshtype.Violation `json:"violations,omitempty"`
-}
+// hook reported it (the wire type, shared with the marketplace).
+type ToolDecision = meshtype.ToolDecision
 
 // Event is one normalized event of an agent run, for progress reporting.
 type Event struct {

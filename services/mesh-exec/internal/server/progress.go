@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
 
@@ -63,19 +64,9 @@ func newProgress(ctx context.Context, req *mcp.CallToolRequest, heartbeat time.D
 const SessionMetaKey = "meshwork/session_id"
 
 // EventMetaKey is the _meta key of a progress notification that carries
-// the agent event it reports, structured (AgentEvent), so that clients can
+// the agent event it reports (meshtype.AgentEvent), so that clients can
 // show what the agent is doing without parsing the message.
-const EventMetaKey = "meshwork/agent_event"
-
-// AgentEvent is an agent event in a progress notification's _meta.
-type AgentEvent struct {
-	Kind       backend.Kind          `json:"kind"`
-	Tool       string                `json:"tool,omitempty"`
-	ToolCallID string                `json:"tool_use_id,omitempty"`
-	Text       string                `json:"text,omitempty"`
-	IsError    bool                  `json:"is_error,omitempty"`
-	Decision   *backend.ToolDecision `json:"decision,omitempty"`
-}
+const EventMetaKey = meshtype.AgentEventMetaKey
 
 func (p *progress) event(ev backend.Event) {
 	if p.token == nil || p.session == nil {
@@ -86,7 +77,7 @@ func (p *progress) event(ev backend.Event) {
 		meta[SessionMetaKey] = ev.SessionID
 	}
 	if ev.Kind.FromHook() {
-		meta[EventMetaKey] = AgentEvent{Kind: ev.Kind, Tool: ev.Tool, ToolCallID: ev.ToolCallID, Text: ev.Text, IsError: ev.IsError, Decision: ev.Decision}
+		meta[EventMetaKey] = meshtype.AgentEvent{Kind: string(ev.Kind), Tool: ev.Tool, ToolCallID: ev.ToolCallID, Text: ev.Text, IsError: ev.IsError, Decision: ev.Decision}
 	}
 	p.send(progressMessage(ev), meta)
 }

@@ -80,6 +80,22 @@ func TestCodingPipeline(t *testing.T) {
 		t.Errorf("the patch carries more than the change:\n%s", v.Patch)
 	}
 
+	// What the implementer's agent did is in the run's events: each Edit,
+	// checked by the gate in its worker before it ran.
+	var edits []string
+	err = eng.Watch(ctx, run.ID, -1, func(ev engine.Event) error {
+		if ev.Type == "agent" && ev.Agent.Kind == "pre_tool" && ev.Agent.Decision != nil && ev.Agent.Decision.Allowed {
+			edits = append(edits, ev.NodeID+": "+ev.Agent.Text)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"implement: Editing calc.go", "implement: Editing calc.go"}; strings.Join(edits, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the run's agent events: %q, want %q", edits, want)
+	}
+
 	if _, err := eng.Resume(ctx, engine.ResumeRequest{InterruptID: v.Interrupts[0].ID, Value: json.RawMessage(`"approved"`), DecidedBy: "lead"}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,8 @@ import (
 type Event struct {
 	// Type is "checkpoint" (a node finished, was skipped or started to
 	// wait, or the run started), "attempt" (a node attempt finished; failed
-	// ones are retried), or "run" (the run ended or parked; the last event).
+	// ones are retried), "agent" (a running node's agent used a tool or was
+	// refused one), or "run" (the run ended or parked; the last event).
 	Type   string `json:"type"`
 	RunID  string `json:"run_id"`
 	Seq    int    `json:"seq,omitempty"`
@@ -24,6 +25,9 @@ type Event struct {
 	Nodes map[string]pipeline.NodeState `json:"nodes,omitempty"`
 	// Attempt is set on attempt events.
 	Attempt *store.Attempt `json:"attempt,omitempty"`
+	// Agent is set on agent events ("agent"): what a running node's agent
+	// did or was refused, as its worker reported it.
+	Agent *store.AgentEvent `json:"agent,omitempty"`
 	// Status and Error are the run's, on run events.
 	Status string    `json:"status,omitempty"`
 	Error  string    `json:"error,omitempty"`
@@ -52,7 +56,7 @@ func (e *Engine) Watch(ctx context.Context, runID string, afterSeq int, emit fun
 		}
 		seenUntil = at
 	}
-	var lastAttempt int64
+	var lastAttempt, lastAgent int64
 	tick := time.NewTicker(WatchInterval)
 	defer tick.Stop()
 	for {
@@ -75,6 +79,20 @@ func (e *Engine) Watch(ctx context.Context, runID string, afterSeq int, emit fun
 				continue
 			}
 			if err := emit(Event{Type: "attempt", RunID: runID, NodeID: a.NodeID, Attempt: &a, At: a.StartedAt}); err != nil {
+				return err
+			}
+		}
+		agents, err := store.ListAgentEventsAfter(ctx, e.pool, runID, lastAgent)
+		if err != nil {
+			return err
+		}
+		for i := range agents {
+			ev := agents[i]
+			lastAgent = ev.ID
+			if !ev.At.After(seenUntil) {
+				continue
+			}
+			if err := emit(Event{Type: "agent", RunID: runID, NodeID: ev.NodeID, Agent: &ev, At: ev.At}); err != nil {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
@@ -338,6 +340,19 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 		}
 		saved = id
 	}
+	var events atomic.Int64
+	req.OnEvent = func(ev meshtype.AgentEvent) {
+		// What the agent does, for watchers; bounded per attempt, and
+		// bounded in time: the agent's progress waits on this.
+		if events.Add(1) > maxAgentEvents {
+			return
+		}
+		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := store.AddAgentEvent(saveCtx, e.pool, run.ID, a.NodeID, ev); err != nil {
+			e.logger.WarnContext(ctx, "recording an agent event failed", slog.String("run", run.ID), slog.Any("error", err))
+		}
+	}
 	r, err := ex.Execute(ctx, req)
 	r.Output, r.SessionID = scrub(r.Output), scrub(r.SessionID)
 	res.session, res.cost, res.patch = r.SessionID, r.CostUSD, scrub(r.Patch)
@@ -351,6 +366,9 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	res.output, err = p.RenderOutput(a.NodeID, ps, r.Output)
 	return res, err
 }
+
+// maxAgentEvents bounds the agent events recorded for one attempt.
+const maxAgentEvents = 5000
 
 // nodeSource resolves a node's source for its executor: the repository
 // input's value, or the from node's role and patch.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 )
 
@@ -48,6 +49,11 @@ type Request struct {
 	// the node can resume the same session. It may be called more than once
 	// with the same id.
 	OnSession func(sessionID string)
+	// OnEvent, when set, is called with each event the agent reports while
+	// the attempt runs (its tool calls, with the gate's decisions), in
+	// order, never after Execute returned. It should be quick: the
+	// executor's MCP client delivers notifications one at a time.
+	OnEvent func(meshtype.AgentEvent)
 }
 
 // Source is where a marketplace role's workspace comes from: a repository

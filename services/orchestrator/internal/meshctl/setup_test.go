@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient/apiclienttest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -176,7 +177,13 @@ func succeeded() scenario {
 	}}
 }
 
-// waiting: research succeeds, approve waits.
+// agentEvent is an event of a node's agent.
+func agentEvent(node string, ev meshtype.AgentEvent) engine.Event {
+	return engine.Event{Type: "agent", RunID: runID, NodeID: node, Agent: &store.AgentEvent{NodeID: node, AgentEvent: ev, At: t0}, At: t0}
+}
+
+// waiting: research reads a file and is refused an Edit of .env, then
+// succeeds; approve waits.
 func waiting() scenario {
 	v := baseView("waiting")
 	v.HeadSeq = 2
@@ -188,6 +195,11 @@ func waiting() scenario {
 	v.Interrupts = []store.Interrupt{{ID: iid, RunID: runID, NodeID: "approve", Iteration: 1, Status: "pending", CreatedAt: t0}}
 	return scenario{view: v, events: []engine.Event{
 		checkpoint(0, nil),
+		agentEvent("research", meshtype.AgentEvent{Kind: "pre_tool", Tool: "Read", Text: "Reading notes.md", Decision: &meshtype.ToolDecision{Allowed: true}}),
+		agentEvent("research", meshtype.AgentEvent{Kind: "post_tool", Tool: "Read", Text: "Reading notes.md"}),
+		agentEvent("research", meshtype.AgentEvent{Kind: "pre_tool", Tool: "Edit", Text: "Editing .env", Decision: &meshtype.ToolDecision{
+			Violations: []meshtype.Violation{{ConstraintID: "denied_paths", Violated: true, Message: `path ".env" is denied by "**/.env"`}},
+		}}),
 		checkpoint(1, map[string]pipeline.NodeState{"research": done(1, 1, "facts")}),
 		checkpoint(2, map[string]pipeline.NodeState{"approve": {Status: "waiting"}}),
 		runEvent("waiting", ""),

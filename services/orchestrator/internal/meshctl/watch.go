@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -159,8 +160,35 @@ func (w *watcher) event(ctx context.Context, ev engine.Event) error {
 		}
 	case "checkpoint":
 		w.checkpoint(ctx, ev)
+	case "agent":
+		if ev.Agent != nil {
+			w.agent(*ev.Agent)
+		}
 	}
 	return w.out.err // a closed stdout stops the watch
+}
+
+// agent prints what a running node's agent does: each tool call as the
+// gate decided it ("Editing main.go", or refused with the constraints it
+// broke), failed calls and notifications. The rest (a call that ran, the
+// end of a turn) shows in the node's own lines.
+func (w *watcher) agent(ev store.AgentEvent) {
+	switch ev.Kind {
+	case "pre_tool":
+		if d := ev.Decision; d != nil && !d.Allowed {
+			reasons := make([]string, len(d.Violations))
+			for i, v := range d.Violations {
+				reasons[i] = v.ConstraintID + ": " + v.Message
+			}
+			w.line("⊘", ev.NodeID, oneLine("refused: "+ev.Text+" ("+strings.Join(reasons, "; ")+")", maxErrorText))
+			return
+		}
+		w.line("·", ev.NodeID, oneLine(ev.Text, maxErrorText))
+	case "tool_error":
+		w.line("·", ev.NodeID, oneLine("failed: "+ev.Text, maxErrorText))
+	case "notification", "permission_request":
+		w.line("·", ev.NodeID, oneLine(ev.Text, maxErrorText))
+	}
 }
 
 // attempt prints a failed attempt that is retried. The last attempt of a

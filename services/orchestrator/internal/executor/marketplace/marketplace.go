@@ -54,6 +54,8 @@ type Executor struct {
 
 	mu       sync.Mutex
 	journeys map[string]*journey // by journey id
+
+	progress executor.Progress
 }
 
 // journey is what the executor knows of one journey.
@@ -73,14 +75,16 @@ func New(cfg Config) (*Executor, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	e := &Executor{logger: logger, journeys: map[string]*journey{}}
 	conn, err := mcpconn.New(mcpconn.Config{
 		Endpoint: cfg.Endpoint, Token: cfg.Token, HTTPClient: cfg.HTTPClient, Logger: logger,
-		Options: &mcp.ClientOptions{Logger: logger},
+		Options: &mcp.ClientOptions{Logger: logger, ProgressNotificationHandler: e.progress.Handle},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("marketplace executor: %w", err)
 	}
-	return &Executor{conn: conn, logger: logger, journeys: map[string]*journey{}}, nil
+	e.conn = conn
+	return e, nil
 }
 
 // Close ends the session with the marketplace. Journeys keep running: the
@@ -195,7 +199,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	if len(req.Command) > 0 {
 		act = map[string]any{"type": "exec", "command": req.Command}
 	}
-	out, err := e.execute(ctx, id, act)
+	out, err := e.execute(ctx, id, act, req.OnEvent)
 	if errors.Is(err, errNotLive) {
 		// Stopped or orphaned since it was spawned (the marketplace
 		// restarted, say): the action never ran, so resume the journey and
@@ -207,7 +211,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 		if err := e.ensure(ctx, log, j, id, req.Role.Worker, spawn); err != nil {
 			return executor.Result{}, err
 		}
-		out, err = e.execute(ctx, id, act)
+		out, err = e.execute(ctx, id, act, req.OnEvent)
 	}
 	if err != nil {
 		var refused *RefusedError
@@ -339,10 +343,21 @@ var errNotLive = errors.New("journey is not live")
 
 // execute runs the action (a task or a command) in the journey. The call is
 // never made twice: cut off by a marketplace restart, it may have run.
-func (e *Executor) execute(ctx context.Context, id string, act map[string]any) (executeOut, error) {
-	res, err := e.conn.CallTool(ctx, &mcp.CallToolParams{Name: "execute_in_worker", Arguments: map[string]any{
+func (e *Executor) execute(ctx context.Context, id string, act map[string]any, onEvent func(meshtype.AgentEvent)) (executeOut, error) {
+	params := &mcp.CallToolParams{Name: "execute_in_worker", Arguments: map[string]any{
 		"journey_id": id, "action": act,
-	}})
+	}}
+	if onEvent != nil {
+		// An agent worker's events come back as progress.
+		token, stop := e.progress.Start(func(p *mcp.ProgressNotificationParams) {
+			if ev, ok := executor.AgentEvent(p); ok {
+				onEvent(ev)
+			}
+		})
+		defer stop()
+		params.SetProgressToken(token)
+	}
+	res, err := e.conn.CallTool(ctx, params)
 	if err != nil {
 		return executeOut{}, fmt.Errorf("execute_in_worker: %w", err)
 	}

@@ -16,10 +16,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -69,9 +67,7 @@ type Executor struct {
 	conn   *mcpconn.Conn
 	logger *slog.Logger
 
-	next  atomic.Uint64 // progress tokens
-	mu    sync.Mutex
-	calls map[string]*call // in-flight calls by progress token
+	progress executor.Progress
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -85,11 +81,11 @@ func New(cfg Config) (*Executor, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Executor{logger: logger, calls: map[string]*call{}}
+	e := &Executor{logger: logger}
 	conn, err := mcpconn.New(mcpconn.Config{
 		Endpoint: cfg.Endpoint, Token: cfg.Token, HTTPClient: cfg.HTTPClient,
 		Command: cfg.Command, Env: cfg.Env, Logger: logger,
-		Options: &mcp.ClientOptions{Logger: logger, ProgressNotificationHandler: e.progress},
+		Options: &mcp.ClientOptions{Logger: logger, ProgressNotificationHandler: e.progress.Handle},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mesh executor: %w", err)
@@ -145,14 +141,16 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	}
 
 	c := &call{onSession: req.OnSession}
-	token := "meshwork-" + strconv.FormatUint(e.next.Add(1), 10)
-	e.mu.Lock()
-	e.calls[token] = c
-	e.mu.Unlock()
+	token, stop := e.progress.Start(func(p *mcp.ProgressNotificationParams) {
+		if id, _ := p.GetMeta()[SessionMetaKey].(string); id != "" {
+			c.report(id)
+		}
+		if ev, ok := executor.AgentEvent(p); ok && req.OnEvent != nil {
+			req.OnEvent(ev)
+		}
+	})
 	defer func() {
-		e.mu.Lock()
-		delete(e.calls, token)
-		e.mu.Unlock()
+		stop()
 		c.finish()
 	}()
 
@@ -211,24 +209,6 @@ func text(res *mcp.CallToolResult) string {
 		}
 	}
 	return ""
-}
-
-// progress routes a progress notification to its call by token and reports
-// the session it names.
-func (e *Executor) progress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	if req == nil || req.Params == nil {
-		return
-	}
-	token, _ := req.Params.ProgressToken.(string)
-	e.mu.Lock()
-	c := e.calls[token]
-	e.mu.Unlock()
-	if c == nil {
-		return
-	}
-	if id, _ := req.Params.GetMeta()[SessionMetaKey].(string); id != "" {
-		c.report(id)
-	}
 }
 
 // call is one in-flight mesh_execute.

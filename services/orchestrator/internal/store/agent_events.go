@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+)
+
+// AgentEvent is one event an agent reported while it ran a node.
+type AgentEvent struct {
+	ID     int64  `json:"id"`
+	NodeID string `json:"node_id"`
+	meshtype.AgentEvent
+	At time.Time `json:"at"`
+}
+
+// Bounds on what one event may store: the texts are the agent's output.
+const (
+	maxAgentEventText = 2000
+	maxViolations     = 50
+)
+
+// AddAgentEvent records an event of a node's agent.
+func AddAgentEvent(ctx context.Context, q Execer, runID, nodeID string, ev meshtype.AgentEvent) error {
+	var allowed *bool
+	var violations []byte
+	if d := ev.Decision; d != nil {
+		allowed = &d.Allowed
+		vs := d.Violations[:min(len(d.Violations), maxViolations)]
+		for i := range vs {
+			vs[i].Message = clip(vs[i].Message, maxAgentEventText)
+			vs[i].ConstraintID = clip(vs[i].ConstraintID, 100)
+		}
+		var err error
+		if violations, err = json.Marshal(vs); err != nil {
+			return err
+		}
+	}
+	_, err := q.Exec(ctx, `INSERT INTO agent_events (run_id, node_id, kind, tool, text, allowed, violations)
+		VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), $6, $7)`,
+		runID, nodeID, clip(ev.Kind, 40), clip(ev.Tool, 200), clip(ev.Text, maxAgentEventText), allowed, violations)
+	return err
+}
+
+// ListAgentEventsAfter returns a run's agent events with an id above after,
+// oldest first.
+func ListAgentEventsAfter(ctx context.Context, q Querier, runID string, after int64) ([]AgentEvent, error) {
+	rows, err := q.Query(ctx, `SELECT id, node_id, kind, coalesce(tool, ''), coalesce(text, ''), allowed, violations, created_at
+		FROM agent_events WHERE run_id = $1 AND id > $2 ORDER BY id`, runID, after)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AgentEvent, error) {
+		var e AgentEvent
+		var allowed *bool
+		var violations []byte
+		if err := r.Scan(&e.ID, &e.NodeID, &e.Kind, &e.Tool, &e.Text, &allowed, &violations, &e.At); err != nil {
+			return e, err
+		}
+		if allowed != nil {
+			e.Decision = &meshtype.ToolDecision{Tool: e.Tool, Summary: e.Text, Allowed: *allowed}
+			if len(violations) > 0 {
+				if err := json.Unmarshal(violations, &e.Decision.Violations); err != nil {
+					return e, err
+				}
+			}
+		}
+		return e, nil
+	})
+}
+
+// clip cuts s to at most n bytes of valid UTF-8.
+func clip(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strings.ToValidUTF8(s, "")
+}
