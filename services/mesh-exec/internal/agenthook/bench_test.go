@@ -40,6 +40,7 @@ func BenchmarkHookDecision(b *testing.B) {
 	})
 	env := append(os.Environ(), agenthook.PolicyEnv+"="+string(policy))
 	run := func(b *testing.B, args []string, stdin []byte) {
+		b.Helper()
 		lat := make([]time.Duration, 0, b.N)
 		for b.Loop() {
 			cmd := exec.Command(bin, args...)
