@@ -203,11 +203,13 @@ test/short: ## Run the tests that need neither Docker nor Postgres
 	go test -short -count=1 $(PKGS)
 
 .PHONY: test/cleanup
-test/cleanup: ## Remove anything tests left behind (containers and volumes labelled meshwork.test)
+test/cleanup: ## Remove anything tests left behind (containers, volumes and networks labelled meshwork.test)
 	@ids=$$(docker ps -aq --filter label=meshwork.test); \
 	  if [ -n "$$ids" ]; then echo "removing leftover test containers: $$ids"; docker rm -fv $$ids >/dev/null; fi
 	@vols=$$(docker volume ls -q --filter label=meshwork.test); \
 	  if [ -n "$$vols" ]; then docker volume rm $$vols >/dev/null; fi
+	@nets=$$(docker network ls -q --filter label=meshwork.test); \
+	  if [ -n "$$nets" ]; then docker network rm $$nets >/dev/null || true; fi
 
 .PHONY: e2e
 e2e: offline-images e2e/images ## End to end: the compose stack from the offline images (FAKE claude), driven over MCP and meshctl, traced into a test OTLP sink

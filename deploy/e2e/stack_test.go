@@ -155,6 +155,9 @@ func newStack(t *testing.T) *stack {
 		fmt.Sprintf("DOCKER_GID=%d", gid.Gid),
 		"E2E_LABEL="+s.project,
 		"E2E_DIR="+s.dir,
+		// The project's own egress network, so a stack on this host keeps
+		// its own.
+		"MESHWORK_EGRESS_NETWORK="+s.project+"-egress",
 		"MESHWORK_SOURCES_DIR="+s.sourcesDir,
 	)
 	t.Cleanup(s.teardown)

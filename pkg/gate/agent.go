@@ -73,10 +73,11 @@ type agentGate struct {
 	// inside is the CLI's, and the gate checks the command itself).
 	allowedTools []string
 	network      meshtype.NetworkMode
+	egress       []string // host:port pairs, for network egress
 }
 
 func compileAgent(def *meshtype.Definition) agentGate {
-	a := agentGate{network: def.Isolation.Network}
+	a := agentGate{network: def.Isolation.Network, egress: def.Isolation.Egress}
 	if def.Agent != nil {
 		for _, t := range def.Agent.AllowedTools {
 			if i := strings.IndexByte(t, '('); i > 0 {
@@ -127,7 +128,8 @@ var shellBuiltins = map[string]bool{
 //     command, its path-like arguments must not name denied files, each
 //     redirection is a read or write of its file, /dev/tcp and /dev/udp are
 //     refused, and the rules see each command as an exec;
-//   - WebFetch, WebSearch: only workers with network bridge may use them.
+//   - WebFetch: a URL whose host:port is in the egress list (network
+//     egress), or any (network bridge); WebSearch: network bridge only.
 func (g *Gate) EvaluateToolCall(call ToolCall, files Files) []meshtype.Violation {
 	var c collector
 	tc := toolCheck{g: g, call: &call, files: files, c: &c}
@@ -167,10 +169,12 @@ func (g *Gate) EvaluateToolCall(call ToolCall, files Files) []meshtype.Violation
 	case "Bash":
 		tc.bash(tc.str("command"))
 	case "WebFetch":
-		tc.network("fetch " + tc.str("url"))
-		if u, err := url.Parse(tc.str("url")); err != nil || u.Host == "" {
+		u, err := url.Parse(tc.str("url"))
+		if err != nil || u.Host == "" {
 			c.add(ConstraintNetwork, fmt.Sprintf("WebFetch url %q is not an absolute URL", tc.str("url")))
+			break
 		}
+		tc.fetch(u)
 	case "WebSearch":
 		tc.network("search the web")
 	}
@@ -369,6 +373,26 @@ func (tc *toolCheck) edit(key string, edits []edit) {
 		}
 	}
 	tc.action(meshtype.Action{Type: meshtype.ActionWrite, Target: rel, Content: content}, real)
+}
+
+// fetch checks a URL the agent fetches: with network egress, its host and
+// port must be in the egress list; otherwise the network must be open.
+func (tc *toolCheck) fetch(u *url.URL) {
+	if tc.g.agent.network != meshtype.NetworkEgress {
+		tc.network("fetch " + u.String())
+		return
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	hp := strings.ToLower(u.Hostname()) + ":" + port
+	for _, e := range tc.g.agent.egress {
+		if strings.EqualFold(e, hp) {
+			return
+		}
+	}
+	tc.c.add(ConstraintNetwork, fmt.Sprintf("WebFetch may not fetch %s: %s is not in this worker's egress list %v", u, hp, tc.g.agent.egress))
 }
 
 // network refuses a tool that reaches the network unless the worker's

@@ -164,6 +164,14 @@ func TestEvaluateToolCallReadonlyAndNetwork(t *testing.T) {
 	if vs := open.EvaluateToolCall(gate.ToolCall{Tool: "WebFetch", Input: map[string]any{"url": "https://go.dev/doc"}, Workspace: "/workspace"}, nil); vs != nil {
 		t.Errorf("WebFetch with network bridge: %+v", vs)
 	}
+	def = agentDef()
+	def.Isolation.Network, def.Isolation.Egress = meshtype.NetworkEgress, []string{"go.dev:443"}
+	egress := mustCompile(t, def)
+	for url, want := range map[string][]string{"https://go.dev/doc": nil, "https://GO.dev:443/x": nil, "http://go.dev/": {"network"}, "https://evil.example/": {"network"}} {
+		if got := ids(egress.EvaluateToolCall(gate.ToolCall{Tool: "WebFetch", Input: map[string]any{"url": url}, Workspace: "/workspace"}, nil)); len(got) != len(want) {
+			t.Errorf("WebFetch %s with egress [go.dev:443]: %v, want %v", url, got, want)
+		}
+	}
 	if vs := open.EvaluateToolCall(gate.ToolCall{Tool: "Read", Input: map[string]any{"file_path": "x"}}, nil); !reflect.DeepEqual(ids(vs), []string{"path_safety"}) {
 		t.Errorf("a call without a workspace: %+v", vs)
 	}

@@ -32,7 +32,10 @@ type NetworkMode string
 // The network modes.
 const (
 	NetworkNone   NetworkMode = "none"
-	NetworkBridge NetworkMode = "bridge"
+	NetworkBridge NetworkMode = "bridge" // open: the worker reaches anything
+	// NetworkEgress puts the worker on an internal network whose only way
+	// out is the marketplace's egress proxy, which allows Isolation.Egress.
+	NetworkEgress NetworkMode = "egress"
 )
 
 // Definition is a worker definition from the catalog (workers/*.yaml), after
@@ -63,13 +66,15 @@ type Definition struct {
 
 // Isolation is how a worker's container is confined.
 type Isolation struct {
-	Level          IsolationLevel `yaml:"level,omitempty" json:"level,omitempty" jsonschema:"container (default) or process (no Docker; development only)"`
-	Runtime        string         `yaml:"runtime,omitempty" json:"runtime,omitempty" jsonschema:"OCI runtime: runc (default), runsc, kata..."`
-	Network        NetworkMode    `yaml:"network,omitempty" json:"network,omitempty" jsonschema:"none (default) or bridge"`
-	ReadonlyRootfs bool           `yaml:"readonly_rootfs,omitempty" json:"readonly_rootfs" jsonschema:"mount the root filesystem read-only (default true)"`
-	User           string         `yaml:"user,omitempty" json:"user,omitempty" jsonschema:"uid:gid the worker runs as (default 65532:65532)"`
-	Resources      Resources      `yaml:"resources,omitempty" json:"resources,omitzero"`
-	IdleTimeout    Duration       `yaml:"idle_timeout,omitempty" json:"idle_timeout,omitzero" jsonschema:"stop the worker after this long without actions (default 30m)"`
+	Level   IsolationLevel `yaml:"level,omitempty" json:"level,omitempty" jsonschema:"container (default) or process (no Docker; development only)"`
+	Runtime string         `yaml:"runtime,omitempty" json:"runtime,omitempty" jsonschema:"OCI runtime: runc (default), runsc, kata..."`
+	Network NetworkMode    `yaml:"network,omitempty" json:"network,omitempty" jsonschema:"none (default), egress (only the hosts in egress, through the marketplace's proxy) or bridge (open, unrestricted)"`
+	// Egress lists the host:port pairs an egress worker may reach.
+	Egress         []string  `yaml:"egress,omitempty" json:"egress,omitempty" jsonschema:"host:port pairs an egress worker may reach through the egress proxy, e.g. api.anthropic.com:443"`
+	ReadonlyRootfs bool      `yaml:"readonly_rootfs,omitempty" json:"readonly_rootfs" jsonschema:"mount the root filesystem read-only (default true)"`
+	User           string    `yaml:"user,omitempty" json:"user,omitempty" jsonschema:"uid:gid the worker runs as (default 65532:65532)"`
+	Resources      Resources `yaml:"resources,omitempty" json:"resources,omitzero"`
+	IdleTimeout    Duration  `yaml:"idle_timeout,omitempty" json:"idle_timeout,omitzero" jsonschema:"stop the worker after this long without actions (default 30m)"`
 }
 
 // Resources are a worker container's limits.

@@ -25,7 +25,7 @@ func Schema() ([]byte, error) {
 	s, err := jsonschema.For[meshtype.Definition](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
 		reflect.TypeFor[meshtype.Kind]():           str("", "builtin", "agent", "mcp"),
 		reflect.TypeFor[meshtype.IsolationLevel](): str("", "container", "process"),
-		reflect.TypeFor[meshtype.NetworkMode]():    str("", "none", "bridge"),
+		reflect.TypeFor[meshtype.NetworkMode]():    str("", "none", "egress", "bridge"),
 		reflect.TypeFor[meshtype.ByteSize](): {OneOf: []*jsonschema.Schema{
 			{Type: "integer", Minimum: new(0.0)},
 			{Type: "string", Pattern: `^\s*[0-9]+(\.[0-9]+)?\s*(B|k|K|kB|KB|M|MB|G|GB|T|TB|Ki|KiB|Mi|MiB|Gi|GiB|Ti|TiB)?\s*$`},

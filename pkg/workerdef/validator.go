@@ -3,6 +3,7 @@ package workerdef
 import (
 	"fmt"
 	"io/fs"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
@@ -149,6 +150,25 @@ func (v *validator) validateTools(d *meshtype.Definition) {
 	}
 }
 
+// hostnamePattern is a DNS name (letters, digits, hyphens, dots) or an
+// IPv4 address.
+var hostnamePattern = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
+
+// egressProblem says what is wrong with an egress entry, or "".
+func egressProblem(hp string) string {
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "must be host:port"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "has no port from 1 to 65535"
+	}
+	if ip := net.ParseIP(host); ip == nil && (len(host) > 253 || !hostnamePattern.MatchString(host)) {
+		return "names no host: a DNS name or an IP address, without wildcards"
+	}
+	return ""
+}
+
 func (v *validator) validateIsolation(iso *meshtype.Isolation) {
 	switch iso.Level {
 	case meshtype.IsolationContainer, meshtype.IsolationProcess:
@@ -159,9 +179,17 @@ func (v *validator) validateIsolation(iso *meshtype.Isolation) {
 		v.fail("isolation.runtime", "isolation.runtime %q is not a runtime name such as runc or runsc", iso.Runtime)
 	}
 	switch iso.Network {
-	case meshtype.NetworkNone, meshtype.NetworkBridge:
+	case meshtype.NetworkNone, meshtype.NetworkBridge, meshtype.NetworkEgress:
 	default:
-		v.fail("isolation.network", "isolation.network %q is not one of none, bridge", iso.Network)
+		v.fail("isolation.network", "isolation.network %q is not one of none, egress, bridge", iso.Network)
+	}
+	if len(iso.Egress) > 0 && iso.Network != meshtype.NetworkEgress {
+		v.fail("isolation.egress", "isolation.egress needs isolation.network: egress (it is %s)", iso.Network)
+	}
+	for i, hp := range iso.Egress {
+		if msg := egressProblem(hp); msg != "" {
+			v.fail(fmt.Sprintf("isolation.egress[%d]", i), "isolation.egress[%d] %q %s", i, hp, msg)
+		}
 	}
 	if !userPattern.MatchString(iso.User) {
 		v.fail("isolation.user", "isolation.user %q must be a numeric uid or uid:gid", iso.User)

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/bluekeyes/go-gitdiff v0.9.0
 	github.com/containerd/errdefs v1.0.0
+	github.com/elazarl/goproxy v1.9.3
 	github.com/exaring/otelpgx v0.13.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-git/go-billy/v5 v5.9.2
@@ -56,7 +57,6 @@ require (
 	github.com/docker/go-connections v0.8.1 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/ebitengine/purego v0.10.1 // indirect
-	github.com/elazarl/goproxy v1.9.3 // indirect
 	github.com/emirpasic/gods v1.18.1 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-git/gcfg v1.5.1-0.20230307220236-3a3c6141e376 // indirect

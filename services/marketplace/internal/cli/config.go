@@ -67,12 +67,28 @@ type serveConfig struct {
 	// MaxJourneys is the most live journeys of all callers together; at
 	// least 1. Defaults to 200.
 	MaxJourneys int `yaml:"max_journeys"`
+	// EgressProxyAddr is where the egress proxy of egress workers listens;
+	// it must be reachable from the egress network (workers are told the
+	// port it got). It serves only the addresses of egress workers. Empty
+	// turns it off (egress workers are then refused). Defaults to :0, a
+	// free port on every interface.
+	EgressProxyAddr string `yaml:"egress_proxy_addr"`
+	// EgressNetwork is the internal Docker network egress workers join.
+	// Defaults to meshwork-egress.
+	EgressNetwork string `yaml:"egress_network"`
+	// EgressProxyHost is the proxy's host as egress workers reach it.
+	// Defaults to the egress network's gateway (a marketplace on the host).
+	EgressProxyHost string `yaml:"egress_proxy_host"`
+	// EgressNoProxy is egress workers' NO_PROXY: what they reach on the
+	// egress network itself. Defaults to localhost,127.0.0.1.
+	EgressNoProxy string `yaml:"egress_no_proxy"`
 }
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
 		Transport: "stdio", Addr: ":8080", Caller: "local", IdleCheck: time.Minute,
 		MaxJourneysPerCaller: journeys.DefaultMaxJourneysPerCaller, MaxJourneys: journeys.DefaultMaxJourneys,
+		EgressProxyAddr: ":0", EgressNetwork: journeys.DefaultEgressNetwork,
 	}
 }
 
@@ -114,6 +130,10 @@ func (c *serveConfig) fields() []configField {
 		{flag: "source-ca-file", env: "MESHWORK_SOURCE_CA_FILE", usage: "extra PEM certificates to trust for source hosts", str: &c.SourceCAFile},
 		{flag: "max-journeys-per-caller", env: "MESHWORK_MAX_JOURNEYS_PER_CALLER", usage: "most live journeys (holding a worker) one caller may have; spawns past it are refused", num: &c.MaxJourneysPerCaller},
 		{flag: "max-journeys", env: "MESHWORK_MAX_JOURNEYS", usage: "most live journeys of all callers together on this marketplace", num: &c.MaxJourneys},
+		{flag: "egress-proxy-addr", env: "MESHWORK_EGRESS_PROXY_ADDR", usage: "where the egress proxy listens, reachable from the egress network (empty: off, egress workers refused)", str: &c.EgressProxyAddr},
+		{flag: "egress-network", env: "MESHWORK_EGRESS_NETWORK", usage: "the internal Docker network of egress workers (meshwork-...), created when missing", str: &c.EgressNetwork},
+		{flag: "egress-proxy-host", env: "MESHWORK_EGRESS_PROXY_HOST", usage: "the egress proxy's host as egress workers reach it (default: the egress network's gateway)", str: &c.EgressProxyHost},
+		{flag: "egress-no-proxy", env: "MESHWORK_EGRESS_NO_PROXY", usage: "egress workers' NO_PROXY: hosts on the egress network itself (default localhost,127.0.0.1)", str: &c.EgressNoProxy},
 	}
 }
 

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"time"
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,6 +24,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
+	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -125,16 +129,42 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := journeys.New(journeys.Config{
+	jcfg := journeys.Config{
 		Catalog: catalog, Store: st, Runtimes: runtimes, Labels: labels,
 		ArchiveDir: cfg.ArchiveDir, Logger: logger, Metrics: reg,
 		AgentEnv: agentCredentials(os.Getenv), NestedMCPURL: cfg.NestedMCPURL,
 		Bases: baseStore, Sources: sources,
 		MaxJourneysPerCaller: cfg.MaxJourneysPerCaller, MaxJourneys: cfg.MaxJourneys,
-	})
+		EgressNetwork: cfg.EgressNetwork, EgressProxyHost: cfg.EgressProxyHost, EgressNoProxy: cfg.EgressNoProxy,
+	}
+	// The proxy audits through the manager, made below; a connection
+	// before then (from no worker: none exists yet) is refused unaudited.
+	var auditor atomic.Pointer[journeys.Manager]
+	if cfg.EgressProxyAddr != "" {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.EgressProxyAddr)
+		if err != nil {
+			return fmt.Errorf("egress proxy: %w", err)
+		}
+		jcfg.EgressProxyPort = ln.Addr().(*net.TCPAddr).Port
+		jcfg.Egress = egress.New(func(r egress.Record) {
+			if m := auditor.Load(); m != nil {
+				m.AuditEgress(r)
+			}
+		}, logger)
+		proxySrv := &http.Server{Handler: jcfg.Egress, ReadHeaderTimeout: 30 * time.Second}
+		go func() {
+			if err := proxySrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.ErrorContext(ctx, "the egress proxy stopped", slog.Any("error", err))
+			}
+		}()
+		defer func() { _ = proxySrv.Close() }()
+		logger.InfoContext(ctx, "egress proxy listening", slog.String("proxy_addr", ln.Addr().String()), slog.String("network", cfg.EgressNetwork))
+	}
+	mgr, err := journeys.New(jcfg)
 	if err != nil {
 		return err
 	}
+	auditor.Store(mgr)
 	defer mgr.Close()
 	if err := mgr.Reconcile(ctx); err != nil {
 		return fmt.Errorf("reconciling workers: %w", err)

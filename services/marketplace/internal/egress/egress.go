@@ -159,7 +159,8 @@ func refusal(rec Record) string {
 func (p *Proxy) connect(hostport string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	if _, rec := p.decide(ctx.Req, hostport); !rec.Allowed {
 		p.audit(rec)
-		ctx.Resp = goproxy.NewResponse(ctx.Req, goproxy.ContentTypeText, http.StatusForbidden, refusal(rec))
+		// goproxy writes this response to the client and closes it.
+		ctx.Resp = goproxy.NewResponse(ctx.Req, goproxy.ContentTypeText, http.StatusForbidden, refusal(rec)) //nolint:bodyclose // the proxy sends and closes it
 		return goproxy.RejectConnect, hostport
 	}
 	return goproxy.OkConnect, hostport

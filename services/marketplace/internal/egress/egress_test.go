@@ -34,7 +34,9 @@ func TestProxy(t *testing.T) {
 	}, nil)
 	proxy := httptest.NewServer(p)
 	defer proxy.Close()
-	host := func(s *httptest.Server) string { return strings.TrimPrefix(strings.TrimPrefix(s.URL, "https://"), "http://") }
+	host := func(s *httptest.Server) string {
+		return strings.TrimPrefix(strings.TrimPrefix(s.URL, "https://"), "http://")
+	}
 	p.Grant("127.0.0.1", egress.Grant{Journey: "j1", Allowed: []string{host(allowedTLS), strings.ToUpper(host(allowedHTTP))}})
 
 	proxyURL, _ := url.Parse(proxy.URL)

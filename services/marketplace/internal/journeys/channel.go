@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 )
@@ -27,6 +29,7 @@ type channel struct {
 	// in flight, when its caller asked for them.
 	progressMu sync.Mutex
 	progress   Progress
+	tally      *meshprogress.Tally
 }
 
 // stdin adapts a session so that closing the MCP transport's writer closes
@@ -70,12 +73,16 @@ func (c *channel) forward(_ context.Context, req *mcp.ProgressNotificationClient
 		return
 	}
 	c.progressMu.Lock()
-	p := c.progress
+	p, tally := c.progress, c.tally
 	c.progressMu.Unlock()
 	if p != nil {
 		p(bound(req.Params.Message, maxProgressMessage), req.Params.GetMeta())
+		tally.Handled()
 	}
 }
+
+// progressDrain bounds the wait for a call's last notifications.
+const progressDrain = 2 * time.Second
 
 // maxProgressMessage bounds a forwarded progress message: it is the
 // worker's output.
@@ -85,18 +92,25 @@ const maxProgressMessage = 4 << 10
 // channel broken so the next action opens a new one.
 func (c *channel) call(ctx context.Context, tool string, args any) (*mcp.CallToolResult, error) {
 	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	tally := &meshprogress.Tally{}
 	if p := progressFrom(ctx); p != nil {
 		params.SetProgressToken(progressToken)
 		c.progressMu.Lock()
-		c.progress = p
+		c.progress, c.tally = p, tally
 		c.progressMu.Unlock()
 		defer func() {
 			c.progressMu.Lock()
-			c.progress = nil
+			c.progress, c.tally = nil, nil
 			c.progressMu.Unlock()
 		}()
 	}
 	res, err := c.client.CallTool(ctx, params)
+	if res != nil {
+		// The worker's last notifications may still be on their way.
+		if n, ok := meshprogress.Sent(res.Meta); ok {
+			tally.Wait(n, progressDrain)
+		}
+	}
 	if err != nil && ctx.Err() == nil {
 		c.broken = true
 		return nil, fmt.Errorf("%w: %w", errChannelBroken, err)

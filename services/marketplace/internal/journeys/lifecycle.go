@@ -148,6 +148,7 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 		return StopResult{}, err
 	}
 	m.dropChannel(j.UID)
+	m.egressRevoke(j.UID)
 	res.JourneyID = j.ID
 	h := handle(j)
 	if mode == "archive" {
@@ -276,6 +277,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			j, ok := known[uid]
 			if err == nil && ok && j.State.Live() && j.ContainerID == w.ID && w.State == runtime.StateRunning {
 				running[uid] = true
+				m.regrantEgress(ctx, rt, j)
 				continue
 			}
 			if w.ID == "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
+	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -77,6 +78,19 @@ type Config struct {
 	// MaxJourneys is the most live journeys of all callers together, in
 	// this marketplace's database. Defaults to DefaultMaxJourneys.
 	MaxJourneys int
+	// Egress is the egress proxy of workers with network egress; nil
+	// refuses to spawn them. EgressNetwork is the internal network they
+	// join (created when missing; defaults to DefaultEgressNetwork);
+	// EgressProxyHost and EgressProxyPort are where they reach the proxy
+	// (the host defaults to the network's gateway: a marketplace on the
+	// host); EgressNoProxy is their NO_PROXY (addresses they reach on the
+	// internal network itself, such as the marketplace for nested workers;
+	// defaults to localhost,127.0.0.1).
+	Egress          *egress.Proxy
+	EgressNetwork   string
+	EgressProxyHost string
+	EgressProxyPort int
+	EgressNoProxy   string
 }
 
 // The default quotas of live journeys.
@@ -95,6 +109,9 @@ type Manager struct {
 	mu       sync.Mutex
 	channels map[uuid.UUID]*channel
 	spawning map[uuid.UUID]bool
+	// egressAddrs are the egress workers' addresses, for revoking their
+	// grants.
+	egressAddrs map[uuid.UUID]string
 	// actions holds a journey's lock from reading its counters to recording
 	// its action, so the gate's per-journey limits see every earlier action
 	// and the idle stopper never stops a journey mid-action.
@@ -145,7 +162,16 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journeys: %w", err)
 	}
-	return &Manager{cfg: cfg, logger: logger, metrics: metrics, channels: map[uuid.UUID]*channel{}, spawning: map[uuid.UUID]bool{}}, nil
+	if cfg.EgressNetwork == "" {
+		cfg.EgressNetwork = DefaultEgressNetwork
+	}
+	if cfg.EgressNoProxy == "" {
+		cfg.EgressNoProxy = "localhost,127.0.0.1"
+	}
+	return &Manager{
+		cfg: cfg, logger: logger, metrics: metrics, channels: map[uuid.UUID]*channel{}, spawning: map[uuid.UUID]bool{},
+		egressAddrs: map[uuid.UUID]string{},
+	}, nil
 }
 
 // Close closes every open worker channel; workers keep running.
@@ -353,12 +379,29 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		}
 		spec.Env = append(spec.Env, env)
 	}
+	if entry.Definition.Isolation.Network == meshtype.NetworkEgress {
+		if err := m.egressSpec(ctx, rt, &spec); err != nil {
+			_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
+			return SpawnResult{}, err
+		}
+	}
 	h, err := rt.Create(ctx, spec)
 	if err != nil {
 		m.metrics.spawns.WithLabelValues(entry.Definition.ID, "error").Observe(time.Since(started).Seconds())
 		_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
 		m.logger.ErrorContext(ctx, "spawning worker failed", slog.String("journey", j.UID.String()), slog.String("worker", entry.Definition.ID), slog.Any("error", err))
 		return SpawnResult{}, unavailable("could not start worker %s: %v", entry.Definition.ID, err)
+	}
+	if entry.Definition.Isolation.Network == meshtype.NetworkEgress {
+		if err := m.egressGrant(ctx, rt, h, j.UID, &entry.Definition); err != nil {
+			cleanup := context.WithoutCancel(ctx)
+			// The workspace is kept: it may hold a resumed journey's files.
+			if rerr := rt.Remove(cleanup, h, runtime.RemoveOptions{}); rerr != nil {
+				m.logger.WarnContext(cleanup, "removing a worker whose egress grant failed", slog.String("journey", j.UID.String()), slog.Any("error", rerr))
+			}
+			_ = m.cfg.Store.SetState(cleanup, j.UID, store.StateFailed)
+			return SpawnResult{}, unavailable("could not let worker %s through the egress proxy: %v", entry.Definition.ID, err)
+		}
 	}
 	if src != nil {
 		if err := m.seed(ctx, rt, h, j, &entry.Definition, src); err != nil {

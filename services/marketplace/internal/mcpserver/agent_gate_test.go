@@ -9,9 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
+
+	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 )
 
 // The agent's own tool calls are under the worker's gate and in the audit
@@ -45,6 +48,7 @@ func TestAgentToolCallsAreAudited(t *testing.T) {
 	// A client that asks for progress gets the agent's events, live.
 	var mu sync.Mutex
 	var progress []string
+	var tally meshprogress.Tally
 	pc := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			mu.Lock()
@@ -53,6 +57,7 @@ func TestAgentToolCallsAreAudited(t *testing.T) {
 			if ev, ok := req.Params.Meta["meshwork/agent_event"].(map[string]any); ok {
 				progress = append(progress, fmt.Sprintf("event %v %v", ev["kind"], ev["text"]))
 			}
+			tally.Handled()
 		},
 	})
 	pcs, err := pc.Connect(context.Background(), &mcp.StreamableClientTransport{
@@ -69,6 +74,11 @@ func TestAgentToolCallsAreAudited(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("task: %v %+v", err, res)
 	}
+	sent, ok := meshprogress.Sent(res.Meta)
+	if !ok || sent < 10 {
+		t.Fatalf("the result says %d progress notifications were sent (%v)", sent, ok)
+	}
+	tally.Wait(sent, 10*time.Second)
 	mu.Lock()
 	live := strings.Join(progress, "\n")
 	mu.Unlock()

@@ -24,6 +24,7 @@ func setupAgent(t *testing.T, nested bool) *bundle {
 		images:    map[string]string{"claude_code_assistant_v1": fakeAgentImage},
 		agentEnv:  []string{"ANTHROPIC_API_KEY=test-key-not-real", "FAKE_CLAUDE_LOG=/workspace/.meshwork/fakeclaude.log"},
 		nestedURL: nested,
+		egress:    true, // the Claude Code worker is an egress worker
 	}
 	return setupWith(t, b)
 }

@@ -37,6 +37,7 @@ func TestEveryCatalogWorkerSpawns(t *testing.T) {
 		images: map[string]string{},
 		// The fake claude, like the real one, refuses to run logged out.
 		agentEnv: []string{"ANTHROPIC_API_KEY=test-key-not-real"},
+		egress:   true, // the agent workers are egress workers
 	}
 	for _, e := range entries {
 		d := &e.Definition

@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
@@ -122,8 +123,12 @@ type ConstraintsSummary struct {
 	Commands     []string `json:"commands,omitempty"`
 	MaxActions   int64    `json:"max_actions,omitempty"`
 	MaxCostUSD   float64  `json:"max_cost_usd,omitempty"`
-	Network      string   `json:"network"`
-	Rules        []string `json:"rules,omitempty" jsonschema:"ids of the worker's CEL rules"`
+	// Network is none, egress or "bridge (unrestricted)": an open network
+	// is marked as such.
+	Network string `json:"network"`
+	// Egress is what an egress worker may reach.
+	Egress []string `json:"egress,omitempty"`
+	Rules  []string `json:"rules,omitempty" jsonschema:"ids of the worker's CEL rules"`
 }
 
 type listWorkersIn struct{}
@@ -141,7 +146,7 @@ func (h *handlers) listWorkers(ctx context.Context, _ *mcp.CallToolRequest, _ li
 			ID: d.ID, Name: d.Name, Description: d.Description, Kind: string(d.Kind), Tools: d.Tools,
 			Constraints: ConstraintsSummary{
 				Readonly: c.Readonly, MaxFileSize: int64(c.MaxFileSize), AllowedPaths: c.AllowedPaths,
-				DeniedPaths: c.DeniedPaths, Commands: c.Commands, MaxActions: c.MaxActions, MaxCostUSD: c.MaxCostUSD, Network: string(d.Isolation.Network),
+				DeniedPaths: c.DeniedPaths, Commands: c.Commands, MaxActions: c.MaxActions, MaxCostUSD: c.MaxCostUSD, Network: networkSummary(d.Isolation.Network), Egress: d.Isolation.Egress,
 			},
 		}
 		for _, r := range c.Rules {
@@ -167,6 +172,15 @@ func (h *handlers) describeWorker(ctx context.Context, _ *mcp.CallToolRequest, i
 		return nil, describeOut{}, err
 	}
 	return nil, describeOut{DefinitionHash: e.Hash, Definition: e.Definition}, nil
+}
+
+// networkSummary names a worker's network for list_workers, marking the
+// open one.
+func networkSummary(n meshtype.NetworkMode) string {
+	if n == meshtype.NetworkBridge {
+		return "bridge (unrestricted)"
+	}
+	return string(n)
 }
 
 // executeIn is execute_in_worker's input, for its schema; the handler decodes
@@ -219,16 +233,26 @@ func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (res *
 	if in.JourneyID == "" || len(in.Action) == 0 {
 		return h.failure(ctx, "execute_in_worker", &journeys.Error{Code: journeys.CodeInvalidArgument, Msg: "journey_id and action are required"}), nil
 	}
+	var (
+		mu   sync.Mutex
+		sent int
+	)
 	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
 		// The worker's progress (an agent's events) goes on to the client.
-		var mu sync.Mutex
-		n := 0.0
-		ctx = journeys.WithProgress(ctx, func(msg string, meta map[string]any) {
+		ctx = journeys.WithProgress(ctx, func(msg string, m map[string]any) {
 			mu.Lock()
 			defer mu.Unlock()
-			n++
-			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg, Meta: meta})
+			sent++
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(sent), Message: msg, Meta: m})
 		})
+		defer func() {
+			// How many the client should wait for (package progress).
+			if res != nil {
+				mu.Lock()
+				res.Meta = mcp.Meta{meshprogress.SentMetaKey: sent}
+				mu.Unlock()
+			}
+		}()
 	}
 	out, err := h.mgr.Execute(ctx, caller, in.JourneyID, in.Action)
 	if err != nil {

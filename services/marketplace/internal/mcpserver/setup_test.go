@@ -3,12 +3,14 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,9 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/oauth2"
 
+	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
+	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
@@ -49,6 +53,15 @@ func (c *countingRuntime) Exec(ctx context.Context, h runtime.Handle, argv []str
 	return c.Runtime.Exec(ctx, h, argv)
 }
 
+// The Docker runtime's internal networks, for egress workers.
+func (c *countingRuntime) EnsureInternalNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
+	return c.Runtime.(runtime.Networker).EnsureInternalNetwork(ctx, name, labels)
+}
+
+func (c *countingRuntime) Address(ctx context.Context, h runtime.Handle, network string) (string, error) {
+	return c.Runtime.(runtime.Networker).Address(ctx, h, network)
+}
+
 type bundle struct {
 	pool   *pgxpool.Pool
 	store  *store.Store
@@ -70,6 +83,10 @@ type bundle struct {
 	adjust func(*meshtype.Definition)
 	// maxPerCaller is the live journeys quota per caller (0: the default).
 	maxPerCaller int
+	// egress runs an egress proxy for egress workers, on an internal
+	// network of the test's own (egressNetwork).
+	egress        bool
+	egressNetwork string
 }
 
 // setup starts a marketplace (real Docker runtime, real Postgres, real MCP
@@ -112,6 +129,11 @@ func (b *bundle) start(t testing.TB) {
 	if b.adjust != nil {
 		for _, e := range catalog.Entries() {
 			b.adjust(&e.Definition)
+			// The gate is compiled at load: compile it again from the
+			// adjusted definition.
+			if e.Gate, err = gate.Compile(&e.Definition); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	srv := httptest.NewUnstartedServer(nil)
@@ -124,15 +146,36 @@ func (b *bundle) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.mgr, err = journeys.New(journeys.Config{
+	cfg := journeys.Config{
 		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: t.TempDir(),
 		Runtimes: map[meshtype.IsolationLevel]runtime.Runtime{meshtype.IsolationContainer: b.rt},
 		AgentEnv: b.agentEnv, NestedMCPURL: nested, Metrics: reg,
 		Bases: baseStore, Sources: b.sources, MaxJourneysPerCaller: b.maxPerCaller,
-	})
+	}
+	var auditor atomic.Pointer[journeys.Manager]
+	if b.egress {
+		// On every interface: egress workers reach it at their network's
+		// gateway, the host.
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.egressNetwork = "meshwork-test-" + b.labels["meshwork.test"]
+		cfg.EgressNetwork, cfg.EgressProxyPort = b.egressNetwork, ln.Addr().(*net.TCPAddr).Port
+		cfg.Egress = egress.New(func(r egress.Record) {
+			if m := auditor.Load(); m != nil {
+				m.AuditEgress(r)
+			}
+		}, nil)
+		proxy := &http.Server{Handler: cfg.Egress, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = proxy.Serve(ln) }()
+		t.Cleanup(func() { _ = proxy.Close() })
+	}
+	b.mgr, err = journeys.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	auditor.Store(b.mgr)
 	if err := b.mgr.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +259,10 @@ func removeLabelled(t testing.TB, value string) {
 	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", filter).Output()
 	if ids := strings.Fields(string(out)); len(ids) > 0 {
 		_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
+	}
+	out, _ = exec.Command("docker", "network", "ls", "-q", "--filter", filter).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"network", "rm"}, ids...)...).Run()
 	}
 }
 

@@ -157,13 +157,19 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	return res, nil
 }
 
-// toolchainVars are the variables ToolchainEnv passes on.
-var toolchainVars = []string{"GOCACHE", "GOFLAGS", "GOMODCACHE", "GOPATH", "GOPROXY", "GOTMPDIR", "GOTOOLCHAIN"}
+// toolchainVars are the variables ToolchainEnv passes on. The proxy
+// variables are set by the marketplace on egress workers: their
+// only way out is the egress proxy they name.
+var toolchainVars = []string{
+	"GOCACHE", "GOFLAGS", "GOMODCACHE", "GOPATH", "GOPROXY", "GOTMPDIR", "GOTOOLCHAIN",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+}
 
 // ToolchainEnv returns the entries of environ ("NAME=value", as from
 // os.Environ) that say where the Go toolchain keeps its caches and temporary
 // files and whether it may download: GOCACHE, GOFLAGS, GOMODCACHE, GOPATH,
-// GOPROXY, GOTMPDIR and GOTOOLCHAIN. meshworker serve gives them to the
+// GOPROXY, GOTMPDIR and GOTOOLCHAIN, and the HTTP proxy an egress worker
+// must use (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, in both cases). meshworker serve gives them to the
 // commands it runs (Config.ExecEnv): a worker's root filesystem is read-only
 // and its /tmp noexec, so the image points them into the workspace. Nothing
 // else of the worker's environment reaches a command.

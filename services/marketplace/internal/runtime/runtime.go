@@ -42,7 +42,8 @@ type Spec struct {
 	Cmd []string
 	// User is "uid" or "uid:gid"; never root.
 	User string
-	// Network is "none" or "bridge".
+	// Network is "none", "bridge", or an internal network made by a
+	// Networker (egress workers).
 	Network string
 	// ReadonlyRootfs mounts the root filesystem read-only (with a small tmpfs
 	// at /tmp).
@@ -109,6 +110,17 @@ type Session interface {
 type RemoveOptions struct {
 	// Workspace also deletes the workspace.
 	Workspace bool
+}
+
+// Networker is what a runtime that can put workers on an internal network
+// (egress workers) also does. The Docker runtime is one; the process
+// runtime is not.
+type Networker interface {
+	// EnsureInternalNetwork makes the internal network name (no route
+	// out) if it does not exist, and returns the host's address on it.
+	EnsureInternalNetwork(ctx context.Context, name string, labels map[string]string) (gateway string, err error)
+	// Address is a worker's address on network.
+	Address(ctx context.Context, h Handle, network string) (string, error)
 }
 
 // Runtime creates and runs workers.

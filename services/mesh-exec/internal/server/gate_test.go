@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/agenthook"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/server"
 )
@@ -60,6 +62,7 @@ func TestAgentToolCallsAreGated(t *testing.T) {
 
 	var mu sync.Mutex
 	var events []string
+	var tally meshprogress.Tally
 	opts := &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -68,6 +71,7 @@ func TestAgentToolCallsAreGated(t *testing.T) {
 			raw, _ := json.Marshal(ev)
 			events = append(events, "meta "+string(raw))
 		}
+		tally.Handled()
 	}}
 	cs, _ := e.stdio(t, opts, []string{"--gate-policy", string(policy)}, "FAKE_CLAUDE_SCRIPT="+scriptFile)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{
@@ -76,6 +80,11 @@ func TestAgentToolCallsAreGated(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("mesh_execute: %v %+v", err, res)
 	}
+	sent, ok := meshprogress.Sent(res.Meta)
+	if !ok {
+		t.Fatal("the result does not say how many progress notifications were sent")
+	}
+	tally.Wait(sent, 10*time.Second)
 	var out server.ExecuteOut
 	raw, _ = json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(raw, &out); err != nil {

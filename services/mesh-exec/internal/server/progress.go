@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
 
@@ -20,6 +21,7 @@ type progress struct {
 	session *mcp.ServerSession
 	token   any
 
+	once  sync.Once
 	mu    sync.Mutex
 	count float64
 	last  time.Time
@@ -130,4 +132,16 @@ func (p *progress) send(msg string, meta mcp.Meta) {
 	_ = p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{Meta: meta, ProgressToken: p.token, Progress: n, Message: msg})
 }
 
-func (p *progress) stop() { close(p.done) }
+// stop ends the heartbeat; it may be called more than once.
+func (p *progress) stop() { p.once.Do(func() { close(p.done) }) }
+
+// meta is the result's _meta: how many notifications were sent, so the
+// client can wait for the ones still in its queue (package progress).
+func (p *progress) meta() mcp.Meta {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.token == nil {
+		return nil
+	}
+	return mcp.Meta{meshprogress.SentMetaKey: int(p.count)}
+}

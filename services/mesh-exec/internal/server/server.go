@@ -339,12 +339,13 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	}}
 	s.logger.InfoContext(ctx, "agent run finished", slog.String("backend", name), slog.String("session", res.SessionID),
 		slog.Bool("is_error", res.IsError), slog.Int64("duration_ms", res.DurationMS), slog.String("stopped", out.Stopped))
+	prog.stop() // no heartbeat after the count below
 	if res.IsError {
 		// The structured result still carries the session and the partial
 		// output, so a client can resume or report.
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: res.Output}}}, result, nil
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: res.Output}}, Meta: prog.meta()}, result, nil
 	}
-	return nil, result, nil
+	return &mcp.CallToolResult{Meta: prog.meta()}, result, nil
 }
 
 // quotaInterval is how often the workspace is measured while an agent runs.

@@ -183,7 +183,10 @@ func startMarketplace(t *testing.T, dsn string, extraArgs ...string) *marketplac
 	}
 	label := fmt.Sprintf("orchestrator-%d-%d", os.Getpid(), time.Now().UnixNano())
 	token := "orchestrator-test-token-0123456789"
-	args := []string{"serve", "--transport", "http", "--addr", "127.0.0.1:0", "--catalog", catalog, "--labels", "meshwork.test=" + label, "--base-dir", t.TempDir()}
+	args := []string{
+		"serve", "--transport", "http", "--addr", "127.0.0.1:0", "--catalog", catalog, "--labels", "meshwork.test=" + label, "--base-dir", t.TempDir(),
+		"--egress-network", "meshwork-test-" + label, // the Claude Code worker is an egress worker
+	}
 	cmd := exec.Command(bin, append(args, extraArgs...)...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MESHWORK_TOKENS=orchestrator="+token, "ANTHROPIC_API_KEY=test-key-not-real")
 	stderr, err := cmd.StderrPipe()
@@ -237,5 +240,9 @@ func removeLabelled(t *testing.T, label string) {
 	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+label).Output()
 	if ids := strings.Fields(string(out)); len(ids) > 0 {
 		_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
+	}
+	out, _ = exec.Command("docker", "network", "ls", "-q", "--filter", "label="+label).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"network", "rm"}, ids...)...).Run()
 	}
 }

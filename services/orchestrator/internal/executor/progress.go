@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 )
 
 // Progress routes the progress notifications of one MCP client to its calls
@@ -21,8 +23,11 @@ type Progress struct {
 }
 
 // Start gives a call a progress token whose notifications go to fn, until
-// the returned stop is called; fn is never called after stop returned.
-func (p *Progress) Start(fn func(*mcp.ProgressNotificationParams)) (token string, stop func()) {
+// the returned finish is called with the call's result's _meta: it waits
+// (briefly) for the notifications the server says it sent and are still
+// queued (package progress), then stops; fn is never called after finish
+// returned.
+func (p *Progress) Start(fn func(*mcp.ProgressNotificationParams)) (token string, finish func(resultMeta map[string]any)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.calls == nil {
@@ -33,15 +38,20 @@ func (p *Progress) Start(fn func(*mcp.ProgressNotificationParams)) (token string
 	var (
 		mu      sync.Mutex
 		stopped bool
+		tally   meshprogress.Tally
 	)
 	p.calls[token] = func(params *mcp.ProgressNotificationParams) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
 			fn(params)
+			tally.Handled()
 		}
 	}
-	return token, func() {
+	return token, func(resultMeta map[string]any) {
+		if n, ok := meshprogress.Sent(resultMeta); ok {
+			tally.Wait(n, drainTimeout)
+		}
 		p.mu.Lock()
 		delete(p.calls, token)
 		p.mu.Unlock()
@@ -50,6 +60,9 @@ func (p *Progress) Start(fn func(*mcp.ProgressNotificationParams)) (token string
 		mu.Unlock()
 	}
 }
+
+// drainTimeout bounds the wait for a call's last notifications.
+const drainTimeout = 2 * time.Second
 
 // Handle routes one notification.
 func (p *Progress) Handle(_ context.Context, req *mcp.ProgressNotificationClientRequest) {

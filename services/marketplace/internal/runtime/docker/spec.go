@@ -73,12 +73,12 @@ func withDefaults(spec runtime.Spec) (runtime.Spec, error) {
 	if err := checkUser(spec.User); err != nil {
 		errs = append(errs, err)
 	}
-	switch spec.Network {
-	case "":
+	switch {
+	case spec.Network == "":
 		spec.Network = DefaultNetwork
-	case "none", "bridge":
+	case spec.Network == "none", spec.Network == "bridge", internalNetworkPattern.MatchString(spec.Network):
 	default:
-		errs = append(errs, fmt.Errorf("network %q is not allowed: use none or bridge", spec.Network))
+		errs = append(errs, fmt.Errorf("network %q is not allowed: use none, bridge or an internal network of Meshwork's (meshwork-...)", spec.Network))
 	}
 	if spec.CPUs < 0 || spec.MemoryBytes < 0 || spec.PIDs < 0 {
 		errs = append(errs, fmt.Errorf("limits must not be negative (cpus %g, memory %d, pids %d)", spec.CPUs, spec.MemoryBytes, spec.PIDs))

@@ -347,17 +347,23 @@ func (e *Executor) execute(ctx context.Context, id string, act map[string]any, o
 	params := &mcp.CallToolParams{Name: "execute_in_worker", Arguments: map[string]any{
 		"journey_id": id, "action": act,
 	}}
+	finish := func(map[string]any) {}
 	if onEvent != nil {
 		// An agent worker's events come back as progress.
-		token, stop := e.progress.Start(func(p *mcp.ProgressNotificationParams) {
+		var token string
+		token, finish = e.progress.Start(func(p *mcp.ProgressNotificationParams) {
 			if ev, ok := executor.AgentEvent(p); ok {
 				onEvent(ev)
 			}
 		})
-		defer stop()
 		params.SetProgressToken(token)
 	}
 	res, err := e.conn.CallTool(ctx, params)
+	if res != nil {
+		finish(res.Meta)
+	} else {
+		finish(nil)
+	}
 	if err != nil {
 		return executeOut{}, fmt.Errorf("execute_in_worker: %w", err)
 	}

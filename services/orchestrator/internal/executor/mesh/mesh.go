@@ -141,7 +141,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	}
 
 	c := &call{onSession: req.OnSession}
-	token, stop := e.progress.Start(func(p *mcp.ProgressNotificationParams) {
+	token, finish := e.progress.Start(func(p *mcp.ProgressNotificationParams) {
 		if id, _ := p.GetMeta()[SessionMetaKey].(string); id != "" {
 			c.report(id)
 		}
@@ -149,8 +149,9 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 			req.OnEvent(ev)
 		}
 	})
+	var resultMeta map[string]any
 	defer func() {
-		stop()
+		finish(resultMeta)
 		c.finish()
 	}()
 
@@ -162,6 +163,9 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	// (mcpconn.ErrSessionLost): the agent may have run, and the engine's
 	// retry policy decides.
 	res, err := e.conn.CallTool(ctx, params)
+	if res != nil {
+		resultMeta = res.Meta
+	}
 	if err != nil {
 		// The session may have been reported before the call broke.
 		return executor.Result{SessionID: c.sessionID()}, fmt.Errorf("mesh_execute: %w", err)

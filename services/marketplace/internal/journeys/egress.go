@@ -1,0 +1,120 @@
+package journeys
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+)
+
+// DefaultEgressNetwork is the internal network egress workers join.
+const DefaultEgressNetwork = "meshwork-egress"
+
+// AuditTypeEgress is the action_type of an egress connection's audit row.
+const AuditTypeEgress = "egress"
+
+// egressSpec puts an egress worker on the internal network, with the proxy
+// in its environment. It fails when this marketplace has no proxy or the
+// runtime has no internal networks (the process runtime).
+func (m *Manager) egressSpec(ctx context.Context, rt runtime.Runtime, spec *runtime.Spec) error {
+	nw, ok := rt.(runtime.Networker)
+	if !ok || m.cfg.Egress == nil {
+		return unavailable("egress workers need the Docker runtime and the marketplace's egress proxy (--egress-proxy-addr)")
+	}
+	gateway, err := nw.EnsureInternalNetwork(ctx, m.cfg.EgressNetwork, m.cfg.Labels)
+	if err != nil {
+		return unavailable("preparing the egress network: %v", err)
+	}
+	host := m.cfg.EgressProxyHost
+	if host == "" {
+		host = gateway
+	}
+	proxy := "http://" + net.JoinHostPort(host, strconv.Itoa(m.cfg.EgressProxyPort))
+	spec.Network = m.cfg.EgressNetwork
+	spec.Env = append(spec.Env,
+		"HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy,
+		"NO_PROXY="+m.cfg.EgressNoProxy, "no_proxy="+m.cfg.EgressNoProxy)
+	return nil
+}
+
+// egressGrant lets a started egress worker through the proxy, to its list.
+func (m *Manager) egressGrant(ctx context.Context, rt runtime.Runtime, h runtime.Handle, uid uuid.UUID, d *meshtype.Definition) error {
+	nw, ok := rt.(runtime.Networker)
+	if !ok || m.cfg.Egress == nil {
+		return fmt.Errorf("no egress proxy")
+	}
+	addr, err := nw.Address(ctx, h, m.cfg.EgressNetwork)
+	if err != nil {
+		return err
+	}
+	m.cfg.Egress.Grant(addr, egress.Grant{Journey: uid.String(), Allowed: d.Isolation.Egress})
+	m.mu.Lock()
+	m.egressAddrs[uid] = addr
+	m.mu.Unlock()
+	return nil
+}
+
+// egressRevoke withdraws a journey's grant, if it has one.
+func (m *Manager) egressRevoke(uid uuid.UUID) {
+	m.mu.Lock()
+	addr, ok := m.egressAddrs[uid]
+	delete(m.egressAddrs, uid)
+	m.mu.Unlock()
+	if ok && m.cfg.Egress != nil {
+		m.cfg.Egress.Revoke(addr)
+	}
+}
+
+// AuditEgress writes an egress proxy's record as an audit row of the
+// journey it names (refusals of addresses that are no journey's are
+// logged only). It is the proxy's Audit callback.
+func (m *Manager) AuditEgress(rec egress.Record) {
+	ctx := context.Background()
+	log := m.logger.With(slog.String("host", rec.Host), slog.Int("port", rec.Port), slog.Bool("allowed", rec.Allowed), slog.String("source", rec.Source))
+	uid, err := uuid.Parse(rec.Journey)
+	if err != nil {
+		log.WarnContext(ctx, "egress refused for an address that is no journey's", slog.String("reason", rec.Reason))
+		return
+	}
+	j, err := m.cfg.Store.JourneyByUID(ctx, uid)
+	if err != nil {
+		log.ErrorContext(ctx, "auditing an egress connection: the journey is unknown", slog.String("journey", rec.Journey), slog.Any("error", err))
+		return
+	}
+	r := store.ActionRecord{
+		JourneyUID: j.UID, Caller: j.Caller, WorkerID: j.WorkerID, DefinitionHash: j.DefinitionHash,
+		ActionType: AuditTypeEgress, Target: net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)),
+		Decision: store.DecisionAllowed, Duration: rec.Duration, RequestBytes: rec.Sent, ResponseBytes: rec.Received,
+		Uncounted: true,
+	}
+	switch {
+	case !rec.Allowed:
+		r.Decision = store.DecisionRefused
+		r.Violations = []meshtype.Violation{{ConstraintID: "egress", Violated: true, Message: rec.Reason}}
+	case rec.Reason != "":
+		r.Decision, r.Error = store.DecisionFailed, rec.Reason
+	}
+	if err := m.cfg.Store.RecordAction(ctx, r); err != nil {
+		log.ErrorContext(ctx, "writing the egress audit row failed", slog.String("journey", rec.Journey), slog.Any("error", err))
+	}
+}
+
+// regrantEgress gives the proxy the grants of running egress workers again,
+// after a restart of the marketplace.
+func (m *Manager) regrantEgress(ctx context.Context, rt runtime.Runtime, j store.Journey) {
+	e, ok := m.cfg.Catalog.Lookup(j.WorkerID)
+	if !ok || e.Definition.Isolation.Network != meshtype.NetworkEgress {
+		return
+	}
+	if err := m.egressGrant(ctx, rt, handle(j), j.UID, &e.Definition); err != nil {
+		m.logger.WarnContext(ctx, "granting egress to a running worker failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
+	}
+}

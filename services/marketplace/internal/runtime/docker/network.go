@@ -1,0 +1,71 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+)
+
+// internalNetworkPattern names the internal networks a worker may join:
+// networks of Meshwork's own, made by EnsureInternalNetwork (or by Compose,
+// which declares the same network).
+var internalNetworkPattern = regexp.MustCompile(`^meshwork-[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// labelNetwork marks the networks the runtime made.
+const labelNetwork = "meshwork.network"
+
+// EnsureInternalNetwork implements runtime.Networker: it creates the
+// internal network name (no route out of it: Docker's internal bridge) if
+// there is none, and returns its gateway, the host's address on it. A
+// network of that name that is not internal is refused: workers on it
+// could reach anything.
+func (r *Runtime) EnsureInternalNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
+	if !internalNetworkPattern.MatchString(name) {
+		return "", fmt.Errorf("network %q is not a name Meshwork uses for internal networks (meshwork-...)", name)
+	}
+	res, err := r.engine.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		l := map[string]string{labelNetwork: "internal"}
+		maps.Copy(l, labels)
+		if _, err := r.engine.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Internal: true, Labels: l}); err != nil && !cerrdefs.IsConflict(err) {
+			return "", fmt.Errorf("creating the internal network %s: %w", name, err)
+		}
+		res, err = r.engine.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	}
+	if err != nil {
+		return "", fmt.Errorf("inspecting the network %s: %w", name, err)
+	}
+	if !res.Network.Internal {
+		return "", fmt.Errorf("network %s exists but is not internal: egress workers on it would have a route out", name)
+	}
+	for _, c := range res.Network.IPAM.Config {
+		if c.Gateway.IsValid() {
+			return c.Gateway.String(), nil
+		}
+	}
+	return "", fmt.Errorf("network %s has no gateway address", name)
+}
+
+// Address implements runtime.Networker: the worker's address on network.
+func (r *Runtime) Address(ctx context.Context, h runtime.Handle, network string) (string, error) {
+	res, err := r.engine.ContainerInspect(ctx, h.ID, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return "", runtime.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("inspecting container %s: %w", h.ID, err)
+	}
+	if ns := res.Container.NetworkSettings; ns != nil {
+		if ep, ok := ns.Networks[network]; ok && ep != nil && ep.IPAddress.IsValid() {
+			return ep.IPAddress.String(), nil
+		}
+	}
+	return "", errors.New("the worker has no address on network " + network)
+}
