@@ -82,18 +82,32 @@ type Sweeper struct {
 	starting int          // begun, pid not yet known
 	pids     map[int]bool // the commands' own processes, waited for by their callers
 	self     int
+	// subreaper is whether orphans come back to the server (see NewSweeper).
+	subreaper bool
 }
+
+// Subreaper reports whether the server is its descendants' subreaper; see
+// NewSweeper.
+func (s *Sweeper) Subreaper() bool { return s.subreaper }
 
 // NewSweeper makes the calling process the subreaper of its descendants:
 // a process whose parent exits is re-parented to it rather than to PID 1,
 // so it stays within reach of the sweep. It also reaps, every second, the
 // zombies of such orphans, so a long run does not fill the pid limit with
 // them.
+//
+// A kernel without child subreapers (gVisor's, as Debian packages it)
+// refuses the prctl with EINVAL: the Sweeper then still ends what stays
+// below the server, and an orphan that left it goes to PID 1, whose idle
+// (Idle) ends it within a second; Subreaper reports which it is.
 func NewSweeper() (*Sweeper, error) {
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	subreaper := true
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); errors.Is(err, unix.EINVAL) {
+		subreaper = false
+	} else if err != nil {
 		return nil, os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
 	}
-	s := &Sweeper{self: os.Getpid(), pids: map[int]bool{}}
+	s := &Sweeper{self: os.Getpid(), pids: map[int]bool{}, subreaper: subreaper}
 	go func() {
 		for range time.Tick(orphanScan) {
 			s.reapOrphans()

@@ -38,3 +38,6 @@ func (*Command) Started(int) {}
 
 // End does nothing.
 func (*Command) End() {}
+
+// Subreaper reports false: only Linux has child subreapers.
+func (s *Sweeper) Subreaper() bool { return false }

@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/meshwork/meshwork/pkg/gittest"
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 )
 
@@ -325,4 +328,50 @@ func BenchmarkWorkspaceDiff(b *testing.B) {
 	}
 	b.ReportMetric(millis(percentile(ds, 50)), "p50-ms")
 	b.ReportMetric(millis(percentile(ds, 99)), "p99-ms")
+}
+
+// BenchmarkGVisorVsRunc times, alternately in one run, spawn_worker and a
+// 1 KB read (the worker's channel already open) of filesystem_write_v1
+// under gVisor (isolation.runtime: runsc) and under the default runc. It
+// needs runsc registered with the engine (deploy/dev/gvisor.sh).
+func BenchmarkGVisorVsRunc(b *testing.B) {
+	if out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output(); err != nil || !strings.Contains(string(out), `"runsc"`) {
+		b.Skip("the engine has no runsc runtime (deploy/dev/gvisor.sh registers it)")
+	}
+	runc := setup(b)
+	runsc := setupWith(b, &bundle{adjust: func(d *meshtype.Definition) {
+		if d.ID == "filesystem_write_v1" {
+			d.Isolation.Runtime = "runsc"
+		}
+	}})
+	type side struct {
+		cs          *mcp.ClientSession
+		spawn, read time.Duration
+		name        string
+	}
+	sides := []*side{{cs: runc.client(b, aliceToken), name: "runc"}, {cs: runsc.client(b, aliceToken), name: "runsc"}}
+	content := strings.Repeat("k", 1024)
+	for i := range b.N {
+		for _, s := range sides {
+			id := "bench-" + s.name + "-" + strconv.Itoa(i)
+			start := time.Now()
+			must(b, s.cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": id})
+			s.spawn += time.Since(start)
+			must(b, s.cs, "execute_in_worker", execArgs(id, map[string]any{"type": "write", "target": "1k.txt", "content": content}))
+			start = time.Now()
+			res := must(b, s.cs, "execute_in_worker", execArgs(id, map[string]any{"type": "read", "target": "1k.txt"}))
+			s.read += time.Since(start)
+			if out, _ := res["output"].(map[string]any); out["content"] != content {
+				b.Fatalf("%s read: %v", s.name, res)
+			}
+			must(b, s.cs, "stop_worker", map[string]any{"journey_id": id, "workspace": "delete"})
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) / 1000 }
+	b.ReportMetric(ms(sides[1].spawn), "runsc-spawn-ms")
+	b.ReportMetric(ms(sides[0].spawn), "runc-spawn-ms")
+	b.ReportMetric(float64(sides[1].spawn)/float64(sides[0].spawn), "spawn-ratio")
+	b.ReportMetric(ms(sides[1].read), "runsc-read-ms")
+	b.ReportMetric(ms(sides[0].read), "runc-read-ms")
+	b.ReportMetric(float64(sides[1].read)/float64(sides[0].read), "read-ratio")
 }

@@ -13,6 +13,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
@@ -75,6 +76,17 @@ func (r *Runtime) Exec(ctx context.Context, h runtime.Handle, argv []string) (ru
 	// The connection is what keeps the process's stdin open; close it when
 	// the session ends or its context does.
 	context.AfterFunc(sctx, func() { s.conn.Close() })
+	// And when the worker stops: not every OCI runtime ends an exec's
+	// stream with its container (gVisor's runsc does not).
+	wait := r.engine.ContainerWait(sctx, h.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	go func() {
+		select {
+		case <-wait.Result:
+			cancel()
+		case err := <-wait.Error:
+			_ = err // the session ended, or the engine cannot say: nothing to do
+		}
+	}()
 	return s, nil
 }
 

@@ -157,6 +157,36 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceUnderGVisor is the same suite with every worker under
+// gVisor (isolation.runtime: runsc). It needs runsc registered with the
+// engine (deploy/dev/gvisor.sh, which .ci/run runs); without it the test is
+// skipped, unless MESHWORK_REQUIRE_RUNSC is set (CI), when it fails.
+func TestConformanceUnderGVisor(t *testing.T) {
+	c := engine(t)
+	info, err := c.Info(t.Context(), client.InfoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := info.Info.Runtimes["runsc"]; !ok {
+		if os.Getenv("MESHWORK_REQUIRE_RUNSC") != "" {
+			t.Fatal("the engine has no runsc runtime (run deploy/dev/gvisor.sh)")
+		}
+		t.Skip("the engine has no runsc runtime (deploy/dev/gvisor.sh registers it)")
+	}
+	labels := testLabels(t, c)
+	probe := newProbeInstaller(t, c)
+	runtimetest.Exercise(t, func(t *testing.T) runtime.Runtime {
+		t.Helper()
+		return newRuntime(t, c)
+	}, runtimetest.Options{
+		Image:        workerImage,
+		Probe:        probe.install,
+		EnforcesUser: true,
+		Labels:       labels,
+		OCIRuntime:   "runsc",
+	})
+}
+
 type bundle struct {
 	c      *client.Client
 	rt     *docker.Runtime

@@ -60,6 +60,9 @@ type Options struct {
 	// Labels are put on every worker the suite creates and must contain
 	// LabelTest. Defaults to LabelTest=runtimetest-<random>.
 	Labels map[string]string
+	// OCIRuntime is Spec.OCIRuntime ("runsc": the suite under gVisor).
+	// Defaults to the engine's default.
+	OCIRuntime string
 }
 
 // The spec the suite creates workers with.
@@ -504,6 +507,7 @@ func (b *bundle) spec(journey string) runtime.Spec {
 		MemoryBytes:    256 << 20,
 		PIDs:           128,
 		Labels:         maps.Clone(b.labels),
+		OCIRuntime:     b.opts.OCIRuntime,
 	}
 }
 
