@@ -39,6 +39,7 @@ func TestHardeningUnderGVisor(t *testing.T) {
 // hardening runs the probe in a shell_v1 worker under the OCI runtime given
 // ("" for the engine's default).
 func hardening(t *testing.T, ociRuntime string) {
+	t.Helper()
 	requireImage(t, "meshwork/shell-worker:latest")
 	probeSrc, err := os.ReadFile("testdata/probe/probe_test.go")
 	if err != nil {
