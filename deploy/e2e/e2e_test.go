@@ -53,6 +53,9 @@ func TestStack(t *testing.T) {
 	t.Run("coding pipeline: a local repository in, a patch that git applies out", func(t *testing.T) {
 		s.codingPipeline(ctx, t)
 	})
+	t.Run("an agent spawns and uses a nested worker over the network", func(t *testing.T) {
+		s.nestedWorkers(ctx, t)
+	})
 	t.Run("orchestrator killed mid-run, run completes after restart", func(t *testing.T) {
 		s.killedMidRun(ctx, t)
 	})

@@ -106,6 +106,9 @@ type StopResult struct {
 	// Patch and Summary: the change, in patch mode.
 	Patch   string                  `json:"patch,omitempty" jsonschema:"patch mode: the git-format diff against the base"`
 	Summary *meshtype.ChangeSummary `json:"summary,omitempty" jsonschema:"patch mode: what the patch changes"`
+	// Nested are the nested journeys stopped with this one
+	// ("<caller>/<journey id>").
+	Nested []string `json:"nested_stopped,omitempty" jsonschema:"nested journeys (spawned by this journey's agent) stopped with it"`
 	// Refusal: in patch mode, the result gate refused the change and
 	// nothing was stopped or removed.
 	Refusal
@@ -164,8 +167,13 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 			return StopResult{}, unavailable("stopping the worker: %v", err)
 		}
 	}
-	// A stopped agent's nested token stops working with it.
+	// A stopped agent's nested token stops working with it, and its nested
+	// journeys stop with it.
 	if err := m.cfg.Store.RevokeNested(ctx, j.UID); err != nil {
+		return StopResult{}, err
+	}
+	res.Nested, err = m.stopNested(ctx, j, mode)
+	if err != nil {
 		return StopResult{}, err
 	}
 	state := store.StateStopped
@@ -179,6 +187,32 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 	res.State = string(state)
 	m.logger.InfoContext(ctx, "worker stopped", slog.String("journey", j.UID.String()), slog.String("workspace", mode))
 	return res, nil
+}
+
+// stopNested stops the live journeys an agent journey spawned (and theirs),
+// keeping their workspaces unless the parent's is deleted. It returns their
+// ids as their callers know them.
+func (m *Manager) stopNested(ctx context.Context, parent store.Journey, mode string) ([]string, error) {
+	nested, err := m.cfg.Store.NestedJourneys(ctx, parent.UID)
+	if err != nil {
+		return nil, err
+	}
+	childMode := "keep"
+	if mode == "delete" || mode == "patch" {
+		childMode = "delete"
+	}
+	var stopped []string
+	for _, n := range nested {
+		if !n.State.Live() && childMode == "keep" {
+			continue
+		}
+		if _, err := m.Stop(ctx, n.Caller, StopRequest{JourneyID: n.ID, Workspace: childMode}); err != nil {
+			return stopped, fmt.Errorf("stopping nested journey %s: %w", n.ID, err)
+		}
+		m.logger.InfoContext(ctx, "stopped a nested journey with its parent", slog.String("journey", n.UID.String()), slog.String("parent", parent.UID.String()))
+		stopped = append(stopped, n.Caller+"/"+n.ID)
+	}
+	return stopped, nil
 }
 
 // archive writes the workspace as a tarball into ArchiveDir, atomically.

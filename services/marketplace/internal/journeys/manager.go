@@ -317,9 +317,13 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		parent, perr := m.parentOf(ctx, caller)
+		if perr != nil {
+			return SpawnResult{}, perr
+		}
 		j, err = m.cfg.Store.CreateJourney(ctx, store.Journey{
 			Caller: caller, ID: req.JourneyID, WorkerID: entry.Definition.ID,
-			DefinitionHash: entry.Hash, IsolationLevel: string(lvl),
+			DefinitionHash: entry.Hash, IsolationLevel: string(lvl), ParentJourney: parent,
 		}, m.quota())
 		if errors.Is(err, store.ErrExists) {
 			return SpawnResult{}, conflict("journey %q is being spawned by another request", req.JourneyID)
@@ -429,6 +433,25 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		res.Source = src.record
 	}
 	return res, nil
+}
+
+// parentOf is the journey whose agent a caller is, for a nested caller
+// ("<caller>/<journey id>", the identity of an agent's token; journey ids
+// hold no "/"), or nil: its journeys are that journey's nested journeys,
+// stopped with it.
+func (m *Manager) parentOf(ctx context.Context, caller string) (*uuid.UUID, error) {
+	i := strings.LastIndexByte(caller, '/')
+	if i <= 0 {
+		return nil, nil
+	}
+	p, err := m.cfg.Store.Journey(ctx, caller[:i], caller[i+1:])
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // a configured caller with a "/" in its name
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &p.UID, nil
 }
 
 func (m *Manager) quota() store.Quota {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 )
 
@@ -173,6 +175,18 @@ func TestNestedJourneysAreConfined(t *testing.T) {
 	}
 	if l := must(t, alice, "list_journeys", map[string]any{}); len(asList(l["journeys"])) != 2 {
 		t.Errorf("alice lists %v, want only her own two journeys", l)
+	}
+
+	// Stopping the parent stops its nested journeys, and its token.
+	stopped := must(t, alice, "stop_worker", map[string]any{"journey_id": "agent"})
+	if got := toStrings(stopped["nested_stopped"]); len(got) != 1 || got[0] != "alice/agent/sub" {
+		t.Errorf("stop_worker of the parent: %v", stopped)
+	}
+	if out, _ := exec.Command("docker", "ps", "-q", "--filter", "id="+nested["container_id"].(string)).Output(); strings.TrimSpace(string(out)) != "" {
+		t.Error("the nested journey's worker still runs after its parent stopped")
+	}
+	if _, err := agent.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_journeys", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Errorf("the stopped parent's token: %v", err)
 	}
 }
 

@@ -225,6 +225,16 @@ func (s *Store) Journey(ctx context.Context, caller, id string) (Journey, error)
 	return j, err
 }
 
+// NestedJourneys returns the journeys spawned by the agent of journey
+// parent (its nested journeys), deleted ones left out.
+func (s *Store) NestedJourneys(ctx context.Context, parent uuid.UUID) ([]Journey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+journeyColumns+` FROM journeys WHERE parent_journey = $1 AND state <> 'deleted' ORDER BY created_at`, parent)
+	if err != nil {
+		return nil, fmt.Errorf("listing nested journeys: %w", err)
+	}
+	return collect(rows)
+}
+
 // JourneyByUID returns a journey by its internal id, whoever its caller.
 func (s *Store) JourneyByUID(ctx context.Context, uid uuid.UUID) (Journey, error) {
 	j, err := scanJourney(s.pool.QueryRow(ctx, `SELECT `+journeyColumns+` FROM journeys WHERE uid = $1`, uid))

@@ -61,7 +61,7 @@
 //	    {"bash": "go test ./... && echo ok"},               // Bash tool, run by a shell interpreter
 //	    {"tool": {"name": "Glob", "input": {"pattern": "*"}}},  // any other tool: hooks run, nothing else
 //	    {"notification": "Claude is waiting"},              // the Notification hooks run
-//	    {"mcp_call": {"server": "meshwork", "tool": "spawn_worker", "arguments": {"worker_id": "x"}}},
+//	    {"mcp_call": {"server": "meshwork", "tool": "spawn_worker", "arguments": {"worker_id": "x"}, "save_as": "out.json"}},
 //	    {"unknown_event": true},        // an event of a type no parser knows
 //	    {"event": {"type": "anything"}}, // this JSON object, printed as one line
 //	    {"stderr": "a line for stderr"},
@@ -88,7 +88,9 @@
 // (type "http": {"url", "headers"}; "${VAR}" in headers is expanded from the
 // environment), over streamable HTTP, as tool mcp__<server>__<tool>; the
 // tool_result holds the tool's text content (is_error when the tool or the
-// call failed). Other server types are reported as a failed tool call.
+// call failed); with save_as, the "agent" then writes that text into the
+// file named (a Write tool call). Other server types are reported as a
+// failed tool call.
 //
 // hang starts a child (this binary again) that sleeps in the same process
 // group, writes "P C" (the fake's pid and the child's) to pid_file when set,

@@ -77,10 +77,15 @@ func (t *turn) mcpCall(c mcpCallStep) {
 	}
 	var input map[string]any
 	_ = json.Unmarshal(args, &input)
+	var result string
 	t.callTool("mcp__"+c.Server+"__"+c.Tool, input, func() (string, bool, any) {
 		text, isError := t.callMCPTool(c.Server, c.Tool, args)
+		result = text
 		return text, isError, []contentBlock{{Type: "text", Text: text}}
 	})
+	if c.SaveAs != "" {
+		t.write(writeStep{FilePath: c.SaveAs, Content: result})
+	}
 }
 
 // callMCPTool calls tool on server over streamable HTTP and returns its text

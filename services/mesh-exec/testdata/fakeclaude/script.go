@@ -66,6 +66,9 @@ type mcpCallStep struct {
 	Server    string          `json:"server"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
+	// SaveAs, when set, has the "agent" write the tool's text result into
+	// this file (with the Write tool) after the call.
+	SaveAs string `json:"save_as"`
 }
 
 type crashStep struct {
