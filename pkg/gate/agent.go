@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/bmatcuk/doublestar/v4"
+
 	"github.com/meshwork/meshwork/pkg/meshtype"
 )
 
@@ -35,7 +37,29 @@ const (
 	// ConstraintNetwork: a tool call that reaches the network where the
 	// worker's network does not allow it.
 	ConstraintNetwork = "network"
+	// ConstraintAgentConfig: a tool call that would change the agent's own
+	// configuration (its settings, hooks, MCP servers), and so the gate.
+	ConstraintAgentConfig = "agent_config"
 )
+
+// agentConfigGlobs are the files an agent CLI reads as its own
+// configuration: Claude Code's project and user settings (.claude/, where a
+// settings file can turn hooks off or run commands of its own), its MCP
+// servers (.mcp.json), and mesh-exec's state under .meshwork/ (the agent's
+// home, sessions). Whatever a definition says, an agent may not write them
+// or name them to a command.
+var agentConfigGlobs = []string{"**/.claude", "**/.claude/**", "**/.mcp.json", ".meshwork", ".meshwork/**"}
+
+// agentConfig reports whether a clean workspace path is agent configuration.
+func agentConfig(clean string) bool {
+	lower := strings.ToLower(clean)
+	for _, g := range agentConfigGlobs {
+		if ok, _ := doublestar.Match(g, lower); ok {
+			return true
+		}
+	}
+	return false
+}
 
 // ToolCall is one tool call an agent is about to make, as the agent CLI's
 // hook reports it (Claude Code's PreToolUse: tool_name, tool_input).
@@ -265,6 +289,9 @@ func (tc *toolCheck) action(a meshtype.Action, real string) {
 	if g.readonly && a.Type == meshtype.ActionWrite {
 		tc.c.add(ConstraintReadonly, fmt.Sprintf("worker is read-only: %s may not write %s", tc.call.Tool, a.Target))
 	}
+	if a.Type == meshtype.ActionWrite && (agentConfig(a.Target) || real != "" && agentConfig(real)) {
+		tc.c.add(ConstraintAgentConfig, fmt.Sprintf("%s may not write %s: it is the agent's own configuration", tc.call.Tool, a.Target))
+	}
 	if takesTarget(a.Type) {
 		if a.Target == "." && a.Type != meshtype.ActionList && a.Type != meshtype.ActionSearch {
 			tc.c.add(ConstraintPathSafety, fmt.Sprintf("%s cannot target the workspace root", tc.call.Tool))
@@ -339,41 +366,64 @@ func (tc *toolCheck) edits() []edit {
 }
 
 // edit checks an Edit or MultiEdit as a write of the file it would leave:
-// max_file_size applies to that file, computed from the current one when
-// Files can read it (a file that does not exist or does not take the edits
-// is the tool's own error, not the gate's).
+// max_file_size and the rules apply to that file, computed from the current
+// one when Files can read it. An edit with an empty old_string on a file
+// that does not exist creates it from new_string. The size is computed
+// before the file is, so an edit that would make a huge file is refused
+// without building it.
 func (tc *toolCheck) edit(key string, edits []edit) {
 	rel, real, ok := tc.workspacePath(tc.str(key))
 	if !ok {
 		return
 	}
+	limit := tc.g.maxFileSize
+	if limit <= 0 {
+		limit = maxEditResult
+	}
 	var content string
 	if tc.files != nil {
-		limit := tc.g.maxFileSize
-		if limit <= 0 {
-			limit = 1 << 30
-		}
 		data, err := tc.files.ReadFile(path.Join(tc.root, rel), limit)
 		switch {
 		case err == nil:
 			content = string(data)
-			for _, e := range edits {
-				if e.old == "" {
-					continue
-				}
-				n := 1
-				if e.all {
-					n = -1
-				}
-				content = strings.Replace(content, e.old, e.new, n)
-			}
 		case errors.Is(err, fs.ErrNotExist):
 		default:
 			tc.c.add(ConstraintMaxFileSize, fmt.Sprintf("%s of %s: %v", tc.call.Tool, rel, err))
+			return
+		}
+	}
+	for _, e := range edits {
+		size := int64(len(content))
+		switch {
+		case e.old == "":
+			// Creates the file (when there is none): its content is new.
+			size = int64(len(e.new))
+			if size <= limit {
+				content = e.new
+			}
+		default:
+			n := int64(1)
+			if e.all {
+				n = int64(strings.Count(content, e.old))
+			} else if !strings.Contains(content, e.old) {
+				n = 0
+			}
+			size += n * (int64(len(e.new)) - int64(len(e.old)))
+			if size <= limit {
+				content = strings.Replace(content, e.old, e.new, int(max(n, 0)))
+			}
+		}
+		if size > limit {
+			tc.c.add(ConstraintMaxFileSize, fmt.Sprintf("File size %d bytes exceeds limit %d bytes", size, limit))
+			return
 		}
 	}
 	tc.action(meshtype.Action{Type: meshtype.ActionWrite, Target: rel, Content: content}, real)
 }
+
+// maxEditResult bounds the file an edit may leave when the worker has no
+// max_file_size: the gate builds it to check it.
+const maxEditResult = 64 << 20
 
 // fetch checks a URL the agent fetches: with network egress, its host and
 // port must be in the egress list; otherwise the network must be open.
@@ -407,62 +457,118 @@ func (tc *toolCheck) network(what string) {
 	}
 }
 
-// bash checks a Bash script, command by command.
+// bash checks a Bash script, command by command. A cd changes where the
+// later commands' relative paths point; the split does not follow the
+// shell's control flow, so every path is checked from the agent's working
+// directory and from every directory a cd before it may have entered.
 func (tc *toolCheck) bash(script string) {
 	cmds, err := SplitShell(script)
 	if err != nil {
 		tc.c.add(ConstraintShell, err.Error())
 		return
 	}
+	cwds := []string{tc.cwd}
 	for _, cmd := range cmds {
 		name := cmd.Argv[0]
 		if shellBuiltins[name] {
-			if name == "cd" && len(cmd.Argv) > 1 {
-				if rel, real, ok := tc.workspacePath(cmd.Argv[len(cmd.Argv)-1]); ok {
-					tc.action(meshtype.Action{Type: meshtype.ActionList, Target: rel}, real)
-				}
-			}
 			tc.g.checkRules(&meshtype.Action{Type: meshtype.ActionExec, Command: cmd.Argv}, meshtype.JourneyState{}, tc.c)
 		} else {
 			tc.action(meshtype.Action{Type: meshtype.ActionExec, Command: cmd.Argv}, "")
 		}
 		for _, arg := range cmd.Argv[1:] {
-			tc.argument(arg)
+			for _, cwd := range cwds {
+				tc.argument(arg, cwd)
+			}
 		}
-		for _, w := range cmd.Writes {
-			tc.redirect(meshtype.ActionWrite, w)
+		for _, cwd := range cwds {
+			for _, w := range cmd.Writes {
+				tc.redirect(meshtype.ActionWrite, w, cwd)
+			}
+			for _, r := range cmd.Reads {
+				tc.redirect(meshtype.ActionRead, r, cwd)
+			}
 		}
-		for _, r := range cmd.Reads {
-			tc.redirect(meshtype.ActionRead, r)
+		if name == "cd" {
+			target := "" // cd alone goes home: outside the workspace
+			if len(cmd.Argv) > 1 {
+				target = cmd.Argv[len(cmd.Argv)-1]
+			}
+			for _, cwd := range slices.Clone(cwds) {
+				abs := tc.resolve(target, cwd)
+				if _, inside := tc.relative(abs); !inside || target == "" {
+					tc.c.add(ConstraintPathSafety, fmt.Sprintf("cd %q leaves the workspace %s", target, tc.root))
+					continue
+				}
+				if !slices.Contains(cwds, abs) {
+					cwds = append(cwds, abs)
+				}
+			}
 		}
 	}
 }
 
-// argument refuses a command argument that names a denied file, as a path
-// or as the value of a --flag=path: `cat .env` reads what a Read of .env
-// may not.
-func (tc *toolCheck) argument(arg string) {
-	if i := strings.IndexByte(arg, '='); i >= 0 && strings.HasPrefix(arg, "-") {
-		arg = arg[i+1:]
+// resolve makes p absolute from cwd, cleaned.
+func (tc *toolCheck) resolve(p, cwd string) string {
+	if !path.IsAbs(p) {
+		p = path.Join(cwd, p)
 	}
-	if arg == "" || strings.HasPrefix(arg, "-") {
-		return
+	return path.Clean(p)
+}
+
+// argument checks a command argument that may name a file, as a path or as
+// the value of an option (--file=.env, -f.env): it must stay in the
+// workspace, also through symbolic links, and name no denied file and no
+// agent configuration: `cat .env` reads what a Read of .env may not.
+func (tc *toolCheck) argument(arg, cwd string) {
+	values := []string{arg}
+	if strings.HasPrefix(arg, "-") {
+		values = nil
+		if i := strings.IndexByte(arg, '='); i >= 0 {
+			values = append(values, arg[i+1:])
+		} else if !strings.HasPrefix(arg, "--") && len(arg) > 2 {
+			values = append(values, arg[2:]) // an attached short option value
+		}
 	}
-	abs := arg
-	if !path.IsAbs(abs) {
-		abs = path.Join(tc.cwd, abs)
+	for _, v := range values {
+		if v == "" || v == "-" || strings.IndexByte(v, 0) >= 0 {
+			continue
+		}
+		abs := tc.resolve(v, cwd)
+		rel, inside := tc.relative(abs)
+		if !inside {
+			tc.c.add(ConstraintPathSafety, fmt.Sprintf("argument %q names %s, outside the workspace %s", arg, abs, tc.root))
+			continue
+		}
+		tc.namesFile(arg, rel)
+		if tc.files == nil || rel == "." {
+			continue
+		}
+		if r, err := tc.files.RealPath(abs); err == nil {
+			if real, inside := tc.relative(path.Clean(r)); !inside {
+				tc.c.add(ConstraintPathSafety, fmt.Sprintf("argument %q resolves through a symbolic link to %s, outside the workspace", arg, r))
+			} else if real != rel {
+				tc.namesFile(arg, real)
+			}
+		}
 	}
-	rel, ok := tc.relative(path.Clean(abs))
-	if !ok || rel == "." {
+}
+
+// namesFile refuses an argument that names a denied file or the agent's
+// configuration.
+func (tc *toolCheck) namesFile(arg, rel string) {
+	if rel == "." {
 		return
 	}
 	if p, denied := deniedBy(tc.g.denied, rel); denied {
 		tc.c.add(ConstraintDenied, fmt.Sprintf("argument %q names %s, denied by %q", arg, rel, p))
 	}
+	if agentConfig(rel) {
+		tc.c.add(ConstraintAgentConfig, fmt.Sprintf("argument %q names %s, the agent's own configuration", arg, rel))
+	}
 }
 
 // redirect checks a file a command's redirection reads or writes.
-func (tc *toolCheck) redirect(t meshtype.ActionType, target string) {
+func (tc *toolCheck) redirect(t meshtype.ActionType, target, cwd string) {
 	switch {
 	case target == "/dev/null":
 		return
@@ -472,7 +578,7 @@ func (tc *toolCheck) redirect(t meshtype.ActionType, target string) {
 	case t == meshtype.ActionWrite && (target == "/dev/stdout" || target == "/dev/stderr"):
 		return
 	}
-	rel, real, ok := tc.workspacePath(target)
+	rel, real, ok := tc.workspacePath(tc.resolve(target, cwd))
 	if !ok {
 		return
 	}

@@ -29,7 +29,8 @@ import (
 // or GOFLAGS changes what a later, allowed command does. Function
 // definitions are refused because a function can shadow an allowed command
 // name, and [[ ]], (( )) and let because bash evaluates their operands as
-// arithmetic, which can run command substitutions hidden in static strings.
+// arithmetic, which can run command substitutions hidden in static strings,
+// and so are test -v and -R (a variable name's array subscript).
 //
 // What is left to the caller: whether each argv is allowed (env, xargs, find
 // -exec, nohup, timeout and sudo run other programs and are ordinary argv to
@@ -292,6 +293,14 @@ func (s *shellSplitter) call(c *syntax.CallExpr, rd redirs) error {
 	case "set":
 		if err := checkSet(argv[1:]); err != nil {
 			return undecidable("command %d: %v", s.n, err)
+		}
+	case "test", "[":
+		// -v and -R take a variable name, whose array subscript bash
+		// evaluates as arithmetic: `test -v 'a[$(cmd)]'` runs cmd.
+		for _, a := range argv[1:] {
+			if a == "-v" || a == "-R" {
+				return undecidable("command %d: %s %s evaluates a variable name, which can run commands", s.n, argv[0], a)
+			}
 		}
 	}
 	s.cmds = append(s.cmds, ShellCommand{Argv: argv, Writes: rd.writes, Reads: rd.reads})

@@ -191,7 +191,12 @@ func (p *Proxy) dialTunnel(req *http.Request, network, addr string) (net.Conn, e
 func (p *Proxy) request(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	hostport := r.URL.Host
 	if _, _, err := net.SplitHostPort(hostport); err != nil {
-		hostport = net.JoinHostPort(r.URL.Hostname(), "80")
+		// The port the transport will dial: the scheme's.
+		port := "80"
+		if strings.EqualFold(r.URL.Scheme, "https") {
+			port = "443"
+		}
+		hostport = net.JoinHostPort(r.URL.Hostname(), port)
 	}
 	_, rec := p.decide(r, hostport)
 	if !rec.Allowed {

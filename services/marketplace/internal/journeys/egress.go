@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -55,10 +57,14 @@ func (m *Manager) egressGrant(ctx context.Context, rt runtime.Runtime, h runtime
 	if err != nil {
 		return err
 	}
-	m.cfg.Egress.Grant(addr, egress.Grant{Journey: uid.String(), Allowed: d.Isolation.Egress})
 	m.mu.Lock()
+	old, had := m.egressAddrs[uid]
 	m.egressAddrs[uid] = addr
 	m.mu.Unlock()
+	if had && old != addr {
+		m.cfg.Egress.Revoke(old) // the journey's earlier worker
+	}
+	m.cfg.Egress.Grant(addr, egress.Grant{Journey: uid.String(), Allowed: d.Isolation.Egress})
 	return nil
 }
 
@@ -84,6 +90,12 @@ func (m *Manager) AuditEgress(rec egress.Record) {
 		log.WarnContext(ctx, "egress refused for an address that is no journey's", slog.String("reason", rec.Reason))
 		return
 	}
+	if !rec.Allowed && !m.egressRefusals.allow(uid, time.Now()) {
+		// A worker hammering refused hosts must not flood the audit log:
+		// past the limit its refusals are counted in the log only.
+		log.WarnContext(ctx, "egress refusal not audited: over the journey's limit of audited refusals a minute", slog.String("journey", rec.Journey))
+		return
+	}
 	j, err := m.cfg.Store.JourneyByUID(ctx, uid)
 	if err != nil {
 		log.ErrorContext(ctx, "auditing an egress connection: the journey is unknown", slog.String("journey", rec.Journey), slog.Any("error", err))
@@ -105,6 +117,27 @@ func (m *Manager) AuditEgress(rec egress.Record) {
 	if err := m.cfg.Store.RecordAction(ctx, r); err != nil {
 		log.ErrorContext(ctx, "writing the egress audit row failed", slog.String("journey", rec.Journey), slog.Any("error", err))
 	}
+}
+
+// maxAuditedRefusals bounds the egress refusals audited per journey and
+// minute.
+const maxAuditedRefusals = 60
+
+// refusalLimiter counts audited egress refusals per journey and minute.
+type refusalLimiter struct {
+	mu     sync.Mutex
+	window time.Time
+	counts map[uuid.UUID]int
+}
+
+func (l *refusalLimiter) allow(uid uuid.UUID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.window) >= time.Minute || l.counts == nil {
+		l.window, l.counts = now, map[uuid.UUID]int{}
+	}
+	l.counts[uid]++
+	return l.counts[uid] <= maxAuditedRefusals
 }
 
 // regrantEgress gives the proxy the grants of running egress workers again,

@@ -110,8 +110,9 @@ type Manager struct {
 	channels map[uuid.UUID]*channel
 	spawning map[uuid.UUID]bool
 	// egressAddrs are the egress workers' addresses, for revoking their
-	// grants.
-	egressAddrs map[uuid.UUID]string
+	// grants; egressRefusals bounds the refusals audited.
+	egressAddrs    map[uuid.UUID]string
+	egressRefusals refusalLimiter
 	// actions holds a journey's lock from reading its counters to recording
 	// its action, so the gate's per-journey limits see every earlier action
 	// and the idle stopper never stops a journey mid-action.
@@ -415,6 +416,7 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 				m.logger.WarnContext(cleanup, "removing a worker whose seeding failed", slog.String("journey", j.UID.String()), slog.Any("error", rerr))
 			}
 			m.dropBase(cleanup, j)
+			m.egressRevoke(j.UID)
 			_ = m.cfg.Store.SetState(cleanup, j.UID, store.StateFailed)
 			m.logger.ErrorContext(ctx, "seeding the workspace failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
 			return SpawnResult{}, unavailable("could not seed the workspace of %s: %v", entry.Definition.ID, err)
@@ -423,6 +425,7 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 	// Not cancelled with the request: the worker exists now and must be
 	// recorded, or it would run unnamed.
 	if err := m.cfg.Store.SetRunning(context.WithoutCancel(ctx), j.UID, h.ID, h.Workspace); err != nil {
+		m.egressRevoke(j.UID)
 		_ = m.cfg.Store.SetFailed(context.WithoutCancel(ctx), j.UID, h.ID, h.Workspace)
 		return SpawnResult{}, err
 	}
@@ -613,6 +616,7 @@ func (m *Manager) checkLive(ctx context.Context, j store.Journey) bool {
 		return true
 	}
 	m.dropChannel(j.UID)
+	m.egressRevoke(j.UID)
 	if err := m.cfg.Store.SetState(ctx, j.UID, store.StateOrphaned); err == nil {
 		m.logger.WarnContext(ctx, "worker is gone; journey orphaned", slog.String("journey", j.UID.String()), slog.String("runtime_state", string(st)))
 	}

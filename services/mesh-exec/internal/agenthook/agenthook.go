@@ -92,6 +92,33 @@ func Reason(vs []meshtype.Violation) string {
 	return b.String()
 }
 
+// toolUseMarker introduces the id of the tool call a decision is about, in
+// the hook's answer (the refusal's last line, or the line it prints when it
+// allows a call): hook events in the CLI's stream name the tool, not the
+// call, and calls of one tool may be checked out of order.
+const toolUseMarker = "(tool_use_id: "
+
+// markToolUse is the line that names the tool call a decision is about.
+func markToolUse(id string) string {
+	if id == "" || strings.ContainsAny(id, ")\n") {
+		return ""
+	}
+	return toolUseMarker + id + ")"
+}
+
+// ToolUseID reads the tool call id a hook's answer names, or "".
+func ToolUseID(answer string) string {
+	_, rest, ok := strings.Cut(answer, toolUseMarker)
+	if !ok {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, ")")
+	if !ok {
+		return ""
+	}
+	return id
+}
+
 // ParseReason reads the violations back from a Reason; ok is false when s is
 // not one.
 func ParseReason(s string) (vs []meshtype.Violation, ok bool) {

@@ -24,6 +24,9 @@ func TestReasonRoundTrip(t *testing.T) {
 	if !ok || !reflect.DeepEqual(got, vs) {
 		t.Fatalf("ParseReason(Reason(vs)) = %+v, %v", got, ok)
 	}
+	if id := agenthook.ToolUseID("Meshwork gate: allowed (tool_use_id: toolu_01ab)\n"); id != "toolu_01ab" {
+		t.Fatalf("ToolUseID = %q", id)
+	}
 	if _, ok := agenthook.ParseReason("some other hook's words"); ok {
 		t.Fatal("ParseReason took a text that is not a Reason")
 	}
@@ -50,8 +53,8 @@ func TestRun(t *testing.T) {
 		code                int
 		stdout, stderr      string
 	}{
-		{"denied", pre, string(policy), 0, `"permissionDecision":"deny","permissionDecisionReason":"Refused by the Meshwork gate before it ran:\n- denied_paths: path \".env\" is denied by \"**/.env\""`, ""},
-		{"allowed", strings.Replace(pre, ".env", "main.go", 1), string(policy), 0, "", ""},
+		{"denied", pre, string(policy), 0, `"permissionDecision":"deny","permissionDecisionReason":"Refused by the Meshwork gate before it ran:\n- denied_paths: path \".env\" is denied by \"**/.env\"\n(tool_use_id: t1)"`, ""},
+		{"allowed", strings.Replace(pre, ".env", "main.go", 1), string(policy), 0, "Meshwork gate: allowed (tool_use_id: t1)\n", ""},
 		{"no policy", pre, "", 2, "", "no policy"},
 		{"bad policy", pre, "{", 2, "", "does not decode"},
 		{"policy that does not compile", pre, `{"workspace":"/w","definition":{"constraints":{"rules":[{"id":"r","expression":"nope("}]}}}`, 2, "", "does not compile"},

@@ -89,13 +89,21 @@ func decide(stdin io.Reader, getenv func(string) string) ([]byte, error) {
 		return nil, err
 	}
 	vs := g.EvaluateToolCall(gate.ToolCall{Tool: in.ToolName, Input: in.ToolInput, Workspace: workspace, Cwd: in.Cwd}, OSFiles{})
+	mark := markToolUse(in.ToolUseID)
 	if len(vs) == 0 {
-		return nil, nil
+		// Plain text with exit 0: the CLI shows it in the transcript only,
+		// and reports it in the stream, where mesh-exec pairs the decision
+		// with its call. No permission decision: the CLI's own permissions
+		// (allowed tools) still apply.
+		return []byte("Meshwork gate: allowed " + mark + "\n"), nil
 	}
 	var o preToolUseOutput
 	o.HookSpecificOutput.HookEventName = "PreToolUse"
 	o.HookSpecificOutput.PermissionDecision = "deny"
 	o.HookSpecificOutput.PermissionDecisionReason = Reason(vs)
+	if mark != "" {
+		o.HookSpecificOutput.PermissionDecisionReason += "\n" + mark
+	}
 	return json.Marshal(o)
 }
 

@@ -52,6 +52,7 @@ var specs = []optSpec{
 	{names: []string{"--add-dir"}, kind: variadicOpt, usage: "--add-dir <directories...>"},
 	{names: []string{"--settings"}, kind: valueOpt, usage: "--settings <file-or-json>"},
 	{names: []string{"--include-hook-events"}, kind: boolOpt},
+	{names: []string{"--setting-sources"}, kind: valueOpt, usage: "--setting-sources <sources>"},
 	{names: []string{"-v", "--version"}, kind: boolOpt},
 	{names: []string{"-h", "--help"}, kind: boolOpt},
 }
@@ -67,7 +68,7 @@ var notImplemented = []string{
 	"--include-partial-messages", "--input-format", "--json-schema", "--max-budget-usd",
 	"-n", "--name", "--no-chrome", "--permission-prompts", "--plugin-dir", "--plugin-url",
 	"--prompt-suggestions", "--remote-control", "--remote-control-session-name-prefix",
-	"--replay-user-messages", "--restricted", "--safe-mode", "--setting-sources",
+	"--replay-user-messages", "--restricted", "--safe-mode",
 	"--system-prompt-snapshot", "--teleport", "--tmux", "-w", "--worktree",
 }
 
@@ -174,6 +175,13 @@ func parseArgs(args []string) (*options, error) {
 			o.includeHookEvents = true
 		case "--settings":
 			o.settings = append(o.settings, value)
+		case "--setting-sources":
+			// The fake loads no settings files, so only the value is checked.
+			for _, src := range strings.Split(value, ",") {
+				if !slices.Contains([]string{"user", "project", "local"}, strings.TrimSpace(src)) {
+					return nil, fail(1, "Error: Invalid setting source: %s. Valid options are: user, project, local", src)
+				}
+			}
 		case "--help":
 			o.help = true
 		case "--version":

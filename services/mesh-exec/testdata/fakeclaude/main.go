@@ -22,7 +22,8 @@
 // --allowedTools/--allowed-tools, --disallowedTools/--disallowed-tools,
 // --tools, --append-system-prompt, --system-prompt, --mcp-config,
 // --strict-mcp-config, --permission-mode, --dangerously-skip-permissions,
-// --no-session-persistence, --add-dir, --settings, --include-hook-events, -v/--version, -h/--help. Other real
+// --no-session-persistence, --add-dir, --settings, --setting-sources,
+// --include-hook-events, -v/--version, -h/--help. Other real
 // options are refused as not implemented; unknown ones as the CLI's parser
 // (commander) does: "error: unknown option '--x'", exit 1. "--" ends the
 // options; a first positional argument that names a subcommand (doctor,

@@ -34,6 +34,10 @@ type Event struct {
 	At     time.Time `json:"at"`
 }
 
+// agentLookback is how far below the highest agent event id seen Watch
+// looks again for events committed late.
+const agentLookback = 200
+
 // WatchInterval is how often Watch looks for news. Checkpoints are in
 // Postgres, written by whichever replica works the run, so a watcher polls
 // the database rather than listening to one replica.
@@ -57,6 +61,7 @@ func (e *Engine) Watch(ctx context.Context, runID string, afterSeq int, emit fun
 		seenUntil = at
 	}
 	var lastAttempt, lastAgent int64
+	sentAgent := map[int64]bool{}
 	tick := time.NewTicker(WatchInterval)
 	defer tick.Stop()
 	for {
@@ -82,13 +87,25 @@ func (e *Engine) Watch(ctx context.Context, runID string, afterSeq int, emit fun
 				return err
 			}
 		}
-		agents, err := store.ListAgentEventsAfter(ctx, e.pool, runID, lastAgent)
+		// Nodes running at once insert their events concurrently, so an id
+		// can commit after a higher one was read: look back a little and
+		// skip what was sent.
+		agents, err := store.ListAgentEventsAfter(ctx, e.pool, runID, max(lastAgent-agentLookback, 0))
 		if err != nil {
 			return err
 		}
+		for id := range sentAgent {
+			if id <= lastAgent-agentLookback {
+				delete(sentAgent, id)
+			}
+		}
 		for i := range agents {
 			ev := agents[i]
-			lastAgent = ev.ID
+			if sentAgent[ev.ID] {
+				continue
+			}
+			sentAgent[ev.ID] = true
+			lastAgent = max(lastAgent, ev.ID)
 			if !ev.At.After(seenUntil) {
 				continue
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
@@ -94,6 +95,14 @@ func indent(s, prefix string) string {
 func oneLine(s string, n int) string {
 	s = strings.TrimSpace(s)
 	first, _, more := strings.Cut(s, "\n")
+	// What agents and workers wrote reaches a terminal: no control
+	// characters (escape sequences could rewrite the screen).
+	first = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '�'
+		}
+		return r
+	}, first)
 	r := []rune(first)
 	if len(r) > n {
 		return string(r[:n]) + "…"

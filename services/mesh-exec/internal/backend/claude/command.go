@@ -69,9 +69,12 @@ func (b *Backend) Command(req backend.Request) ([]string, error) {
 		argv = append(argv, "--mcp-config", req.MCPConfig)
 	}
 	if req.HookSettings != "" {
-		// A JSON string, not a file: nothing the agent writes can change
-		// the hooks of the runs that follow.
-		argv = append(argv, "--settings", req.HookSettings, "--include-hook-events")
+		// A JSON string, not a file. --settings adds a layer on top of the
+		// settings files, so the repository's own (.claude/settings.json,
+		// settings.local.json), which the agent could write to turn the
+		// hooks off, are not loaded at all; the user's live under the
+		// agent's home in .meshwork/, which the gate keeps it from writing.
+		argv = append(argv, "--settings", req.HookSettings, "--setting-sources", "user", "--include-hook-events")
 	}
 	task := req.Task
 	if subcommands[task] {

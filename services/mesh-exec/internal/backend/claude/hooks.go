@@ -23,13 +23,21 @@ func (p *parser) hookResponse(ev event) []backend.Event {
 	out := backend.Event{SessionID: ev.SessionID, Tool: tool}
 	switch ev.HookEvent {
 	case "PreToolUse":
-		u := p.pending(tool, func(u *toolUse) bool { return !u.decided })
+		reason, denied := denial(ev)
+		answer := ev.Stdout
+		if denied {
+			answer = reason
+		}
+		u := p.byID(agenthook.ToolUseID(answer))
+		if u == nil || u.decided {
+			u = p.pending(tool, func(u *toolUse) bool { return !u.decided })
+		}
 		d := backend.ToolDecision{Tool: tool, Summary: "Using " + tool, Allowed: true}
 		if u != nil {
 			u.decided = true
 			d.ToolCallID, d.Summary = u.id, u.verb
 		}
-		if reason, denied := denial(ev); denied {
+		if denied {
 			d.Allowed = false
 			if u != nil {
 				u.ran = true // a refused call never runs, so no hook follows it
@@ -61,6 +69,19 @@ func (p *parser) hookResponse(ev event) []backend.Event {
 		return nil
 	}
 	return []backend.Event{out}
+}
+
+// byID returns the call with id, if any.
+func (p *parser) byID(id string) *toolUse {
+	if id == "" {
+		return nil
+	}
+	for _, u := range p.uses {
+		if u.id == id {
+			return u
+		}
+	}
+	return nil
 }
 
 // pending returns the oldest call of tool that want accepts.
