@@ -325,7 +325,11 @@ func TestCrashDuringCallIsNotRepeated(t *testing.T) {
 	if runs := srv.Invocations(t); len(runs) != 1 {
 		t.Fatalf("%d agent runs; want 1 (the call not made again)", len(runs))
 	}
-	res, err := ex.Execute(context.Background(), request("two", session, nil))
+	// Bounded, so that a call that never returns fails here with the
+	// servers' logs instead of at the package's timeout.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	res, err := ex.Execute(ctx2, request("two", session, nil))
 	if err != nil || res.Output != "ok: two" || res.SessionID != session {
 		t.Fatalf("after the crash: %+v, %v; want ok: two in session %s", res, err, session)
 	}
