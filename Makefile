@@ -16,6 +16,7 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 CMDS := marketplace=./services/marketplace/cmd/marketplace \
         meshworker=./services/marketplace/cmd/meshworker \
         mesh-exec=./services/mesh-exec/cmd/mesh-exec \
+        mesh-exec-hook=./services/mesh-exec/cmd/mesh-exec-hook \
         orchestrator=./services/orchestrator/cmd/orchestrator \
         meshctl=./services/orchestrator/cmd/meshctl \
         mcp-echo=./services/marketplace/cmd/mcp-echo

@@ -8,6 +8,8 @@ FROM ${BASE}
 # The binaries of the target architecture (make passes bin/linux_$GOARCH).
 ARG BIN=bin/linux_amd64
 COPY ${BIN}/mesh-exec /usr/local/bin/app
+# The agent's hook command: asks mesh-exec to check each tool call.
+COPY ${BIN}/mesh-exec-hook /usr/local/bin/mesh-exec-hook
 COPY bin/test/fakeclaude /usr/local/bin/claude
 COPY --chown=1000:1000 deploy/docker/workspace/ /workspace/
 ENV PATH=/usr/local/bin HOME=/workspace/.meshwork/home

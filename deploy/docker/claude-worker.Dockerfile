@@ -14,6 +14,8 @@ RUN npm install -g "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" && npm cac
 # The binaries of the target architecture (make passes bin/linux_$GOARCH).
 ARG BIN=bin/linux_amd64
 COPY ${BIN}/mesh-exec /usr/local/bin/app
+# The agent's hook command: asks mesh-exec to check each tool call.
+COPY ${BIN}/mesh-exec-hook /usr/local/bin/mesh-exec-hook
 # The node image's user "node" is uid 1000, as the worker definition says.
 USER 1000:1000
 ENV HOME=/workspace/.meshwork/home

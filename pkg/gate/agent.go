@@ -394,14 +394,13 @@ func (tc *toolCheck) edit(key string, edits []edit) {
 	}
 	for _, e := range edits {
 		size := int64(len(content))
-		switch {
-		case e.old == "":
+		if e.old == "" {
 			// Creates the file (when there is none): its content is new.
 			size = int64(len(e.new))
 			if size <= limit {
 				content = e.new
 			}
-		default:
+		} else {
 			n := int64(1)
 			if e.all {
 				n = int64(strings.Count(content, e.old))

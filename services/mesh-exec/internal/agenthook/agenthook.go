@@ -18,6 +18,11 @@
 // The hook fails closed: any error (no policy, a policy or event that does
 // not decode, a panic) exits with status 2, which Claude Code treats as a
 // blocking error for PreToolUse, so the tool does not run.
+//
+// Two hook commands answer alike: `mesh-exec hook` compiles the policy
+// from the environment for every event; mesh-exec-hook (package hookwire),
+// when it is installed beside mesh-exec, asks mesh-exec serve, which
+// compiled it once ([Decider]).
 package agenthook
 
 import (

@@ -12,17 +12,25 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/agenthook"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/hookwire"
 )
 
 // BenchmarkHookDecision is what the agent waits for before each tool call:
-// the real mesh-exec binary started as `mesh-exec hook`, deciding a Bash
-// command of 10 simple commands (goal: p50 under 2 ms, process start
-// included), side by side with the baseline of starting a process that
-// does nothing (the same binary's `version`).
+// a Bash command of 10 simple commands decided (goal: p50 under 2 ms,
+// process start included), side by side, by
+//   - fast: mesh-exec-hook asking a decider that compiled the policy once
+//     (what agent workers run), over the abstract socket;
+//   - hook: `mesh-exec hook`, which compiles the policy itself (the
+//     fallback without mesh-exec-hook);
+//   - baseline=process-start: mesh-exec doing nothing (`version`);
+//   - baseline=true: true(1), the floor of starting any process here.
 func BenchmarkHookDecision(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "mesh-exec")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/meshwork/meshwork/services/mesh-exec/cmd/mesh-exec").CombinedOutput(); err != nil {
-		b.Fatalf("building mesh-exec: %v\n%s", err, out)
+	dir := b.TempDir()
+	bin, hookBin := filepath.Join(dir, "mesh-exec"), filepath.Join(dir, "mesh-exec-hook")
+	for out, pkg := range map[string]string{bin: "cmd/mesh-exec", hookBin: "cmd/mesh-exec-hook"} {
+		if msg, err := exec.Command("go", "build", "-o", out, "github.com/meshwork/meshwork/services/mesh-exec/"+pkg).CombinedOutput(); err != nil {
+			b.Fatalf("building %s: %v\n%s", pkg, err, msg)
+		}
 	}
 	policy, _ := json.Marshal(agenthook.Policy{Workspace: b.TempDir(), Definition: meshtype.Definition{
 		ID: "agent_v1", Kind: meshtype.KindAgent,
@@ -38,8 +46,18 @@ func BenchmarkHookDecision(b *testing.B) {
 		"tool_input": map[string]any{"command": "go vet ./... && go test ./... 2>&1 | grep -v ok; git diff --stat; ls pkg; " +
 			"go test -run TestA ./a && go test -run TestB ./b; git diff HEAD; ls -la; grep -rn TODO ."},
 	})
-	env := append(os.Environ(), agenthook.PolicyEnv+"="+string(policy))
-	run := func(b *testing.B, args []string, stdin []byte) {
+	decider, err := agenthook.NewDecider(string(policy))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, addr, err := hookwire.Listen()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { _ = hookwire.Serve(ln, decider.Answer) }()
+	env := append(os.Environ(), agenthook.PolicyEnv+"="+string(policy), hookwire.SocketEnv+"="+addr)
+	run := func(b *testing.B, bin string, args []string, stdin []byte) {
 		b.Helper()
 		lat := make([]time.Duration, 0, b.N)
 		for b.Loop() {
@@ -55,6 +73,11 @@ func BenchmarkHookDecision(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	}
-	b.Run("hook", func(b *testing.B) { run(b, []string{"hook"}, event) })
-	b.Run("baseline=process-start", func(b *testing.B) { run(b, []string{"version"}, nil) })
+	b.Run("fast", func(b *testing.B) { run(b, hookBin, nil, event) })
+	b.Run("hook", func(b *testing.B) { run(b, bin, []string{"hook"}, event) })
+	b.Run("baseline=process-start", func(b *testing.B) { run(b, bin, []string{"version"}, nil) })
+	// The floor: starting the smallest program there is, here.
+	if truePath, err := exec.LookPath("true"); err == nil {
+		b.Run("baseline=true", func(b *testing.B) { run(b, truePath, nil, nil) })
+	}
 }

@@ -11,11 +11,8 @@ import (
 	"syscall"
 
 	"github.com/meshwork/meshwork/pkg/gate"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/hookwire"
 )
-
-// maxEventBytes bounds the event a hook reads: a Write's content is in it,
-// and max_file_size is at most a few MiB in practice.
-const maxEventBytes = 64 << 20
 
 // input is the JSON Claude Code writes on a hook's stdin: the common fields
 // and those of the events mesh-exec registers.
@@ -40,62 +37,76 @@ type preToolUseOutput struct {
 // Run is the hook program: it reads one event on stdin and answers it. It
 // returns the exit status: 0 (the answer, if any, is on stdout), or 2 with
 // the reason on stderr when anything goes wrong, which blocks the tool.
-func Run(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) (code int) {
-	defer func() {
-		if r := recover(); r != nil {
-			_, _ = fmt.Fprintf(stderr, "Meshwork gate: the hook failed, so the tool call is refused: %v\n", r)
-			code = 2
-		}
-	}()
-	out, err := decide(stdin, getenv)
+func Run(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	event, err := hookwire.ReadEvent(stdin)
+	var a Answer
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "Meshwork gate: %v; the tool call is refused\n", err)
-		return 2
+		a = refuse(err)
+	} else {
+		a = answer(event, func() (*Decider, error) { return NewDecider(getenv(PolicyEnv)) })
 	}
-	if len(out) > 0 {
-		if _, err := stdout.Write(out); err != nil {
-			_, _ = fmt.Fprintf(stderr, "Meshwork gate: writing the decision: %v\n", err)
-			return 2
-		}
-	}
-	return 0
+	return a.Write(stdout, stderr)
 }
 
-// decide returns what the hook prints for one event.
-func decide(stdin io.Reader, getenv func(string) string) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(stdin, maxEventBytes+1))
+// Answer is what the hook says for one event (hookwire's wire type).
+type Answer = hookwire.Answer
+
+func refuse(err error) Answer { return hookwire.Refuse(err) }
+
+// Decider decides hook events with one compiled policy.
+type Decider struct {
+	gate      *gate.Gate
+	workspace string
+}
+
+// NewDecider compiles a policy (PolicyEnv's JSON).
+func NewDecider(policy string) (*Decider, error) {
+	g, ws, err := loadPolicy(func(string) string { return policy })
 	if err != nil {
-		return nil, fmt.Errorf("reading the hook event: %w", err)
+		return nil, err
 	}
-	if len(data) > maxEventBytes {
-		return nil, fmt.Errorf("the hook event is over %d bytes", maxEventBytes)
-	}
+	return &Decider{gate: g, workspace: ws}, nil
+}
+
+// Answer decides one event; it never fails open: an error is exit 2.
+func (d *Decider) Answer(event []byte) Answer {
+	return answer(event, func() (*Decider, error) { return d, nil })
+}
+
+// answer decides one event. The policy is compiled only for the events that
+// need it (PreToolUse), so acknowledging the others stays cheap.
+func answer(event []byte, decider func() (*Decider, error)) (a Answer) {
+	defer func() {
+		if r := recover(); r != nil {
+			a = Answer{Code: 2, Stderr: fmt.Sprintf("Meshwork gate: the hook failed, so the tool call is refused: %v\n", r)}
+		}
+	}()
 	var in input
-	if err := json.Unmarshal(data, &in); err != nil {
-		return nil, fmt.Errorf("the hook event is not JSON: %w", err)
+	if err := json.Unmarshal(event, &in); err != nil {
+		return refuse(fmt.Errorf("the hook event is not JSON: %w", err))
 	}
 	switch in.HookEventName {
 	case "PreToolUse":
 	case "Notification":
 		// Echoed, so the stream's hook_response carries the message.
-		return []byte(in.Message), nil
+		return Answer{Stdout: in.Message}
 	case "":
-		return nil, errors.New("the hook event names no hook_event_name")
+		return refuse(errors.New("the hook event names no hook_event_name"))
 	default:
-		return nil, nil
+		return Answer{}
 	}
-	g, workspace, err := loadPolicy(getenv)
+	d, err := decider()
 	if err != nil {
-		return nil, err
+		return refuse(err)
 	}
-	vs := g.EvaluateToolCall(gate.ToolCall{Tool: in.ToolName, Input: in.ToolInput, Workspace: workspace, Cwd: in.Cwd}, OSFiles{})
+	vs := d.gate.EvaluateToolCall(gate.ToolCall{Tool: in.ToolName, Input: in.ToolInput, Workspace: d.workspace, Cwd: in.Cwd}, OSFiles{})
 	mark := markToolUse(in.ToolUseID)
 	if len(vs) == 0 {
 		// Plain text with exit 0: the CLI shows it in the transcript only,
 		// and reports it in the stream, where mesh-exec pairs the decision
 		// with its call. No permission decision: the CLI's own permissions
 		// (allowed tools) still apply.
-		return []byte("Meshwork gate: allowed " + mark + "\n"), nil
+		return Answer{Stdout: "Meshwork gate: allowed " + mark + "\n"}
 	}
 	var o preToolUseOutput
 	o.HookSpecificOutput.HookEventName = "PreToolUse"
@@ -104,7 +115,11 @@ func decide(stdin io.Reader, getenv func(string) string) ([]byte, error) {
 	if mark != "" {
 		o.HookSpecificOutput.PermissionDecisionReason += "\n" + mark
 	}
-	return json.Marshal(o)
+	out, err := json.Marshal(o)
+	if err != nil {
+		return refuse(err)
+	}
+	return Answer{Stdout: string(out)}
 }
 
 // loadPolicy compiles the policy in the environment.
@@ -125,14 +140,6 @@ func loadPolicy(getenv func(string) string) (*gate.Gate, string, error) {
 		return nil, "", fmt.Errorf("the policy does not compile: %w", err)
 	}
 	return g, p.Workspace, nil
-}
-
-// CheckPolicy reports whether a policy decodes and compiles, so mesh-exec
-// can refuse a bad one when it starts rather than at the agent's first
-// tool call.
-func CheckPolicy(raw string) error {
-	_, _, err := loadPolicy(func(string) string { return raw })
-	return err
 }
 
 // OSFiles answers the gate's questions about files from the file system.

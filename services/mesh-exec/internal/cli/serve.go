@@ -30,6 +30,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/wsquota"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/agenthook"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/hookwire"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/server"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/session"
@@ -179,15 +180,33 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 	var hookSettings string
 	var agentEnv []string
 	if f.gatePolicy != "" {
-		if err := agenthook.CheckPolicy(f.gatePolicy); err != nil {
+		decider, err := agenthook.NewDecider(f.gatePolicy)
+		if err != nil {
 			return fmt.Errorf("--gate-policy: %w", err)
 		}
 		self, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("--gate-policy: finding mesh-exec's own path for the hook: %w", err)
 		}
-		hookSettings = agenthook.Settings(self + " hook")
 		agentEnv = append(os.Environ(), agenthook.PolicyEnv+"="+f.gatePolicy)
+		hookCommand := self + " hook"
+		// The fast path: mesh-exec-hook beside mesh-exec asks this process,
+		// which compiled the policy once (package hookwire).
+		if fast := filepath.Join(filepath.Dir(self), "mesh-exec-hook"); isExecutable(fast) {
+			ln, addr, err := hookwire.Listen()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = ln.Close() }()
+			go func() {
+				if err := hookwire.Serve(ln, decider.Answer); err != nil {
+					logger.ErrorContext(ctx, "answering hook events stopped", slog.Any("error", err))
+				}
+			}()
+			hookCommand = fast
+			agentEnv = append(agentEnv, hookwire.SocketEnv+"="+addr)
+		}
+		hookSettings = agenthook.Settings(hookCommand)
 	}
 	srv, err := server.New(server.Config{
 		WorkspaceRoot: f.workspaceRoot, Backends: backends, DefaultBackend: f.backend, Sessions: sessions,
@@ -287,6 +306,12 @@ func credential(runAs string, logger *slog.Logger) (*syscall.Credential, error) 
 		return nil, fmt.Errorf("--run-as %q: want a non-root uid:gid", runAs)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// isExecutable reports whether path is an executable regular file.
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
 // eofReader calls onEOF once when its reader reaches the end (or fails).

@@ -55,7 +55,9 @@ func build(t testing.TB) {
 		bins.claude = filepath.Join(bins.dir, "claude")
 		for out, pkg := range map[string]string{
 			bins.meshExec: "github.com/meshwork/meshwork/services/mesh-exec/cmd/mesh-exec",
-			bins.claude:   "github.com/meshwork/meshwork/services/mesh-exec/testdata/fakeclaude",
+			// Beside mesh-exec: the hook's fast path.
+			filepath.Join(bins.dir, "mesh-exec-hook"): "github.com/meshwork/meshwork/services/mesh-exec/cmd/mesh-exec-hook",
+			bins.claude: "github.com/meshwork/meshwork/services/mesh-exec/testdata/fakeclaude",
 		} {
 			if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
 				bins.err = fmt.Errorf("building %s: %w\n%s", pkg, err, b)
