@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/runtimetest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 )
 
@@ -335,9 +336,7 @@ func BenchmarkWorkspaceDiff(b *testing.B) {
 // under gVisor (isolation.runtime: runsc) and under the default runc. It
 // needs runsc registered with the engine (deploy/dev/gvisor.sh).
 func BenchmarkGVisorVsRunc(b *testing.B) {
-	if out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output(); err != nil || !strings.Contains(string(out), `"runsc"`) {
-		b.Skip("the engine has no runsc runtime (deploy/dev/gvisor.sh registers it)")
-	}
+	runtimetest.RequireGVisor(b)
 	runc := setup(b)
 	runsc := setupWith(b, &bundle{adjust: func(d *meshtype.Definition) {
 		if d.ID == "filesystem_write_v1" {

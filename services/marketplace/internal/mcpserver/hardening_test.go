@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/runtimetest"
 )
 
 // The hardening suite: adversarial code run inside a real shell_v1 worker
@@ -23,16 +24,10 @@ func TestHardening(t *testing.T) {
 }
 
 // The same probe with the worker under gVisor (isolation.runtime: runsc).
-// It needs runsc registered with the engine (deploy/dev/gvisor.sh); without
-// it the test is skipped, unless MESHWORK_REQUIRE_RUNSC is set (CI).
+// It needs runsc registered with the engine (runtimetest.RequireGVisor).
 func TestHardeningUnderGVisor(t *testing.T) {
 	t.Parallel()
-	if out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output(); err != nil || !strings.Contains(string(out), `"runsc"`) {
-		if os.Getenv("MESHWORK_REQUIRE_RUNSC") != "" {
-			t.Fatal("the engine has no runsc runtime (run deploy/dev/gvisor.sh)")
-		}
-		t.Skip("the engine has no runsc runtime (deploy/dev/gvisor.sh registers it)")
-	}
+	runtimetest.RequireGVisor(t)
 	hardening(t, "runsc")
 }
 

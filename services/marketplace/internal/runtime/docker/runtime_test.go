@@ -142,37 +142,20 @@ func (p *probeInstaller) install(t *testing.T, _ runtime.Runtime, h runtime.Hand
 	return runtime.WorkspacePath + "/" + probeName
 }
 
-func TestConformance(t *testing.T) {
-	c := engine(t)
-	labels := testLabels(t, c)
-	probe := newProbeInstaller(t, c)
-	runtimetest.Exercise(t, func(t *testing.T) runtime.Runtime {
-		t.Helper()
-		return newRuntime(t, c)
-	}, runtimetest.Options{
-		Image:        workerImage,
-		Probe:        probe.install,
-		EnforcesUser: true,
-		Labels:       labels,
-	})
-}
+func TestConformance(t *testing.T) { conformance(t, "") }
 
 // TestConformanceUnderGVisor is the same suite with every worker under
-// gVisor (isolation.runtime: runsc). It needs runsc registered with the
-// engine (deploy/dev/gvisor.sh, which .ci/run runs); without it the test is
-// skipped, unless MESHWORK_REQUIRE_RUNSC is set (CI), when it fails.
+// gVisor (isolation.runtime: runsc).
 func TestConformanceUnderGVisor(t *testing.T) {
+	runtimetest.RequireGVisor(t)
+	conformance(t, "runsc")
+}
+
+// conformance runs the runtime suite under an OCI runtime ("" for the
+// engine's default).
+func conformance(t *testing.T, ociRuntime string) {
+	t.Helper()
 	c := engine(t)
-	info, err := c.Info(t.Context(), client.InfoOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := info.Info.Runtimes["runsc"]; !ok {
-		if os.Getenv("MESHWORK_REQUIRE_RUNSC") != "" {
-			t.Fatal("the engine has no runsc runtime (run deploy/dev/gvisor.sh)")
-		}
-		t.Skip("the engine has no runsc runtime (deploy/dev/gvisor.sh registers it)")
-	}
 	labels := testLabels(t, c)
 	probe := newProbeInstaller(t, c)
 	runtimetest.Exercise(t, func(t *testing.T) runtime.Runtime {
@@ -183,7 +166,7 @@ func TestConformanceUnderGVisor(t *testing.T) {
 		Probe:        probe.install,
 		EnforcesUser: true,
 		Labels:       labels,
-		OCIRuntime:   "runsc",
+		OCIRuntime:   ociRuntime,
 	})
 }
 

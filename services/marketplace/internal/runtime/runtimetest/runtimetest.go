@@ -75,6 +75,21 @@ const (
 // test instead of hanging it.
 const runTimeout = 2 * time.Minute
 
+// RequireGVisor skips tb unless the engine has gVisor's runsc runtime
+// (deploy/dev/gvisor.sh registers it); with MESHWORK_REQUIRE_RUNSC set (CI)
+// it fails instead, so the suites under gVisor cannot quietly not run.
+func RequireGVisor(tb testing.TB) {
+	tb.Helper()
+	out, err := exec.CommandContext(context.Background(), "docker", "info", "--format", "{{json .Runtimes}}").Output()
+	if err == nil && strings.Contains(string(out), `"runsc"`) {
+		return
+	}
+	if os.Getenv("MESHWORK_REQUIRE_RUNSC") != "" {
+		tb.Fatal("the engine has no runsc runtime (run deploy/dev/gvisor.sh)")
+	}
+	tb.Skip("the engine has no runsc runtime (deploy/dev/gvisor.sh registers it)")
+}
+
 // BuildProbe builds the probe, static, for the machine's architecture, and
 // returns its path. It needs the go command (the test's toolchain).
 func BuildProbe(t *testing.T) string {
