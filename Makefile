@@ -164,14 +164,16 @@ down: ## Stop the stack; volumes are kept. Workers of live journeys keep running
 	$(STACK_DOWN) down
 
 .PHONY: down/volumes
-down/volumes: ## Stop the stack and delete its volumes (database, archives, telemetry) and the workers it spawned, with their workspaces
+down/volumes: ## Stop the stack and delete its volumes (database, archives, telemetry) and the workers it spawned, with their workspaces and the egress network
 	$(STACK_DOWN) down -v
 	@# The workers are the marketplace's, not Compose's; with the database
 	@# gone no journey is left to resume them.
 	@ids=$$(docker ps -aq --filter label=meshwork.stack=true --filter label=meshwork.journey); \
 	  if [ -n "$$ids" ]; then echo "removing $$(echo $$ids | wc -w) worker container(s)"; docker rm -f $$ids >/dev/null; fi; \
 	  vols=$$(docker volume ls -q --filter label=meshwork.stack=true --filter label=meshwork.journey); \
-	  if [ -n "$$vols" ]; then echo "removing $$(echo $$vols | wc -w) workspace volume(s)"; docker volume rm $$vols >/dev/null; fi
+	  if [ -n "$$vols" ]; then echo "removing $$(echo $$vols | wc -w) workspace volume(s)"; docker volume rm $$vols >/dev/null; fi; \
+	  nets=$$(docker network ls -q --filter label=meshwork.stack=true --filter label=meshwork.network); \
+	  if [ -n "$$nets" ]; then echo "removing the egress network"; docker network rm $$nets >/dev/null; fi
 
 .PHONY: down/db
 down/db: ## Stop the Postgres of up/db; its data stays in the volume meshwork-pgdata

@@ -302,6 +302,10 @@ func (s *stack) teardown() {
 	if vols := dockerLines(ctx, "volume", "ls", "-q", "--filter", label); len(vols) > 0 {
 		_ = exec.CommandContext(ctx, "docker", append([]string{"volume", "rm", "-f"}, vols...)...).Run()
 	}
+	// The egress network is the marketplace's, made with its labels.
+	if nets := dockerLines(ctx, "network", "ls", "-q", "--filter", label); len(nets) > 0 {
+		_ = exec.CommandContext(ctx, "docker", append([]string{"network", "rm"}, nets...)...).Run()
+	}
 }
 
 func dockerLines(ctx context.Context, args ...string) []string {

@@ -202,7 +202,22 @@ func (g *Gate) EvaluateToolCall(call ToolCall, files Files) []meshtype.Violation
 	case "WebSearch":
 		tc.network("search the web")
 	}
-	return c.vs
+	return dedupe(c.vs)
+}
+
+// dedupe drops repeated violations (the same check failing for several
+// commands of one script), keeping the first of each.
+func dedupe(vs []meshtype.Violation) []meshtype.Violation {
+	if len(vs) < 2 {
+		return vs
+	}
+	out := vs[:0:0]
+	for _, v := range vs {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // toolCheck is one EvaluateToolCall.

@@ -100,6 +100,7 @@ func TestEvaluateToolCall(t *testing.T) {
 		{"bash command substitution", "Bash", in("command", "$(echo rm) -rf /workspace"), []string{"shell"}, "cannot be decided statically"},
 		{"bash eval", "Bash", in("command", `eval "curl x"`), []string{"shell"}, "eval runs its arguments"},
 		{"bash rule", "Bash", in("command", "ls; rm -rf x"), []string{"commands", "no_rm"}, "rm is refused"},
+		{"bash same refusal twice", "Bash", in("command", "curl a; curl a"), []string{"commands"}, `command "curl"`},
 		{"bash reads .env", "Bash", in("command", "cat sub/.env"), []string{"denied_paths"}, `argument "sub/.env" names sub/.env`},
 		{"bash redirect to .env", "Bash", in("command", "echo KEY=1 >> .env"), []string{"denied_paths"}, ".env"},
 		{"bash redirect outside", "Bash", in("command", "echo x > /etc/cron.d/x"), []string{"path_safety"}, "outside the workspace"},

@@ -82,6 +82,11 @@ type serveConfig struct {
 	// EgressNoProxy is egress workers' NO_PROXY: what they reach on the
 	// egress network itself. Defaults to localhost,127.0.0.1.
 	EgressNoProxy string `yaml:"egress_no_proxy"`
+	// EgressJoin, for a marketplace in a container, joins that container to
+	// the egress network (creating it) under this alias at start, so egress
+	// workers reach the proxy there. Defaults to none (a marketplace on the
+	// host is reached at the network's gateway).
+	EgressJoin string `yaml:"egress_join"`
 }
 
 func defaultServeConfig() serveConfig {
@@ -134,6 +139,7 @@ func (c *serveConfig) fields() []configField {
 		{flag: "egress-network", env: "MESHWORK_EGRESS_NETWORK", usage: "the internal Docker network of egress workers (meshwork-...), created when missing", str: &c.EgressNetwork},
 		{flag: "egress-proxy-host", env: "MESHWORK_EGRESS_PROXY_HOST", usage: "the egress proxy's host as egress workers reach it (default: the egress network's gateway)", str: &c.EgressProxyHost},
 		{flag: "egress-no-proxy", env: "MESHWORK_EGRESS_NO_PROXY", usage: "egress workers' NO_PROXY: hosts on the egress network itself (default localhost,127.0.0.1)", str: &c.EgressNoProxy},
+		{flag: "egress-join", env: "MESHWORK_EGRESS_JOIN", usage: "in a container: join it to the egress network under this alias at start, as the proxy's host (default: no)", str: &c.EgressJoin},
 	}
 }
 

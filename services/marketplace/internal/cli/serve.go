@@ -21,12 +21,15 @@ import (
 	"github.com/meshwork/meshwork/pkg/action"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/workers"
 )
@@ -140,6 +143,11 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	// The proxy audits through the manager, made below; a connection
 	// before then (from no worker: none exists yet) is refused unaudited.
 	var auditor atomic.Pointer[journeys.Manager]
+	if cfg.EgressJoin != "" {
+		if err := joinEgressNetwork(ctx, runtimes, cfg.EgressNetwork, cfg.EgressJoin, labels); err != nil {
+			return err
+		}
+	}
 	if cfg.EgressProxyAddr != "" {
 		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.EgressProxyAddr)
 		if err != nil {
@@ -222,4 +230,24 @@ func agentCredentials(getenv func(string) string) []string {
 		}
 	}
 	return env
+}
+
+// joinEgressNetwork puts the container the marketplace runs in on the
+// egress network (made if missing) under alias: the proxy's host for the
+// egress workers, and the nested workers' MCP endpoint. The network is the
+// marketplace's, not Compose's, so stopping the stack leaves it, and the
+// live journeys' workers on it, alone.
+func joinEgressNetwork(ctx context.Context, runtimes map[meshtype.IsolationLevel]runtime.Runtime, network, alias string, labels map[string]string) error {
+	d, ok := runtimes[meshtype.IsolationContainer].(*docker.Runtime)
+	if !ok {
+		return errors.New("--egress-join needs the Docker runtime")
+	}
+	if _, err := d.EnsureInternalNetwork(ctx, network, labels); err != nil {
+		return err
+	}
+	self, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("--egress-join: %w", err)
+	}
+	return d.JoinNetwork(ctx, self, network, alias)
 }

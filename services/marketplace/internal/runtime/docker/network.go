@@ -8,6 +8,7 @@ import (
 	"regexp"
 
 	cerrdefs "github.com/containerd/errdefs"
+	apinetwork "github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
@@ -51,6 +52,30 @@ func (r *Runtime) EnsureInternalNetwork(ctx context.Context, name string, labels
 		}
 	}
 	return "", fmt.Errorf("network %s has no gateway address", name)
+}
+
+// JoinNetwork connects the container the caller runs in (its id, or the
+// host name Docker gave it) to network under alias, unless it is on it
+// already. A marketplace in a container uses it to be on the egress
+// network it proxies for, without Compose owning that network: the workers
+// attached to it outlive the stack's containers.
+func (r *Runtime) JoinNetwork(ctx context.Context, self, network, alias string) error {
+	res, err := r.engine.ContainerInspect(ctx, self, client.ContainerInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("finding the marketplace's own container %q: %w", self, err)
+	}
+	if ns := res.Container.NetworkSettings; ns != nil {
+		if _, on := ns.Networks[network]; on {
+			return nil
+		}
+	}
+	_, err = r.engine.NetworkConnect(ctx, network, client.NetworkConnectOptions{
+		Container: res.Container.ID, EndpointConfig: &apinetwork.EndpointSettings{Aliases: []string{alias}},
+	})
+	if err != nil && !cerrdefs.IsConflict(err) {
+		return fmt.Errorf("joining the network %s: %w", network, err)
+	}
+	return nil
 }
 
 // Address implements runtime.Networker: the worker's address on network.
