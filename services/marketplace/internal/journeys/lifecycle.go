@@ -168,12 +168,10 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 		}
 	}
 	// A stopped agent's nested token stops working with it, and its nested
-	// journeys stop with it.
+	// journeys stop with it: after its own state, so that a nested spawn
+	// either committed before (and is found) or is refused (the parent is
+	// not live).
 	if err := m.cfg.Store.RevokeNested(ctx, j.UID); err != nil {
-		return StopResult{}, err
-	}
-	res.Nested, err = m.stopNested(ctx, j, mode)
-	if err != nil {
 		return StopResult{}, err
 	}
 	state := store.StateStopped
@@ -182,6 +180,10 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 		m.dropBase(ctx, j)
 	}
 	if err := m.cfg.Store.SetState(ctx, j.UID, state); err != nil {
+		return StopResult{}, err
+	}
+	res.Nested, err = m.stopNested(ctx, j, mode)
+	if err != nil {
 		return StopResult{}, err
 	}
 	res.State = string(state)

@@ -329,6 +329,9 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		if errors.Is(err, store.ErrExists) {
 			return SpawnResult{}, conflict("journey %q is being spawned by another request", req.JourneyID)
 		}
+		if errors.Is(err, store.ErrParentNotLive) {
+			return SpawnResult{}, conflict("%v: its nested journeys stop with it", err)
+		}
 		if err != nil {
 			return SpawnResult{}, m.quotaRefused(ctx, caller, err)
 		}

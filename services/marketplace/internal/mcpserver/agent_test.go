@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
 
 const fakeAgentImage = "meshwork/claude-worker-fake:test"
@@ -187,6 +189,19 @@ func TestNestedJourneysAreConfined(t *testing.T) {
 	}
 	if _, err := agent.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_journeys", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("the stopped parent's token: %v", err)
+	}
+	// A spawn that got past the token before it was revoked is refused
+	// all the same: the parent is not live.
+	var parent uuid.UUID
+	if err := b.pool.QueryRow(context.Background(), `SELECT uid FROM journeys WHERE caller = 'alice' AND id = 'agent'`).Scan(&parent); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.PutToken(context.Background(), "alice/agent", store.TokenHash(token), &parent); err != nil {
+		t.Fatal(err)
+	}
+	late := b.client(t, token)
+	if r := call(t, late, "spawn_worker", map[string]any{"worker_id": "filesystem_research_v1", "journey_id": "late"}); !r.isError || !strings.Contains(r.text, "is not live") {
+		t.Errorf("a nested spawn after the parent stopped: %s", r.text)
 	}
 }
 

@@ -99,12 +99,28 @@ func scanJourney(row pgx.Row) (Journey, error) {
 	return j, err
 }
 
+// ErrParentNotLive refuses a nested journey whose parent is no longer live.
+var ErrParentNotLive = errors.New("the journey whose agent spawns this one is not live")
+
 // CreateJourney inserts a journey in state starting, if q admits one more
 // live journey of j.Caller (a *QuotaError if not). It fails with ErrExists
-// when the caller already has a journey with that id.
+// when the caller already has a journey with that id, and with
+// ErrParentNotLive for a nested journey whose parent is not live.
 func (s *Store) CreateJourney(ctx context.Context, j Journey, q Quota) (Journey, error) {
 	var out Journey
 	err := s.admit(ctx, j.Caller, uuid.Nil, q, func(tx pgx.Tx) error {
+		if j.ParentJourney != nil {
+			// A nested journey needs a live parent; the row lock orders
+			// this against the parent's stop, which changes its state
+			// before it stops the nested journeys it finds.
+			var state string
+			if err := tx.QueryRow(ctx, `SELECT state FROM journeys WHERE uid = $1 FOR SHARE`, *j.ParentJourney).Scan(&state); err != nil {
+				return fmt.Errorf("reading the parent journey: %w", err)
+			}
+			if !JourneyState(state).Live() {
+				return ErrParentNotLive
+			}
+		}
 		row := tx.QueryRow(ctx, `INSERT INTO journeys (caller, id, worker_id, definition_hash, state, isolation_level, parent_journey)
 			VALUES ($1, $2, $3, $4, 'starting', $5, $6) RETURNING `+journeyColumns,
 			j.Caller, j.ID, j.WorkerID, j.DefinitionHash, j.IsolationLevel, j.ParentJourney)
