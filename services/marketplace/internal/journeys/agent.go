@@ -58,7 +58,7 @@ func agentTask(a *meshtype.Action) string {
 // runAgent runs an action as a task through mesh_execute in the journey's
 // agent container, resuming the journey's agent session, and records the
 // session the agent reports.
-func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]store.ToolCallRecord) (any, float64, error) {
+func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]meshtype.ToolDecision) (any, float64, error) {
 	// mesh-exec stops the agent before the marketplace gives up on the call,
 	// so a run that times out still returns its cost and session.
 	agentTimeout := max(m.cfg.ActionTimeout-30*time.Second, m.cfg.ActionTimeout/2)
@@ -108,7 +108,7 @@ const maxToolCalls = 10_000
 // from mesh_execute's metadata (tool_calls). Like the rest of the metadata
 // it is the agent container's output: what does not decode is dropped, and
 // texts are bounded.
-func parseToolCalls(md map[string]any) []store.ToolCallRecord {
+func parseToolCalls(md map[string]any) []meshtype.ToolDecision {
 	raw, err := json.Marshal(md["tool_calls"])
 	if err != nil {
 		return nil
@@ -117,9 +117,9 @@ func parseToolCalls(md map[string]any) []store.ToolCallRecord {
 	if json.Unmarshal(raw, &calls) != nil {
 		return nil
 	}
-	out := make([]store.ToolCallRecord, 0, min(len(calls), maxToolCalls))
+	out := make([]meshtype.ToolDecision, 0, min(len(calls), maxToolCalls))
 	for _, c := range calls[:min(len(calls), maxToolCalls)] {
-		r := store.ToolCallRecord{Tool: bound(c.Tool, 200), Summary: bound(c.Summary, 1000), Allowed: c.Allowed}
+		r := meshtype.ToolDecision{Tool: bound(c.Tool, 200), Summary: bound(c.Summary, 1000), Allowed: c.Allowed}
 		for _, v := range c.Violations {
 			r.Violations = append(r.Violations, meshtype.Violation{ConstraintID: bound(v.ConstraintID, 100), Violated: true, Message: bound(v.Message, 4000)})
 		}

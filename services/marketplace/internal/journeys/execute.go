@@ -180,7 +180,7 @@ func toolCall(a *meshtype.Action) (string, any) {
 // output and what the action cost (agent workers).
 // An agent's own tool calls, as the gate in its worker decided them, go to
 // toolCalls, also when the run failed.
-func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]store.ToolCallRecord) (any, float64, error) {
+func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]meshtype.ToolDecision) (any, float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.ActionTimeout)
 	defer cancel()
 	if entry.Definition.Kind == meshtype.KindAgent {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 )
 
@@ -54,7 +55,7 @@ func TestAgentToolCallsAreAudited(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			progress = append(progress, req.Params.Message)
-			if ev, ok := req.Params.Meta["meshwork/agent_event"].(map[string]any); ok {
+			if ev, ok := req.Params.Meta[meshtype.AgentEventMetaKey].(map[string]any); ok {
 				progress = append(progress, fmt.Sprintf("event %v %v", ev["kind"], ev["text"]))
 			}
 			tally.Handled()

@@ -460,7 +460,7 @@ type ActionRecord struct {
 	// ToolCalls are an agent's own tool calls during the action, as the
 	// gate inside the worker decided them: each becomes a row of its own
 	// (ActionTypeAgentTool), written with the action's, under it.
-	ToolCalls []ToolCallRecord
+	ToolCalls []meshtype.ToolDecision
 	// ParentID is, on a row read back, the action a tool call row belongs
 	// to (0 for actions).
 	ParentID int64
@@ -468,14 +468,6 @@ type ActionRecord struct {
 
 // ActionTypeAgentTool is the action_type of an agent tool call's row.
 const ActionTypeAgentTool = "agent_tool"
-
-// ToolCallRecord is one tool call of an agent, as its hook decided it.
-type ToolCallRecord struct {
-	Tool       string
-	Summary    string
-	Allowed    bool
-	Violations []meshtype.Violation
-}
 
 // RecordAction writes an audit row. An allowed action also counts against
 // the journey (actions, cost, last use) in the same transaction, so the

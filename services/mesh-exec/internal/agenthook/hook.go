@@ -41,7 +41,7 @@ func Run(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) 
 	event, err := hookwire.ReadEvent(stdin)
 	var a Answer
 	if err != nil {
-		a = refuse(err)
+		a = hookwire.Refuse(err)
 	} else {
 		a = answer(event, func() (*Decider, error) { return NewDecider(getenv(PolicyEnv)) })
 	}
@@ -50,8 +50,6 @@ func Run(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) 
 
 // Answer is what the hook says for one event (hookwire's wire type).
 type Answer = hookwire.Answer
-
-func refuse(err error) Answer { return hookwire.Refuse(err) }
 
 // Decider decides hook events with one compiled policy.
 type Decider struct {
@@ -83,7 +81,7 @@ func answer(event []byte, decider func() (*Decider, error)) (a Answer) {
 	}()
 	var in input
 	if err := json.Unmarshal(event, &in); err != nil {
-		return refuse(fmt.Errorf("the hook event is not JSON: %w", err))
+		return hookwire.Refuse(fmt.Errorf("the hook event is not JSON: %w", err))
 	}
 	switch in.HookEventName {
 	case "PreToolUse":
@@ -91,13 +89,13 @@ func answer(event []byte, decider func() (*Decider, error)) (a Answer) {
 		// Echoed, so the stream's hook_response carries the message.
 		return Answer{Stdout: in.Message}
 	case "":
-		return refuse(errors.New("the hook event names no hook_event_name"))
+		return hookwire.Refuse(errors.New("the hook event names no hook_event_name"))
 	default:
 		return Answer{}
 	}
 	d, err := decider()
 	if err != nil {
-		return refuse(err)
+		return hookwire.Refuse(err)
 	}
 	vs := d.gate.EvaluateToolCall(gate.ToolCall{Tool: in.ToolName, Input: in.ToolInput, Workspace: d.workspace, Cwd: in.Cwd}, OSFiles{})
 	mark := markToolUse(in.ToolUseID)
@@ -117,7 +115,7 @@ func answer(event []byte, decider func() (*Decider, error)) (a Answer) {
 	}
 	out, err := json.Marshal(o)
 	if err != nil {
-		return refuse(err)
+		return hookwire.Refuse(err)
 	}
 	return Answer{Stdout: string(out)}
 }

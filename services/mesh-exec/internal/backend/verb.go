@@ -60,12 +60,18 @@ func short(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i] + " …"
 	}
-	if len(s) <= maxVerbDetail {
+	return Clip(s, maxVerbDetail, "…")
+}
+
+// Clip cuts s to at most max bytes on a rune boundary, ending a cut with
+// mark: agents' texts go into events and messages of bounded size.
+func Clip(s string, max int, mark string) string {
+	if len(s) <= max {
 		return s
 	}
-	cut := maxVerbDetail
+	cut := max
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + "…"
+	return s[:cut] + mark
 }

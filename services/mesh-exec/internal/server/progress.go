@@ -113,12 +113,7 @@ func progressMessage(ev backend.Event) string {
 }
 
 // clip shortens an event's text for a progress message.
-func clip(text string) string {
-	if len(text) > 300 {
-		text = strings.ToValidUTF8(text[:300], "") + "…"
-	}
-	return text
-}
+func clip(text string) string { return backend.Clip(text, 300, "…") }
 
 func (p *progress) send(msg string, meta mcp.Meta) {
 	p.mu.Lock()

@@ -2,7 +2,6 @@ package claude
 
 import (
 	"bytes"
-	"unicode/utf8"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
@@ -208,14 +207,5 @@ func (p *parser) modified() []string {
 	return out
 }
 
-// truncate cuts s to at most max bytes on a rune boundary, marking the cut.
-func truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…[truncated]"
-}
+// truncate cuts s to at most max bytes, marking the cut.
+func truncate(s string, max int) string { return backend.Clip(s, max, "…[truncated]") }
