@@ -1,7 +1,8 @@
-// Package mcphttp runs a service's HTTP server (an MCP streamable HTTP
-// endpoint at /mcp and its neighbours) for the service's lifetime, with a
-// shutdown that waits for the calls under way but not for the sessions'
-// open streams.
+// Package mcphttp is the HTTP side of every Meshwork MCP server: the
+// stateless streamable HTTP handler at /mcp that serves the current
+// protocol and the previous one ([Handler]), and the server that runs it
+// for the service's lifetime, with a shutdown that waits for the calls
+// under way but not for open streams ([Serve]).
 package mcphttp
 
 import (

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,24 +90,7 @@ func TestWorkersCommands(t *testing.T) {
 // subprocess, driven by an MCP client through its stdin and stdout.
 func TestServeStdio(t *testing.T) {
 	t.Parallel()
-	if err := exec.Command("docker", "image", "inspect", "meshwork/worker:latest").Run(); err != nil {
-		t.Fatal("image meshwork/worker:latest is missing: run `make offline-images`")
-	}
-	bin := filepath.Join(t.TempDir(), "marketplace")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/meshwork/meshwork/services/marketplace/cmd/marketplace").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, out)
-	}
-	label := "meshwork.test=cli-stdio-" + filepath.Base(t.TempDir())
-	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+label).Output()
-		if ids := strings.Fields(string(out)); len(ids) > 0 {
-			_ = exec.Command("docker", append([]string{"rm", "-fv"}, ids...)...).Run()
-		}
-		out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+label).Output()
-		if ids := strings.Fields(string(out)); len(ids) > 0 {
-			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
-		}
-	})
+	bin, label := stdioMarketplace(t)
 	cmd := exec.Command(bin, "serve", "--transport", "stdio", "--labels", label)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t))
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
@@ -141,4 +125,32 @@ func TestServeStdio(t *testing.T) {
 		t.Errorf("traversal over stdio: %v %+v", err, res)
 	}
 	callOK("stop_worker", map[string]any{"journey_id": "stdio", "workspace": "delete"})
+}
+
+// stdioMarketplace builds the marketplace binary for a stdio test and
+// returns it with a meshwork.test label whose containers and volumes are
+// removed when the test ends.
+func stdioMarketplace(t *testing.T) (bin, label string) {
+	t.Helper()
+	if err := exec.Command("docker", "image", "inspect", "meshwork/worker:latest").Run(); err != nil {
+		t.Fatal("image meshwork/worker:latest is missing: run `make offline-images`")
+	}
+	bin = filepath.Join(t.TempDir(), "marketplace")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/meshwork/meshwork/services/marketplace/cmd/marketplace").CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	// Unique among the tests running at once: a marketplace's start-up
+	// removes the workers with its label that its database does not know.
+	label = "meshwork.test=cli-stdio-" + strings.ToLower(rand.Text())
+	t.Cleanup(func() {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+label).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"rm", "-fv"}, ids...)...).Run()
+		}
+		out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+label).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
+		}
+	})
+	return bin, label
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
@@ -95,7 +97,7 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 		}
 	}
 	if res.IsError {
-		return nil, cost, &Error{Code: "agent_error", Msg: toolText(res)}
+		return nil, cost, &Error{Code: meshapi.CodeAgentFailed, Message: toolText(res)}
 	}
 	return out, cost, nil
 }

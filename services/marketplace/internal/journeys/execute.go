@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/meshwork/meshwork/pkg/meshapi"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -71,7 +74,7 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 		rec.Decision = store.DecisionRefused
 		rec.Violations = []meshtype.Violation{{ConstraintID: "malformed_action", Violated: true, Message: decodeErr.Error()}}
 		telemetry.RecordGateDecision(span, false, violationIDs(rec.Violations))
-		telemetry.Fail(span, decodeErr, CodeInvalidArgument)
+		telemetry.Fail(span, decodeErr, string(CodeInvalidArgument))
 		m.record(ctx, rec, start)
 		return ExecuteResult{}, invalid("%v", decodeErr)
 	}
@@ -101,9 +104,9 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 			state = store.StateOrphaned
 		}
 		rec.Decision, rec.Error = store.DecisionFailed, "journey is "+string(state)
-		telemetry.Fail(span, nil, CodeConflict)
+		telemetry.Fail(span, nil, string(CodeNotLive))
 		m.record(ctx, rec, start)
-		return ExecuteResult{}, conflict("journey %q is %s; spawn_worker with mode resume restarts it with its workspace", j.ID, state)
+		return ExecuteResult{}, &Error{Code: CodeNotLive, Message: fmt.Sprintf("journey %q is %s; spawn_worker with mode resume restarts it with its workspace", j.ID, state)}
 	}
 
 	if err := m.cfg.Store.Touch(ctx, j.UID); err != nil {
@@ -200,7 +203,7 @@ func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Ent
 		return nil, 0, err
 	}
 	if res.IsError {
-		return nil, 0, &Error{Code: "worker_error", Msg: toolText(res)}
+		return nil, 0, &Error{Code: meshapi.CodeWorkerFailed, Message: toolText(res)}
 	}
 	out := res.StructuredContent
 	if out == nil {

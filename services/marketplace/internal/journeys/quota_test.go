@@ -93,7 +93,7 @@ func (b *quotaBundle) stop(t *testing.T, caller, journey, workspace string) {
 func wantQuotaRefusal(t *testing.T, err error, msg string) {
 	t.Helper()
 	e, ok := journeys.AsError(err)
-	if !ok || e.Code != journeys.CodeResourceExhausted || e.Msg != msg {
+	if !ok || e.Code != journeys.CodeResourceExhausted || e.Message != msg {
 		t.Fatalf("got %v (%#v), want a %s error %q", err, e, journeys.CodeResourceExhausted, msg)
 	}
 }

@@ -90,7 +90,7 @@ func errorType(err error) string {
 		return "channel_broken"
 	}
 	if e, ok := AsError(err); ok {
-		return e.Code
+		return string(e.Code)
 	}
 	return "internal"
 }

@@ -98,15 +98,7 @@ func (m *Manager) prepareSource(ctx context.Context, caller string, spec *source
 // stays internal.
 func sourceError(err error) error {
 	if e, ok := source.AsError(err); ok {
-		switch e.Code {
-		case source.CodeNotFound:
-			return notFound("source: %s", e.Msg)
-		case source.CodeDenied:
-			return &Error{Code: CodePermissionDenied, Msg: "source: " + e.Msg}
-		case source.CodeUnavailable:
-			return unavailable("source: %s", e.Msg)
-		}
-		return invalid("source: %s", e.Msg)
+		return &Error{Code: e.Code, Message: "source: " + e.Message}
 	}
 	if errors.Is(err, bases.ErrRefused) {
 		return invalid("source: %s", strings.TrimPrefix(err.Error(), bases.ErrRefused.Error()+": "))

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -12,12 +11,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
-	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
 
 // MaxRequestBytes bounds one HTTP request to /mcp.
-const MaxRequestBytes = 40 << 20
+const MaxRequestBytes = mcphttp.MaxRequestBytes
 
 // NewHTTPHandler serves srv as streamable HTTP at /mcp, where a bearer token
 // of a known caller is required, with /healthz, /readyz (the database is
@@ -39,7 +38,6 @@ func NewHTTPHandler(srv *mcp.Server, st *store.Store, metrics http.Handler, serv
 		// takes effect on the next request, which is verified again.
 		return &auth.TokenInfo{UserID: caller, Expiration: time.Now().Add(time.Hour)}, nil
 	}
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
@@ -53,26 +51,10 @@ func NewHTTPHandler(srv *mcp.Server, st *store.Store, metrics http.Handler, serv
 		r.Handle("/metrics", metrics)
 	}
 	// Only /mcp is traced: the probes and the scrapes would bury the
-	// requests that matter. Its span is "POST /mcp" (GET and DELETE for the
-	// stream and the session's end; otelhttp names it after the method and
-	// the route chi set), outside the token check, so refused
-	// requests show too. telemetry.HTTPTraceHeader hands the span to the
-	// calls (telemetry.HTTPParent), which the SDK runs with the context of
-	// the request that opened the session.
-	traced := otelhttp.NewHandler(auth.RequireBearerToken(verify, nil)(limitBody(telemetry.HTTPTraceHeader(mcpHandler))), "/mcp",
+	// requests that matter. Its span is "POST /mcp", outside the token
+	// check, so refused requests show too.
+	traced := otelhttp.NewHandler(mcphttp.Handler(srv, mcphttp.HandlerOptions{Verify: verify, MaxRequestBytes: MaxRequestBytes}), "/mcp",
 		otelhttp.WithServerName(serverName))
 	r.Handle("/mcp", traced)
 	return r
-}
-
-// limitBody refuses request bodies over MaxRequestBytes with 413.
-func limitBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > MaxRequestBytes {
-			http.Error(w, fmt.Sprintf("request body is larger than %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
-		next.ServeHTTP(w, r)
-	})
 }

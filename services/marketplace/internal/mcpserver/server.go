@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/jsonschema-go/jsonschema"
@@ -54,23 +56,23 @@ func New(mgr *journeys.Manager, catalog *workerdef.Catalog, caller CallerFunc, l
 		&mcp.ServerOptions{Logger: logger, Instructions: instructions})
 	// HTTPParent runs first: over HTTP, a request's span is the HTTP
 	// request's unless params._meta carries the client's trace context.
-	s.AddReceivingMiddleware(telemetry.HTTPParent(), telemetry.ServerMiddleware())
+	s.AddReceivingMiddleware(telemetry.HTTPParent(), telemetry.ServerMiddleware(), meshapi.ErrorMiddleware())
 	h := &handlers{mgr: mgr, catalog: catalog, caller: caller, logger: logger}
 
-	mcp.AddTool(s, &mcp.Tool{Name: "list_workers", Description: "List the workers of the catalog: id, name, description, kind, tools and a summary of their constraints."}, h.listWorkers)
-	mcp.AddTool(s, &mcp.Tool{Name: "describe_worker", Description: "Show one worker's full definition, after extends and defaults, with its version hash."}, h.describeWorker)
-	mcp.AddTool(s, &mcp.Tool{Name: "spawn_worker", Description: "Start a worker for a journey in its own isolated container with a workspace. Modes: normal (reports already_active if running), resume (restart a stopped or orphaned journey with its workspace), fresh (destroy and respawn)."}, tool(h, "spawn_worker", mgr.Spawn))
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolListWorkers, Description: "List the workers of the catalog: id, name, description, kind, tools and a summary of their constraints."}, h.listWorkers)
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolDescribeWorker, Description: "Show one worker's full definition, after extends and defaults, with its version hash."}, h.describeWorker)
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolSpawnWorker, Description: "Start a worker for a journey in its own isolated container with a workspace. Modes: normal (reports already_active if running), resume (restart a stopped or orphaned journey with its workspace), fresh (destroy and respawn)."}, tool(h, meshapi.ToolSpawnWorker, mgr.Spawn))
 	s.AddTool(&mcp.Tool{
-		Name:        "execute_in_worker",
+		Name:        meshapi.ToolExecuteInWorker,
 		Description: "Run one action in a journey's worker. The worker's constraint gate checks it first; a refused action returns executed:false with every violation and never reaches the worker.",
 		InputSchema: executeSchema(),
 	}, h.execute)
-	mcp.AddTool(s, &mcp.Tool{Name: "get_worker_state", Description: "Show a journey: state, worker, container, times, action counts, cost so far and agent session."}, tool(h, "get_worker_state", h.state))
-	mcp.AddTool(s, &mcp.Tool{Name: "list_journeys", Description: "List your journeys, optionally in one state."}, tool(h, "list_journeys", h.list))
-	mcp.AddTool(s, &mcp.Tool{Name: "stop_worker", Description: "Stop a journey's worker and keep (default), archive (tarball), patch (return the diff against the base, passed by the result gate, then remove everything) or delete its workspace."}, tool(h, "stop_worker", mgr.Stop))
-	mcp.AddTool(s, &mcp.Tool{Name: "workspace_diff", Description: "The journey's change against the base it was spawned from, as a git-format unified diff (git apply takes it) with a summary: files added, modified, deleted, renamed; lines; binary files listed. The worker's own .git is never consulted. The worker's result gate checks the change first; a refusal lists every violation."}, tool(h, "workspace_diff", mgr.Diff))
-	mcp.AddTool(s, &mcp.Tool{Name: "export_workspace", Description: "Take the journey's work out as a patch (the diff), a tar of the workspace, or a git bundle of one commit on the git source's commit (git fetch takes it). Checked by the worker's result gate first."}, tool(h, "export_workspace", mgr.Export))
-	mcp.AddTool(s, &mcp.Tool{Name: "worker_logs", Description: "Show the last lines of a journey's worker output."}, tool(h, "worker_logs", h.logs))
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolGetWorkerState, Description: "Show a journey: state, worker, container, times, action counts, cost so far and agent session."}, tool(h, meshapi.ToolGetWorkerState, h.state))
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolListJourneys, Description: "List your journeys, optionally in one state."}, tool(h, meshapi.ToolListJourneys, h.list))
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolStopWorker, Description: "Stop a journey's worker and keep (default), archive (tarball), patch (return the diff against the base, passed by the result gate, then remove everything) or delete its workspace."}, tool(h, meshapi.ToolStopWorker, mgr.Stop))
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolWorkspaceDiff, Description: "The journey's change against the base it was spawned from, as a git-format unified diff (git apply takes it) with a summary: files added, modified, deleted, renamed; lines; binary files listed. The worker's own .git is never consulted. The worker's result gate checks the change first; a refusal lists every violation."}, tool(h, meshapi.ToolWorkspaceDiff, mgr.Diff))
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolExportWorkspace, Description: "Take the journey's work out as a patch (the diff), a tar of the workspace, or a git bundle of one commit on the git source's commit (git fetch takes it). Checked by the worker's result gate first."}, tool(h, meshapi.ToolExportWorkspace, mgr.Export))
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolWorkerLogs, Description: "Show the last lines of a journey's worker output."}, tool(h, meshapi.ToolWorkerLogs, h.logs))
 	return s
 }
 
@@ -90,18 +92,20 @@ type handlers struct {
 }
 
 // clientError is what a client is told of a failure: errors meant for it
-// keep their message; anything else is logged and reported plainly.
+// keep their message and code; anything else is logged and reported
+// plainly, as meshapi.CodeInternal. It is always a *meshapi.Error.
 func (h *handlers) clientError(ctx context.Context, tool string, err error) error {
 	if e, ok := journeys.AsError(err); ok {
 		return e
 	}
 	h.logger.ErrorContext(ctx, "tool failed", slog.String("tool", tool), slog.Any("error", err))
-	return errors.New("internal error; the marketplace logged it")
+	return meshapi.Errorf(meshapi.CodeInternal, "internal error; the marketplace logged it")
 }
 
 // failure is clientError as a tool result, for the raw execute_in_worker handler.
 func (h *handlers) failure(ctx context.Context, tool string, err error) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: h.clientError(ctx, tool, err).Error()}}}
+	e, _ := meshapi.AsError(h.clientError(ctx, tool, err))
+	return meshapi.ErrorResult(e)
 }
 
 // WorkerSummary is one entry of list_workers.
@@ -205,18 +209,18 @@ func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (res *
 	defer func() {
 		// One bad request must not take the marketplace down.
 		if p := recover(); p != nil {
-			res, err = h.failure(ctx, "execute_in_worker", fmt.Errorf("panic: %v", p)), nil
+			res, err = h.failure(ctx, meshapi.ToolExecuteInWorker, fmt.Errorf("panic: %v", p)), nil
 		}
 	}()
 	caller, err := h.caller(req)
 	if err != nil {
-		return h.failure(ctx, "execute_in_worker", &journeys.Error{Code: "unauthenticated", Msg: err.Error()}), nil //nolint:nilerr // a tool result with isError, not a protocol error
+		return h.failure(ctx, meshapi.ToolExecuteInWorker, &journeys.Error{Code: meshapi.CodeUnauthenticated, Message: err.Error()}), nil //nolint:nilerr // a tool result with isError, not a protocol error
 	}
 	raw := []byte(req.Params.Arguments)
 	if len(raw) > MaxExecuteArguments {
-		return h.failure(ctx, "execute_in_worker", &journeys.Error{
-			Code: journeys.CodeInvalidArgument,
-			Msg:  fmt.Sprintf("arguments are %d bytes; the limit is %d", len(raw), MaxExecuteArguments),
+		return h.failure(ctx, meshapi.ToolExecuteInWorker, &journeys.Error{
+			Code:    journeys.CodeInvalidArgument,
+			Message: fmt.Sprintf("arguments are %d bytes; the limit is %d", len(raw), MaxExecuteArguments),
 		}), nil
 	}
 	var in struct {
@@ -225,13 +229,13 @@ func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (res *
 	}
 	if err := json.Unmarshal(raw, &in, json.RejectUnknownMembers(true)); err != nil {
 		//nolint:nilerr // bad arguments are a tool result with isError
-		return h.failure(ctx, "execute_in_worker", &journeys.Error{
-			Code: journeys.CodeInvalidArgument,
-			Msg:  "arguments must be {journey_id, action} with no other fields: " + err.Error(),
+		return h.failure(ctx, meshapi.ToolExecuteInWorker, &journeys.Error{
+			Code:    journeys.CodeInvalidArgument,
+			Message: "arguments must be {journey_id, action} with no other fields: " + err.Error(),
 		}), nil
 	}
 	if in.JourneyID == "" || len(in.Action) == 0 {
-		return h.failure(ctx, "execute_in_worker", &journeys.Error{Code: journeys.CodeInvalidArgument, Msg: "journey_id and action are required"}), nil
+		return h.failure(ctx, meshapi.ToolExecuteInWorker, &journeys.Error{Code: journeys.CodeInvalidArgument, Message: "journey_id and action are required"}), nil
 	}
 	var (
 		mu   sync.Mutex
@@ -256,7 +260,7 @@ func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (res *
 	}
 	out, err := h.mgr.Execute(ctx, caller, in.JourneyID, in.Action)
 	if err != nil {
-		return h.failure(ctx, "execute_in_worker", err), nil
+		return h.failure(ctx, meshapi.ToolExecuteInWorker, err), nil
 	}
 	text, err := json.Marshal(out)
 	if err != nil {
@@ -296,7 +300,7 @@ func tool[In, Out any](h *handlers, name string, op func(ctx context.Context, ca
 		}()
 		caller, err := h.caller(req)
 		if err != nil {
-			return nil, out, &journeys.Error{Code: "unauthenticated", Msg: err.Error()}
+			return nil, out, &journeys.Error{Code: meshapi.CodeUnauthenticated, Message: err.Error()}
 		}
 		if out, err = op(ctx, caller, in); err != nil {
 			return nil, out, h.clientError(ctx, name, err)

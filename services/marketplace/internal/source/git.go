@@ -378,11 +378,11 @@ func remoteError(host string, err error) error {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		return notFound("the repository on %s is empty", host)
 	case errors.Is(err, context.DeadlineExceeded):
-		return &Error{Code: CodeUnavailable, Msg: fmt.Sprintf("fetching from %s timed out", host)}
+		return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("fetching from %s timed out", host)}
 	case errors.Is(err, errFetchTooLarge) || strings.Contains(err.Error(), errFetchTooLarge.Error()):
 		return invalid("fetching from %s: the repository passes the %d bytes one fetch may bring", host, fetchLimit.Load())
 	case strings.Contains(err.Error(), "http redirect"):
 		return denied("%s redirected the fetch elsewhere; name the repository's final https URL (redirects are not followed)", host)
 	}
-	return &Error{Code: CodeUnavailable, Msg: fmt.Sprintf("fetching from %s failed: %v", host, err)}
+	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("fetching from %s failed: %v", host, err)}
 }

@@ -11,9 +11,10 @@
 package source
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/meshwork/meshwork/pkg/meshapi"
 )
 
 // MaxDepth is the deepest history a git source may ask for.
@@ -98,40 +99,31 @@ type Record struct {
 }
 
 // Error is a source refused for what it is or says: the message names the
-// problem. Anything else is the marketplace's own failure.
-type Error struct {
-	// Code is "invalid_argument" (bad input), "permission_denied" (outside
-	// the operator's allowlists), "not_found" (no such ref or repository) or
-	// "unavailable" (the host did not answer).
-	Code string
-	Msg  string
-}
-
-func (e *Error) Error() string { return e.Msg }
+// problem, the code is CodeInvalid (bad input), CodeDenied (outside the
+// operator's allowlists), CodeNotFound (no such ref or repository) or
+// CodeUnavailable (the host did not answer). Anything else is the
+// marketplace's own failure.
+type Error = meshapi.Error
 
 // The error codes.
 const (
-	CodeInvalid     = "invalid_argument"
-	CodeDenied      = "permission_denied"
-	CodeNotFound    = "not_found"
-	CodeUnavailable = "unavailable"
+	CodeInvalid     = meshapi.CodeInvalidArgument
+	CodeDenied      = meshapi.CodePermissionDenied
+	CodeNotFound    = meshapi.CodeNotFound
+	CodeUnavailable = meshapi.CodeUnavailable
 )
 
 func invalid(format string, args ...any) error {
-	return &Error{Code: CodeInvalid, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: CodeInvalid, Message: fmt.Sprintf(format, args...)}
 }
 
 func denied(format string, args ...any) error {
-	return &Error{Code: CodeDenied, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: CodeDenied, Message: fmt.Sprintf(format, args...)}
 }
 
 func notFound(format string, args ...any) error {
-	return &Error{Code: CodeNotFound, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
 }
 
 // AsError returns err's *Error, if it is one.
-func AsError(err error) (*Error, bool) {
-	var e *Error
-	ok := errors.As(err, &e)
-	return e, ok
-}
+func AsError(err error) (*Error, bool) { return meshapi.AsError(err) }

@@ -251,9 +251,8 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 // token, with /healthz and /metrics beside it. /metrics needs no token, as
 // the marketplace's: Prometheus scrapes it from inside the stack's network,
 // and it holds counts, never task text or agent output. Every request but
-// the probes and scrapes gets a server span, parent of the MCP spans (the
-// session is stateful: telemetry.HTTPTraceHeader hands each request's span
-// to its calls, for telemetry.HTTPParent). serverName, such as
+// the probes and scrapes gets a server span, parent of the MCP spans.
+// serverName, such as
 // "mesh-exec:8081", is the server.address and server.port of the spans and
 // metrics.
 func httpHandler(mcpSrv *mcp.Server, token string, metrics http.Handler, serverName string) http.Handler {
@@ -266,8 +265,7 @@ func httpHandler(mcpSrv *mcp.Server, token string, metrics http.Handler, serverN
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /metrics", metrics)
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpSrv }, nil)
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, nil)(telemetry.HTTPTraceHeader(mcpHandler)))
+	mux.Handle("/mcp", mcphttp.Handler(mcpSrv, mcphttp.HandlerOptions{Verify: verify}))
 	return otelhttp.NewHandler(mux, "mesh-exec",
 		otelhttp.WithServerName(serverName),
 		// Health checks and scrapes every few seconds would bury the

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
@@ -59,16 +61,11 @@ func newProgress(ctx context.Context, req *mcp.CallToolRequest, heartbeat time.D
 	return p
 }
 
-// SessionMetaKey is the _meta key of the progress notification of an
-// agent's init event that carries the agent's session id, so a client (the
-// orchestrator) can save the session before the call returns and resume it
-// after a crash in the middle of a run.
-const SessionMetaKey = "meshwork/session_id"
-
-// EventMetaKey is the _meta key of a progress notification that carries
-// the agent event it reports (meshtype.AgentEvent), so that clients can
-// show what the agent is doing without parsing the message.
-const EventMetaKey = meshtype.AgentEventMetaKey
+// The _meta keys of mesh_execute's progress notifications (meshapi's).
+const (
+	SessionMetaKey = meshapi.SessionMetaKey
+	EventMetaKey   = meshapi.AgentEventMetaKey
+)
 
 func (p *progress) event(ev backend.Event) {
 	if p.token == nil || p.session == nil {

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -151,66 +153,44 @@ func (s *Server) StopRuns() { s.close() }
 // nothing is exported, but the logs still carry the caller's trace id.
 func (s *Server) MCP() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mesh-exec", Version: buildinfo.Version}, &mcp.ServerOptions{Logger: s.logger})
-	// HTTPParent runs first: over HTTP (a stateful session), a request's
-	// span is that of its own HTTP request (telemetry.HTTPTraceHeader)
-	// unless params._meta carries the client's trace context.
-	srv.AddReceivingMiddleware(telemetry.HTTPParent(), telemetry.ServerMiddleware())
+	// HTTPParent runs first: over HTTP, a request's span is that of its
+	// own HTTP request (telemetry.HTTPTraceHeader) unless params._meta
+	// carries the client's trace context.
+	srv.AddReceivingMiddleware(telemetry.HTTPParent(), telemetry.ServerMiddleware(), meshapi.ErrorMiddleware())
 	mcp.AddTool(srv, &mcp.Tool{
-		Name: "mesh_execute",
+		Name: meshapi.ToolMeshExecute,
 		Description: "Run a task with a coding agent in a repository under the workspace root. " +
 			"Pass the returned session_id to continue the same agent session; a resume always runs in the session's repository.",
 	}, s.execute)
 	return srv
 }
 
-// ExecuteIn is mesh_execute's input.
-type ExecuteIn struct {
-	Repository string `json:"repository,omitempty" jsonschema:"the repository directory, absolute or relative to the workspace root; created if missing (a resume may omit it)"`
-	Task       string `json:"task" jsonschema:"what the agent should do"`
-	SessionID  string `json:"session_id,omitempty" jsonschema:"continue this session (from an earlier result)"`
-	Timeout    int64  `json:"timeout,omitempty" jsonschema:"milliseconds before the agent is stopped (default 600000)"`
-}
+// ExecuteIn is mesh_execute's input (the wire type, shared with its
+// clients).
+type ExecuteIn = meshapi.MeshExecuteIn
 
 // ExecuteOut is mesh_execute's output.
-type ExecuteOut struct {
-	SessionID string   `json:"session_id"`
-	Output    string   `json:"output"`
-	Metadata  Metadata `json:"metadata"`
-}
+type ExecuteOut = meshapi.MeshExecuteOut
 
 // Metadata describes a run.
-type Metadata struct {
-	Backend       string   `json:"backend"`
-	IsError       bool     `json:"is_error"`
-	CostUSD       float64  `json:"cost_usd"`
-	DurationMS    int64    `json:"duration_ms"`
-	NumTurns      int      `json:"num_turns"`
-	InputTokens   int64    `json:"input_tokens,omitempty"`
-	OutputTokens  int64    `json:"output_tokens,omitempty"`
-	ToolsUsed     []string `json:"tools_used"`
-	FilesModified []string `json:"files_modified"`
-	ExitCode      int      `json:"exit_code"`
-	// ToolCalls are the gate's decisions on the agent's own tool calls, in
-	// order, when mesh-exec has a gate policy (--gate-policy).
-	ToolCalls []backend.ToolDecision `json:"tool_calls,omitempty"`
-}
+type Metadata = meshapi.MeshExecuteMetadata
 
 // fail is an ordinary failure. Returned as an error, the SDK makes it a tool
 // result with isError and the message, without an empty structured result
 // that would contradict it.
-func fail(format string, args ...any) (*mcp.CallToolResult, ExecuteOut, error) {
-	return nil, ExecuteOut{}, fmt.Errorf(format, args...)
+func fail(code meshapi.Code, format string, args ...any) (*mcp.CallToolResult, ExecuteOut, error) {
+	return nil, ExecuteOut{}, meshapi.Errorf(code, format, args...)
 }
 
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteIn) (*mcp.CallToolResult, ExecuteOut, error) {
 	if strings.TrimSpace(in.Task) == "" {
-		return fail("task is required")
+		return fail(meshapi.CodeInvalidArgument, "task is required")
 	}
 	if len(in.Task) > s.cfg.MaxTaskBytes {
-		return fail("task is %d bytes; the limit is %d: put large inputs in a file in the repository and refer to it", len(in.Task), s.cfg.MaxTaskBytes)
+		return fail(meshapi.CodeInvalidArgument, "task is %d bytes; the limit is %d: put large inputs in a file in the repository and refer to it", len(in.Task), s.cfg.MaxTaskBytes)
 	}
 	if in.Timeout < 0 {
-		return fail("timeout must not be negative (milliseconds)")
+		return fail(meshapi.CodeInvalidArgument, "timeout must not be negative (milliseconds)")
 	}
 	timeout := s.cfg.DefaultTimeout
 	if in.Timeout > 0 {
@@ -222,24 +202,24 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	if in.SessionID != "" {
 		sess, err := s.cfg.Sessions.Get(in.SessionID)
 		if errors.Is(err, session.ErrNotFound) {
-			return fail("unknown session_id %q: mesh-exec has no such session; call without session_id to start one", in.SessionID)
+			return fail(meshapi.CodeNotFound, "unknown session_id %q: mesh-exec has no such session; call without session_id to start one", in.SessionID)
 		}
 		if err != nil {
 			return nil, ExecuteOut{}, err
 		}
 		if in.Repository != "" {
 			if r, err := s.resolve(in.Repository); err != nil || r != sess.Repository {
-				return fail("session %s belongs to repository %s; a resume always runs there (omit repository or pass that one)", sess.ID, sess.Repository)
+				return fail(meshapi.CodeInvalidArgument, "session %s belongs to repository %s; a resume always runs there (omit repository or pass that one)", sess.ID, sess.Repository)
 			}
 		}
 		name, repo = sess.Backend, sess.Repository
 		if s.cfg.Backends[name] == nil {
-			return fail("session %s was started with backend %s, which this mesh-exec does not have", sess.ID, name)
+			return fail(meshapi.CodeUnavailable, "session %s was started with backend %s, which this mesh-exec does not have", sess.ID, name)
 		}
 	} else {
 		var err error
 		if repo, err = s.resolve(in.Repository); err != nil {
-			return fail("%v", err)
+			return fail(meshapi.CodeInvalidArgument, "%v", err)
 		}
 	}
 	b := s.cfg.Backends[name]
@@ -247,7 +227,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	if in.SessionID != "" {
 		release, err := s.acquire(ctx, in.SessionID)
 		if err != nil {
-			return fail("%v", err)
+			return fail(meshapi.CodeConflict, "%v", err)
 		}
 		defer release()
 	}
@@ -257,10 +237,10 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 		// when files go.
 		msg, err := q.Remeasure()
 		if err != nil {
-			return fail("%v", err)
+			return fail(meshapi.CodeInternal, "%v", err)
 		}
 		if msg != "" {
-			return fail("mesh_execute refused: %s; take the work out (workspace_diff, export_workspace) and start a fresh journey", msg)
+			return fail(meshapi.CodeResourceExhausted, "mesh_execute refused: %s; take the work out (workspace_diff, export_workspace) and start a fresh journey", msg)
 		}
 		defer q.Invalidate()
 	}
@@ -320,11 +300,11 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	}
 	s.observe(name, span, started, res, out, err)
 	if errors.Is(err, runner.ErrBinaryNotFound) {
-		return fail("%v", err)
+		return fail(meshapi.CodeUnavailable, "%v", err)
 	}
 	if err != nil {
 		s.logger.ErrorContext(ctx, "agent run failed", slog.String("backend", name), slog.Any("error", err))
-		return fail("running the agent failed: %v", err)
+		return fail(meshapi.CodeInternal, "running the agent failed: %v", err)
 	}
 	if res.SessionID != "" && res.SessionID != recorded {
 		if _, err := s.cfg.Sessions.Record(res.SessionID, name, repo, time.Now()); err != nil {

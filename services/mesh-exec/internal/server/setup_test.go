@@ -170,7 +170,8 @@ func (e *env) http(t testing.TB, extraEnv ...string) (*mcp.ClientSession, string
 // result is mesh_execute's outcome.
 type result struct {
 	isError    bool
-	structured bool // the result had structuredContent
+	structured bool           // the result had structuredContent
+	raw        map[string]any // the structuredContent
 	text       string
 	out        struct {
 		SessionID string         `json:"session_id"`
@@ -196,6 +197,7 @@ func execute(t testing.TB, cs *mcp.ClientSession, args map[string]any) result {
 		r.structured = true
 		raw, _ := json.Marshal(res.StructuredContent)
 		_ = json.Unmarshal(raw, &r.out)
+		_ = json.Unmarshal(raw, &r.raw)
 	}
 	return r
 }

@@ -17,10 +17,13 @@ import (
 	"net/http"
 	"reflect"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
@@ -87,7 +90,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	// Each call is a server span, the child of the trace context the client
 	// sent in params._meta (else of the HTTP request's span); a run started
 	// by the call keeps that trace.
-	s.AddReceivingMiddleware(telemetry.ServerMiddleware())
+	s.AddReceivingMiddleware(telemetry.ServerMiddleware(), meshapi.ErrorMiddleware())
 	add(s, t, "list_pipelines", "List the pipelines runs may name: name, description, inputs (type, required, default) and definition hash.", t.listPipelines)
 	add(s, t, "run_pipeline", "Start a run of a pipeline with inputs. Returns the run; poll get_run for its progress.", t.runPipeline)
 	add(s, t, "get_run", "Show a run: status, each node's state, output and patch, the run's patch (a git-format diff), role sessions, interrupts (pending approvals) and attempts.", t.getRun)
@@ -99,14 +102,10 @@ func New(cfg Config) (*mcp.Server, error) {
 	return s, nil
 }
 
-// HTTPHandler serves s over MCP's streamable HTTP transport, stateless:
-// each POST is a session of its own, ended with its response. The server
-// keeps nothing between requests (no Mcp-Session-Id), so there are no idle
-// sessions to time out, and a client may reach any replica. The tools allow
-// it: they answer within the request and never call back to the client (no
-// sampling, elicitation or roots requests). GET and DELETE answer 405.
+// HTTPHandler serves s over MCP's streamable HTTP transport, stateless
+// (mcphttp.Handler); the API's router checks the bearer token before it.
 func HTTPHandler(s *mcp.Server, logger *slog.Logger) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true, Logger: logger})
+	return mcphttp.Handler(s, mcphttp.HandlerOptions{Logger: logger})
 }
 
 // add registers a tool whose schemas are inferred from In and Out, raw JSON
@@ -126,7 +125,7 @@ func add[In, Out any](s *mcp.Server, t *tools, name, description string, h func(
 			var zero Out
 			caller, err := t.caller(req)
 			if err != nil {
-				return nil, zero, err
+				return nil, zero, &meshapi.Error{Code: meshapi.CodeUnauthenticated, Message: err.Error()}
 			}
 			res, err := h(ctx, caller, args)
 			if err != nil {
@@ -145,14 +144,22 @@ type tools struct {
 
 // clientError is what a client is told of a failure: the engine's errors
 // meant for callers keep their message; anything else is logged and
-// reported plainly.
+// reported plainly; the code (meshapi.Code) goes to the client in the
+// error's structured content.
 func (t *tools) clientError(ctx context.Context, tool string, err error) error {
 	var inv *engine.InvalidError
-	if errors.As(err, &inv) || errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrConflict) || errors.Is(err, engine.ErrPipelineChanged) {
-		return err
+	switch {
+	case errors.As(err, &inv):
+		return &meshapi.Error{Code: meshapi.CodeInvalidArgument, Message: err.Error()}
+	case errors.Is(err, engine.ErrNotFound):
+		return &meshapi.Error{Code: meshapi.CodeNotFound, Message: err.Error()}
+	case errors.Is(err, engine.ErrConflict):
+		return &meshapi.Error{Code: meshapi.CodeConflict, Message: err.Error()}
+	case errors.Is(err, engine.ErrPipelineChanged):
+		return &meshapi.Error{Code: meshapi.CodePipelineChanged, Message: err.Error()}
 	}
 	t.logger.ErrorContext(ctx, "tool failed", slog.String("tool", tool), slog.Any("error", err))
-	return errors.New("internal error; the orchestrator logged it")
+	return meshapi.Errorf(meshapi.CodeInternal, "internal error; the orchestrator logged it")
 }
 
 type listPipelinesIn struct{}

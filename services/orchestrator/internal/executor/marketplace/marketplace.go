@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
@@ -300,12 +302,12 @@ func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id,
 	// live and reported already_active, and one that did not is made; in
 	// mode fresh (a node seeded from another's patch) it is seeded again,
 	// which is what the node asked for.
-	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: "spawn_worker", Arguments: args})
+	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolSpawnWorker, Arguments: args})
 	if err != nil {
 		return fmt.Errorf("spawn_worker: %w", err)
 	}
 	if res.IsError {
-		return fmt.Errorf("spawn_worker %s for journey %s: %s", worker, id, text(res))
+		return fmt.Errorf("spawn_worker %s for journey %s: %s", worker, id, meshapi.ResultText(res))
 	}
 	var out struct {
 		State string `json:"state"`
@@ -321,7 +323,7 @@ func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id,
 // fault shows at spawn_worker).
 func (e *Executor) state(ctx context.Context, id string) (string, error) {
 	// A read: safe to make again on a new session.
-	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: "get_worker_state", Arguments: map[string]any{"journey_id": id}})
+	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolGetWorkerState, Arguments: map[string]any{"journey_id": id}})
 	if err != nil {
 		return "", fmt.Errorf("get_worker_state: %w", err)
 	}
@@ -344,7 +346,7 @@ var errNotLive = errors.New("journey is not live")
 // execute runs the action (a task or a command) in the journey. The call is
 // never made twice: cut off by a marketplace restart, it may have run.
 func (e *Executor) execute(ctx context.Context, id string, act map[string]any, onEvent func(meshtype.AgentEvent)) (executeOut, error) {
-	params := &mcp.CallToolParams{Name: "execute_in_worker", Arguments: map[string]any{
+	params := &mcp.CallToolParams{Name: meshapi.ToolExecuteInWorker, Arguments: map[string]any{
 		"journey_id": id, "action": act,
 	}}
 	finish := func(map[string]any) {}
@@ -373,15 +375,15 @@ func (e *Executor) execute(ctx context.Context, id string, act map[string]any, o
 	case decoded && !out.Executed && (out.Message != "" || len(out.Violations) > 0):
 		return out, &RefusedError{Tool: "execute_in_worker", Message: out.Message, Violations: out.Violations}
 	case res.IsError:
-		msg := text(res)
+		e, _ := meshapi.ErrorOf(res)
 		// The marketplace checks that the journey runs before it runs
-		// anything, and then says to resume it.
-		if strings.Contains(msg, "spawn_worker with mode resume") {
-			return out, fmt.Errorf("execute_in_worker: %s: %w", msg, errNotLive)
+		// anything, and says so by its code.
+		if e.Code == meshapi.CodeNotLive {
+			return out, fmt.Errorf("execute_in_worker: %s: %w", e.Message, errNotLive)
 		}
-		return out, fmt.Errorf("execute_in_worker: %s", msg)
+		return out, fmt.Errorf("execute_in_worker: %s", e.Message)
 	case !decoded || !out.Executed:
-		return out, fmt.Errorf("execute_in_worker: unexpected result %q", text(res))
+		return out, fmt.Errorf("execute_in_worker: unexpected result %q", meshapi.ResultText(res))
 	}
 	return out, nil
 }
@@ -459,7 +461,7 @@ func (o execOutput) text() string {
 // diff takes the journey's change through workspace_diff. A change the
 // worker's result gate refuses fails the attempt, with every violation.
 func (e *Executor) diff(ctx context.Context, id string) (string, error) {
-	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: "workspace_diff", Arguments: map[string]any{"journey_id": id}})
+	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolWorkspaceDiff, Arguments: map[string]any{"journey_id": id}})
 	if err != nil {
 		return "", fmt.Errorf("workspace_diff: %w", err)
 	}
@@ -474,7 +476,7 @@ func (e *Executor) diff(ctx context.Context, id string) (string, error) {
 	case decoded && out.Refused:
 		return "", &RefusedError{Tool: "workspace_diff", Message: out.Message, Violations: out.Violations}
 	case res.IsError || !decoded:
-		return "", fmt.Errorf("workspace_diff: %s", text(res))
+		return "", fmt.Errorf("workspace_diff: %s", meshapi.ResultText(res))
 	}
 	return out.Patch, nil
 }
@@ -482,7 +484,7 @@ func (e *Executor) diff(ctx context.Context, id string) (string, error) {
 // decode reads a tool result's structured content, or else its text as
 // JSON, into v.
 func decode(res *mcp.CallToolResult, v any) error {
-	raw := []byte(text(res))
+	raw := []byte(meshapi.ResultText(res))
 	if res.StructuredContent != nil {
 		var err error
 		if raw, err = json.Marshal(res.StructuredContent); err != nil {
@@ -490,14 +492,4 @@ func decode(res *mcp.CallToolResult, v any) error {
 		}
 	}
 	return json.Unmarshal(raw, v)
-}
-
-// text is a tool result's first text content.
-func text(res *mcp.CallToolResult) string {
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			return t.Text
-		}
-	}
-	return ""
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
@@ -139,7 +141,7 @@ func (f *fakeMarketplace) execute(_ context.Context, req *mcp.CallToolRequest) (
 			"message":    "Constraint violation detected: the task may not delete files",
 		}, true)
 	case j.state != "active":
-		return fail(fmt.Sprintf("journey %q is %s; spawn_worker with mode resume restarts it with its workspace", in.JourneyID, j.state))
+		return meshapi.ErrorResult(meshapi.Errorf(meshapi.CodeNotLive, "journey %q is %s; spawn_worker with mode resume restarts it with its workspace", in.JourneyID, j.state)), nil
 	case task == "fail":
 		return fail("Not logged in · Please run /login")
 	}

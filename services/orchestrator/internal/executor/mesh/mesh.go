@@ -20,19 +20,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
 )
 
-// SessionMetaKey is the _meta key of the progress notification in which
-// mesh-exec reports the agent's session id (mesh-exec's
-// server.SessionMetaKey; the two must match).
-const SessionMetaKey = "meshwork/session_id"
-
 // ToolName is mesh-exec's tool.
-const ToolName = "mesh_execute"
+const ToolName = meshapi.ToolMeshExecute
 
 // timeoutMargin is how much longer than mesh_execute's own timeout the
 // executor waits for its result: mesh-exec stops the agent at the timeout
@@ -97,29 +94,11 @@ func New(cfg Config) (*Executor, error) {
 // Close ends the session with mesh-exec (and stops a Command child).
 func (e *Executor) Close() error { return e.conn.Close() }
 
-// executeIn is mesh_execute's input.
-type executeIn struct {
-	Repository string `json:"repository,omitempty"`
-	Task       string `json:"task"`
-	SessionID  string `json:"session_id,omitempty"`
-	Timeout    int64  `json:"timeout,omitempty"`
-}
-
-// executeOut is the part of mesh_execute's output the orchestrator uses.
-type executeOut struct {
-	SessionID string `json:"session_id"`
-	Output    string `json:"output"`
-	Metadata  struct {
-		IsError bool    `json:"is_error"`
-		CostUSD float64 `json:"cost_usd"`
-	} `json:"metadata"`
-}
-
 // Execute runs one attempt with mesh_execute. A failure the agent reported
 // (is_error) returns the partial output, the session and the cost together
 // with an error holding mesh-exec's message.
 func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.Result, error) {
-	in := executeIn{Repository: req.Role.Repository, Task: req.Task, SessionID: req.SessionID}
+	in := meshapi.MeshExecuteIn{Repository: req.Role.Repository, Task: req.Task, SessionID: req.SessionID}
 	// mesh_execute has no per-call system prompt (mesh-exec takes one for
 	// all its runs, --append-system-prompt), so the role's prompt opens the
 	// first task of a session instead; the agent keeps it in its context
@@ -142,7 +121,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 
 	c := &call{onSession: req.OnSession}
 	token, finish := e.progress.Start(func(p *mcp.ProgressNotificationParams) {
-		if id, _ := p.GetMeta()[SessionMetaKey].(string); id != "" {
+		if id, _ := p.GetMeta()[meshapi.SessionMetaKey].(string); id != "" {
 			c.report(id)
 		}
 		if ev, ok := executor.AgentEvent(p); ok && req.OnEvent != nil {
@@ -171,7 +150,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 		return executor.Result{SessionID: c.sessionID()}, fmt.Errorf("mesh_execute: %w", err)
 	}
 
-	var out executeOut
+	var out meshapi.MeshExecuteOut
 	structured := res.StructuredContent != nil
 	if structured {
 		raw, err := json.Marshal(res.StructuredContent)
@@ -188,7 +167,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	c.report(out.SessionID)
 	result := executor.Result{Output: out.Output, SessionID: out.SessionID, CostUSD: out.Metadata.CostUSD}
 	if res.IsError || out.Metadata.IsError {
-		msg := text(res)
+		msg := meshapi.ResultText(res)
 		if msg == "" {
 			msg = out.Output
 		}
@@ -206,14 +185,6 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 }
 
 // text is a tool result's first text content.
-func text(res *mcp.CallToolResult) string {
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			return t.Text
-		}
-	}
-	return ""
-}
 
 // call is one in-flight mesh_execute.
 type call struct {

@@ -1,0 +1,144 @@
+package meshapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Code names a kind of failure, stable for clients to branch on. A tool
+// error carries it in its structured content ({"error": {"code",
+// "message"}}); the message is for people and may change.
+type Code string
+
+// The error codes.
+const (
+	// CodeInvalidArgument: the request is wrong; the message says how.
+	CodeInvalidArgument Code = "invalid_argument"
+	// CodeNotFound: no such thing for this caller (another caller's
+	// journey or run is "not found" too).
+	CodeNotFound Code = "not_found"
+	// CodeConflict: the thing is not in a state that allows the request.
+	CodeConflict Code = "conflict"
+	// CodeNotLive: a journey's worker is not running (stopped or orphaned);
+	// spawn_worker with mode resume restarts it with its workspace. The
+	// action did not run.
+	CodeNotLive Code = "not_live"
+	// CodeUnavailable: a dependency failed or is overloaded; the request
+	// may pass if tried again.
+	CodeUnavailable Code = "unavailable"
+	// CodePermissionDenied: outside what the operator allows.
+	CodePermissionDenied Code = "permission_denied"
+	// CodeResourceExhausted: a quota or limit is used up.
+	CodeResourceExhausted Code = "resource_exhausted"
+	// CodePipelineChanged: the pipeline's definition changed since the run
+	// started, so it cannot be resumed or forked as it was.
+	CodePipelineChanged Code = "pipeline_changed"
+	// CodeUnauthenticated: the request has no caller.
+	CodeUnauthenticated Code = "unauthenticated"
+	// CodeWorkerFailed: the worker ran the action and it failed (a file
+	// that does not exist, say); the message is the worker's.
+	CodeWorkerFailed Code = "worker_error"
+	// CodeAgentFailed: the agent ran and reported a failure; the message
+	// is its output.
+	CodeAgentFailed Code = "agent_error"
+	// CodeInternal: the server failed; it logged the details.
+	CodeInternal Code = "internal"
+)
+
+// Codes lists every code, in the order docs/mcp.md lists them.
+var Codes = []Code{
+	CodeInvalidArgument, CodeNotFound, CodeConflict, CodeNotLive, CodeUnavailable, CodePermissionDenied,
+	CodeResourceExhausted, CodePipelineChanged, CodeUnauthenticated, CodeWorkerFailed, CodeAgentFailed, CodeInternal,
+}
+
+// Error is a failure reported to a client as is: its message says what was
+// wrong and what to do, its code lets a program decide.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsError returns err's *Error, if it holds one.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// errorContent is a tool error's structured content.
+type errorContent struct {
+	Error *Error `json:"error"`
+}
+
+// ErrorResult is the tool result that reports e: isError, the message as
+// text, and the code in the structured content.
+func ErrorResult(e *Error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: e.Message}},
+		StructuredContent: errorContent{Error: e},
+	}
+}
+
+// ErrorMiddleware is a server's receiving middleware that gives the error
+// result of a tool, when its handler returned an *Error (the SDK turns it
+// into text alone), the error's code in the structured content. Results
+// that already carry structured content are left as they are.
+func ErrorMiddleware() mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if tr, ok := res.(*mcp.CallToolResult); ok && err == nil && tr.IsError && tr.StructuredContent == nil {
+				if e, ok := AsError(tr.GetError()); ok {
+					tr.StructuredContent = errorContent{Error: e}
+				}
+			}
+			return res, err
+		}
+	}
+}
+
+// ErrorOf returns the error a tool result reports, for clients: its code
+// and message from the structured content when the server sent one, else
+// the text with no code. ok is false when res is not an error.
+func ErrorOf(res *mcp.CallToolResult) (_ *Error, ok bool) {
+	if res == nil || !res.IsError {
+		return nil, false
+	}
+	e := &Error{Message: ResultText(res)}
+	if res.StructuredContent != nil {
+		var c errorContent
+		if b, err := json.Marshal(res.StructuredContent); err == nil && json.Unmarshal(b, &c) == nil && c.Error != nil {
+			e.Code = c.Error.Code
+			if c.Error.Message != "" {
+				e.Message = c.Error.Message
+			}
+		}
+	}
+	return e, true
+}
+
+// ResultText joins a result's text content.
+func ResultText(res *mcp.CallToolResult) string {
+	var s string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			if s != "" {
+				s += "\n"
+			}
+			s += t.Text
+		}
+	}
+	return s
+}
