@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshwork/meshwork/pkg/meshapi"
-
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
-
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
 

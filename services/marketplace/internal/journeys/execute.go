@@ -9,13 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshwork/meshwork/pkg/meshapi"
-
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/action"
 	"github.com/meshwork/meshwork/pkg/gate"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
@@ -185,10 +185,8 @@ func (m *Manager) Close() {
 	}
 }
 
-var journeyIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 func checkJourneyID(id string) error {
-	if !journeyIDPattern.MatchString(id) {
+	if !meshapi.ValidID(id) {
 		return invalid("journey_id %q must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
 	}
 	return nil

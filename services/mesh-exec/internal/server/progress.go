@@ -7,10 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshwork/meshwork/pkg/meshapi"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"

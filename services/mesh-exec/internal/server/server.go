@@ -16,12 +16,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshwork/meshwork/pkg/meshapi"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/wsquota"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"

@@ -11,9 +11,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
+
+	"github.com/meshwork/meshwork/pkg/meshapi"
 )
 
 // ErrNotFound is returned when no session has the id.
@@ -29,11 +30,8 @@ type Session struct {
 	Runs       int       `json:"runs"`
 }
 
-// idPattern bounds what a session id may be before it becomes a file name.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // ValidID reports whether id can be a session id.
-func ValidID(id string) bool { return idPattern.MatchString(id) }
+func ValidID(id string) bool { return meshapi.ValidID(id) }
 
 // Store keeps sessions in a directory.
 type Store struct {

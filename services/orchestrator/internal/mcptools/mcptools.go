@@ -17,13 +17,12 @@ import (
 	"net/http"
 	"reflect"
 
-	"github.com/meshwork/meshwork/pkg/meshapi"
-
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"

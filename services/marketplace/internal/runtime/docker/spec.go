@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker/seccomp"
 )
@@ -44,10 +44,6 @@ var securityOpt = []string{"no-new-privileges:true", "seccomp=" + seccomp.Profil
 // the root filesystem is read-only.
 const tmpfsOptions = "rw,nosuid,nodev,size=64m"
 
-// journeyPattern is what Docker accepts in container and volume names, capped
-// at the journey id length the marketplace allows.
-var journeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
 func containerName(journey string) string { return "meshwork-" + journey }
 
 // VolumeName is the workspace volume of a journey.
@@ -58,7 +54,7 @@ func VolumeName(journey string) string { return "meshwork-ws-" + journey }
 // worker definition and wants to fix them all at once.
 func withDefaults(spec runtime.Spec) (runtime.Spec, error) {
 	var errs []error
-	if !journeyPattern.MatchString(spec.Journey) {
+	if !meshapi.ValidID(spec.Journey) {
 		errs = append(errs, fmt.Errorf("journey %q must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", spec.Journey))
 	}
 	if spec.Worker == "" {

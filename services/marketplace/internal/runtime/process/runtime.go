@@ -22,13 +22,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 )
 
@@ -128,15 +128,12 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return "process" }
 
-// journeyPattern keeps a journey a single, safe path element.
-var journeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
 // checkSpec refuses what the docker runtime refuses, so a spec that works
 // here works in a container too; the fields only a container can honour are
 // then ignored.
 func checkSpec(spec runtime.Spec) error {
 	var errs []error
-	if !journeyPattern.MatchString(spec.Journey) {
+	if !meshapi.ValidID(spec.Journey) {
 		errs = append(errs, fmt.Errorf("journey %q must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", spec.Journey))
 	}
 	if spec.Worker == "" {
@@ -437,7 +434,7 @@ func (r *Runtime) journeyOf(h runtime.Handle) (string, error) {
 		}
 		j = filepath.Base(h.Workspace)
 	}
-	if !journeyPattern.MatchString(j) {
+	if !meshapi.ValidID(j) {
 		return "", fmt.Errorf("invalid worker handle %+v", h)
 	}
 	if h.Workspace != "" && filepath.Clean(h.Workspace) != r.workspace(j) {
@@ -459,7 +456,7 @@ func (r *Runtime) load() error {
 		return fmt.Errorf("process runtime: parsing %s: %w", r.statePath, err)
 	}
 	for _, rec := range sf.Workers {
-		if rec != nil && journeyPattern.MatchString(rec.Journey) {
+		if rec != nil && meshapi.ValidID(rec.Journey) {
 			r.workers[rec.Journey] = rec
 		}
 	}

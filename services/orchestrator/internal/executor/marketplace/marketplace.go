@@ -18,14 +18,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"sync"
 
-	"github.com/meshwork/meshwork/pkg/meshapi"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
@@ -93,9 +91,6 @@ func New(cfg Config) (*Executor, error) {
 // next process finds them active.
 func (e *Executor) Close() error { return e.conn.Close() }
 
-// journeyPattern is the marketplace's journey id format.
-var journeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // journeyHashLen is how many hex digits of a SHA-256 a journey id keeps:
 // 96 bits, so that no two keys meet by chance.
 const journeyHashLen = 24
@@ -117,7 +112,7 @@ func JourneyID(role, worker, thread, item string) (string, error) {
 		_, _ = fmt.Fprintf(h, "%d:%s;", len(part), part)
 	}
 	id := role + "-" + hex.EncodeToString(h.Sum(nil))[:journeyHashLen]
-	if !journeyPattern.MatchString(id) {
+	if !meshapi.ValidID(id) {
 		return "", fmt.Errorf("role %q makes journey id %q, which the marketplace does not accept (1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit)", role, id)
 	}
 	return id, nil

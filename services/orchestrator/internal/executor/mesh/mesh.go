@@ -20,10 +20,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshwork/meshwork/pkg/meshapi"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
 )
