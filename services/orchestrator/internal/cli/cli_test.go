@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -69,17 +70,19 @@ mesh_url: http://file/mcp
 		"ORCHESTRATOR_ADDR":        "127.0.0.1:2",
 		"ORCHESTRATOR_REPLICA_ID":  "from-env",
 		"ORCHESTRATOR_MAX_WORKERS": "8",
+		"ORCHESTRATOR_ADMINS":      "root,ops",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := serveConfig{
-		Addr: "127.0.0.1:2", ReplicaID: "from-env", // env over file
+		Admins: []string{"root", "ops"},
+		Addr:   "127.0.0.1:2", ReplicaID: "from-env", // env over file
 		MaxWorkers: 9,                                                            // flag over env and file
 		LeaseTTL:   40 * time.Second, Migrate: false, MeshURL: "http://file/mcp", // file over default
 		ShutdownTimeout: 30 * time.Second, // default
 	}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("resolved\n%+v\nwant\n%+v", cfg, want)
 	}
 

@@ -57,6 +57,9 @@ type serveConfig struct {
 	MaxWorkers int
 	// APIOnly serves the API without working any node. Defaults to false.
 	APIOnly bool
+	// Admins are the callers that see and act on every caller's runs.
+	// Defaults to none: each caller sees the runs it started.
+	Admins []string
 	// Migrate applies pending migrations at start. Defaults to true.
 	Migrate bool
 	// TokensFile holds bearer tokens, besides ORCHESTRATOR_TOKENS.
@@ -80,6 +83,7 @@ func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxWorkers, "max-workers", 50, "most nodes this replica works at once")
 	fs.BoolVar(&c.APIOnly, "api-only", false, "serve the API but work no nodes (other replicas work them)")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply pending database migrations at start")
+	fs.StringSliceVar(&c.Admins, "admins", nil, "callers that see and act on every caller's runs (comma-separated); any other caller sees only the runs it started")
 	fs.StringVar(&c.TokensFile, "tokens-file", "", `bearer tokens file, one "caller token" per line (besides ORCHESTRATOR_TOKENS)`)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running nodes are waited for before they are cancelled")
 }
@@ -215,7 +219,7 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	reg.MustRegister(httpapi.NewRunsCollector(pool))
 	metrics := httpapi.NewMetrics(reg)
 	tools, err := mcptools.New(mcptools.Config{
-		Engine: eng, Caller: mcptools.TokenCaller, Logger: logger,
+		Engine: eng, Caller: mcptools.TokenCaller, Logger: logger, Admins: cfg.Admins,
 		OnRunStarted: func(r store.Run) { metrics.RunStarted(r.Pipeline, "mcp") },
 	})
 	if err != nil {
@@ -223,7 +227,7 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 		return errors.Join(err, stopEngine())
 	}
 	api, err := httpapi.New(httpapi.Config{
-		Engine: eng, Tokens: tokens, Metrics: metrics, Gatherer: reg, Logger: logger,
+		Engine: eng, Tokens: tokens, Metrics: metrics, Gatherer: reg, Logger: logger, Admins: cfg.Admins,
 		MCP:        mcptools.HTTPHandler(tools, logger),
 		Ready:      pool.Ping,
 		ServerName: telemetry.ServerName("orchestrator", ln.Addr()),

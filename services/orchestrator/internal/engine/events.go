@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
@@ -47,8 +46,8 @@ const WatchInterval = 200 * time.Millisecond
 // afterSeq (-1 for all) on, until the run ends or waits for an approval
 // (then a "run" event is the last), ctx ends, or emit fails.
 func (e *Engine) Watch(ctx context.Context, runID string, afterSeq int, emit func(Event) error) error {
-	if _, err := store.GetRun(ctx, e.pool, runID); err != nil {
-		return fmt.Errorf("run %q: %w", runID, err)
+	if _, err := e.loadVisible(ctx, runID); err != nil {
+		return err
 	}
 	// Attempts that ended with or before checkpoint afterSeq were seen
 	// with it: a watcher resuming after it must not get them again.

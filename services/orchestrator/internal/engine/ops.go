@@ -72,6 +72,9 @@ func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, err
 	if err := checkThread(req.Thread); err != nil {
 		return store.Run{}, err
 	}
+	if err := e.checkThreadOwner(ctx, req.Thread); err != nil {
+		return store.Run{}, err
+	}
 	id := uuid.NewString()
 	thread := req.Thread
 	if thread == "" {
@@ -216,9 +219,9 @@ type RunView struct {
 // GetRun returns a run with its state, its role sessions, its interrupts and
 // its attempts.
 func (e *Engine) GetRun(ctx context.Context, id string) (RunView, error) {
-	run, err := store.GetRun(ctx, e.pool, id)
+	run, err := e.loadVisible(ctx, id)
 	if err != nil {
-		return RunView{}, fmt.Errorf("run %q: %w", id, err)
+		return RunView{}, err
 	}
 	st, err := store.LoadState(ctx, e.pool, id, run.HeadSeq)
 	if err != nil {
@@ -268,6 +271,10 @@ func (e *Engine) GetRun(ctx context.Context, id string) (RunView, error) {
 
 // ListRuns lists runs, newest first.
 func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]store.Run, error) {
+	f, ok := listFilter(ctx, f)
+	if !ok {
+		return []store.Run{}, nil
+	}
 	runs, err := store.ListRuns(ctx, e.pool, f)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, invalid("%v", err)
@@ -278,8 +285,8 @@ func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]store.Run,
 // Checkpoints lists a run's checkpoints: each one's delta and where it
 // comes from.
 func (e *Engine) Checkpoints(ctx context.Context, runID string) ([]store.Checkpoint, error) {
-	if _, err := store.GetRun(ctx, e.pool, runID); err != nil {
-		return nil, fmt.Errorf("run %q: %w", runID, err)
+	if _, err := e.loadVisible(ctx, runID); err != nil {
+		return nil, err
 	}
 	return store.ListCheckpoints(ctx, e.pool, runID)
 }
@@ -305,15 +312,18 @@ type ForkRequest struct {
 // checkpoint is a delta (the patch) over the checkpoint it starts from:
 // nothing is copied. The nodes ready at that checkpoint run again.
 func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
-	src, err := store.GetRun(ctx, e.pool, req.RunID)
+	src, err := e.loadVisible(ctx, req.RunID)
 	if err != nil {
-		return store.Run{}, fmt.Errorf("run %q: %w", req.RunID, err)
+		return store.Run{}, err
 	}
 	p, err := e.pipelineFor(src, req.Migrate)
 	if err != nil {
 		return store.Run{}, err
 	}
 	if err := checkThread(req.Thread); err != nil {
+		return store.Run{}, err
+	}
+	if err := e.checkThreadOwner(ctx, req.Thread); err != nil {
 		return store.Run{}, err
 	}
 	at, err := store.LoadState(ctx, e.pool, req.RunID, req.Seq)
@@ -450,6 +460,9 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		if err != nil {
 			return err
 		}
+		if !visible(ctx, run) {
+			return fmt.Errorf("interrupt %q: %w", req.InterruptID, ErrNotFound)
+		}
 		in, err = store.LockInterrupt(ctx, tx, req.InterruptID)
 		if err != nil {
 			return fmt.Errorf("interrupt %q: %w", req.InterruptID, err)
@@ -525,6 +538,9 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 		if err != nil {
 			return fmt.Errorf("run %q: %w", req.RunID, err)
 		}
+		if err := checkVisible(ctx, run); err != nil {
+			return err
+		}
 		if run.Status != runstate.RunFailed {
 			return fmt.Errorf("%w: run %s is %s; only a failed run can be resumed (an approval is resumed by its interrupt id)", ErrConflict, run.ID, run.Status)
 		}
@@ -580,6 +596,9 @@ func (e *Engine) Cancel(ctx context.Context, runID string) (store.Run, error) {
 		if err != nil {
 			return fmt.Errorf("run %q: %w", runID, err)
 		}
+		if err := checkVisible(ctx, run); err != nil {
+			return err
+		}
 		if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
 			return fmt.Errorf("%w: run %s already %s", ErrConflict, runID, run.Status)
 		}
@@ -605,8 +624,12 @@ func (e *Engine) Prune(ctx context.Context, runID string, keep int) (int64, erro
 	}
 	var deleted int64
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := store.LockRun(ctx, tx, runID); err != nil {
+		run, err := store.LockRun(ctx, tx, runID)
+		if err != nil {
 			return fmt.Errorf("run %q: %w", runID, err)
+		}
+		if err := checkVisible(ctx, run); err != nil {
+			return err
 		}
 		cps, err := store.ListCheckpoints(ctx, tx, runID)
 		if err != nil {

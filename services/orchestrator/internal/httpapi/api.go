@@ -46,6 +46,9 @@ type Config struct {
 	// The caller reaches its tools as the request's auth.TokenInfo UserID.
 	// Defaults to none (/mcp is 404).
 	MCP http.Handler
+	// Admins are the callers that see and act on every caller's runs;
+	// any other caller sees only the runs it started. Defaults to none.
+	Admins []string
 	// Ready reports whether the orchestrator can serve, for /readyz (a
 	// database ping). Defaults to always ready.
 	Ready func(context.Context) error
@@ -72,6 +75,7 @@ type Config struct {
 type API struct {
 	eng     *engine.Engine
 	tokens  *Tokens
+	admins  map[string]bool
 	ready   func(context.Context) error
 	metrics *Metrics
 	logger  *slog.Logger
@@ -97,7 +101,10 @@ func New(cfg Config) (*API, error) {
 	}
 	a := &API{
 		eng: cfg.Engine, tokens: cfg.Tokens, ready: cfg.Ready, metrics: cfg.Metrics, logger: cfg.Logger,
-		closing: make(chan struct{}), streams: make(chan struct{}, maxStreams),
+		closing: make(chan struct{}), streams: make(chan struct{}, maxStreams), admins: map[string]bool{},
+	}
+	for _, c := range cfg.Admins {
+		a.admins[c] = true
 	}
 	if a.logger == nil {
 		a.logger = slog.New(slog.DiscardHandler)

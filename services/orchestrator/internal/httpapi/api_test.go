@@ -200,7 +200,8 @@ func TestApproval(t *testing.T) {
 	}
 	id := v.Interrupts[0].ID
 
-	resp, data := b.do(t, http.MethodPost, "/v1/interrupts/"+id+"/resume", bobToken, map[string]any{"value": "ship it"})
+	// root, an admin, decides alice's approval.
+	resp, data := b.do(t, http.MethodPost, "/v1/interrupts/"+id+"/resume", rootToken, map[string]any{"value": "ship it"})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("resume: %d %s", resp.StatusCode, data)
 	}
@@ -208,8 +209,8 @@ func TestApproval(t *testing.T) {
 	if v.Status != runstate.RunSucceeded || v.Outputs["publish"] != "a: publish with ship it" {
 		t.Fatalf("run %s, outputs %v", v.Status, v.Outputs)
 	}
-	if in := v.Interrupts[0]; in.Status != "resumed" || in.DecidedBy != "bob" || string(in.Value) != `"ship it"` {
-		t.Errorf("interrupt %+v: want resumed by bob with \"ship it\"", in)
+	if in := v.Interrupts[0]; in.Status != "resumed" || in.DecidedBy != "root" || string(in.Value) != `"ship it"` {
+		t.Errorf("interrupt %+v: want resumed by root with \"ship it\"", in)
 	}
 
 	resp, data = b.do(t, http.MethodPost, "/v1/interrupts/"+id+"/resume", aliceToken, map[string]any{"value": "again"})

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
@@ -114,6 +116,7 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		if info, _ := r.Context().Value(requestInfoKey{}).(*requestInfo); info != nil {
 			info.caller = caller
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller)))
+		ctx := engine.WithViewer(context.WithValue(r.Context(), callerKey{}, caller), engine.Viewer{Caller: caller, Admin: a.admins[caller]})
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 const (
 	aliceToken = "alice-token-0123456789"
 	bobToken   = "bob-token-0123456789ab"
+	rootToken  = "root-token-0123456789ab" // an admin
 )
 
 type bundle struct {
@@ -38,19 +39,19 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	eb := enginetest.Start(t)
-	tokens, err := NewTokens(map[string]string{"alice": aliceToken, "bob": bobToken})
+	tokens, err := NewTokens(map[string]string{"alice": aliceToken, "bob": bobToken, "root": rootToken})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
 	reg.MustRegister(NewRunsCollector(eb.Pool))
-	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine, OnRunStarted: func(r store.Run) { metrics.RunStarted(r.Pipeline, "mcp") }})
+	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine, Admins: []string{"root"}, OnRunStarted: func(r store.Run) { metrics.RunStarted(r.Pipeline, "mcp") }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	api, err := New(Config{
-		Engine: eb.Engine, Tokens: tokens, Metrics: metrics, Gatherer: reg, Ready: eb.Pool.Ping,
+		Engine: eb.Engine, Tokens: tokens, Metrics: metrics, Gatherer: reg, Ready: eb.Pool.Ping, Admins: []string{"root"},
 		MCP: mcptools.HTTPHandler(tools, nil),
 	})
 	if err != nil {

@@ -55,6 +55,9 @@ type Config struct {
 	// Caller names who calls; it is recorded with the runs started and the
 	// decisions made. Defaults to TokenCaller.
 	Caller CallerFunc
+	// Admins are the callers that see and act on every caller's runs;
+	// any other caller sees only the runs it started. Defaults to none.
+	Admins []string
 	// OnRunStarted, when set, is called with each run or fork the tools
 	// start (for metrics). Defaults to none.
 	OnRunStarted func(store.Run)
@@ -74,7 +77,10 @@ func New(cfg Config) (*mcp.Server, error) {
 	if cfg.Engine == nil {
 		return nil, errors.New("mcptools: Engine is required")
 	}
-	t := &tools{eng: cfg.Engine, caller: cfg.Caller, onStart: cfg.OnRunStarted, logger: cfg.Logger}
+	t := &tools{eng: cfg.Engine, caller: cfg.Caller, onStart: cfg.OnRunStarted, logger: cfg.Logger, admins: map[string]bool{}}
+	for _, a := range cfg.Admins {
+		t.admins[a] = true
+	}
 	if t.caller == nil {
 		t.caller = TokenCaller
 	}
@@ -126,6 +132,7 @@ func add[In, Out any](s *mcp.Server, t *tools, name, description string, h func(
 			if err != nil {
 				return nil, zero, &meshapi.Error{Code: meshapi.CodeUnauthenticated, Message: err.Error()}
 			}
+			ctx = engine.WithViewer(ctx, engine.Viewer{Caller: caller, Admin: t.admins[caller]})
 			res, err := h(ctx, caller, args)
 			if err != nil {
 				return nil, zero, t.clientError(ctx, name, err)
@@ -137,6 +144,7 @@ func add[In, Out any](s *mcp.Server, t *tools, name, description string, h func(
 type tools struct {
 	eng     *engine.Engine
 	caller  CallerFunc
+	admins  map[string]bool
 	onStart func(store.Run)
 	logger  *slog.Logger
 }

@@ -458,6 +458,14 @@ func ListAttemptsAfter(ctx context.Context, q Querier, runID string, after int64
 	})
 }
 
+// ThreadUsedByOthers reports whether a run of another caller than caller
+// is on thread: its role sessions are that caller's.
+func ThreadUsedByOthers(ctx context.Context, q Querier, thread, caller string) (bool, error) {
+	var used bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE thread = $1 AND caller <> $2)`, thread, caller).Scan(&used)
+	return used, err
+}
+
 // RoleSession reads a role's session on a thread ("" when it has none).
 func RoleSession(ctx context.Context, q Querier, thread, role string) (string, error) {
 	var id string

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// Viewer is who an operation is done for. A run belongs to the caller that
+// started it (or forked it): other callers get "not found" for it, as they
+// would for a run that does not exist, so ids cannot be probed. An admin
+// sees and acts on every run.
+type Viewer struct {
+	Caller string
+	Admin  bool
+}
+
+type viewerKey struct{}
+
+// WithViewer returns ctx carrying v: the API and the MCP tools set it from
+// the request's caller before they call the engine. Without a viewer (the
+// engine's own work, tests of the engine) every run is visible.
+func WithViewer(ctx context.Context, v Viewer) context.Context {
+	return context.WithValue(ctx, viewerKey{}, v)
+}
+
+func viewerOf(ctx context.Context) (Viewer, bool) {
+	v, ok := ctx.Value(viewerKey{}).(Viewer)
+	return v, ok
+}
+
+// visible reports whether ctx's viewer may see run.
+func visible(ctx context.Context, run store.Run) bool {
+	v, ok := viewerOf(ctx)
+	return !ok || v.Admin || run.Caller == v.Caller
+}
+
+// checkVisible returns the error of a missing run when ctx's viewer may
+// not see run.
+func checkVisible(ctx context.Context, run store.Run) error {
+	if !visible(ctx, run) {
+		return fmt.Errorf("run %q: %w", run.ID, ErrNotFound)
+	}
+	return nil
+}
+
+// loadVisible loads a run ctx's viewer may see.
+func (e *Engine) loadVisible(ctx context.Context, id string) (store.Run, error) {
+	run, err := store.GetRun(ctx, e.pool, id)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("run %q: %w", id, err)
+	}
+	return run, checkVisible(ctx, run)
+}
+
+// listFilter narrows f to the runs ctx's viewer may see; ok is false when
+// f asks for another caller's runs, which a viewer that is not an admin
+// never sees.
+func listFilter(ctx context.Context, f store.ListFilter) (_ store.ListFilter, ok bool) {
+	v, has := viewerOf(ctx)
+	if !has || v.Admin {
+		return f, true
+	}
+	if f.Caller != "" && f.Caller != v.Caller {
+		return f, false
+	}
+	f.Caller = v.Caller
+	return f, true
+}
+
+// checkThreadOwner refuses a thread that runs of another caller are on,
+// unless ctx's viewer is an admin: a thread carries its runs' role
+// sessions, which would otherwise pass to whoever names it.
+func (e *Engine) checkThreadOwner(ctx context.Context, thread string) error {
+	v, ok := viewerOf(ctx)
+	if !ok || v.Admin || thread == "" {
+		return nil
+	}
+	used, err := store.ThreadUsedByOthers(ctx, e.pool, thread, v.Caller)
+	if err != nil {
+		return err
+	}
+	if used {
+		return fmt.Errorf("%w: thread %q is another caller's; choose another name", ErrConflict, thread)
+	}
+	return nil
+}
