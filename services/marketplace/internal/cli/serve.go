@@ -109,6 +109,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		logger.WarnContext(ctx, "database pool metrics are off", slog.Any("error", err))
 	}
 	st := store.New(pool)
+	defer st.Close()
 	if err := st.Ping(ctx); err != nil {
 		return fmt.Errorf("connecting to the database: %w", err)
 	}

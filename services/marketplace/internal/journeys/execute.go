@@ -47,9 +47,11 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 	}
 	// One action at a time per journey, counters read under the lock: two
 	// concurrent actions cannot both pass a limit only one fits under.
-	lock := m.actionLock(j.UID)
-	lock.Lock()
-	defer lock.Unlock()
+	unlock, err := m.lockJourney(ctx, j.UID)
+	if err != nil {
+		return ExecuteResult{}, err
+	}
+	defer unlock()
 	if j, err = m.cfg.Store.JourneyByUID(ctx, j.UID); err != nil {
 		return ExecuteResult{}, err
 	}

@@ -133,9 +133,11 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 		// no action runs until the workspace is gone: the patch is all
 		// there was. A refused change leaves the journey as it was, for the
 		// agent to fix.
-		lock := m.actionLock(j.UID)
-		lock.Lock()
-		defer lock.Unlock()
+		unlock, err := m.lockJourney(ctx, j.UID)
+		if err != nil {
+			return StopResult{}, err
+		}
+		defer unlock()
 		ch, refusal, base, err := m.change(ctx, caller, j, nil, auditStop)
 		_ = base.Close() // the patch is taken: the base is no longer read
 		if err != nil {
@@ -319,23 +321,81 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			if w.ID == "" {
 				continue // a workspace without a worker: a stopped journey's
 			}
-			removeWorkspace := err != nil || !ok
-			m.logger.InfoContext(ctx, "removing a worker without a live journey", slog.String("journey", w.Journey), slog.String("id", w.ID), slog.Bool("workspace", removeWorkspace))
-			if err := rt.Remove(ctx, w.Handle, runtime.RemoveOptions{Workspace: removeWorkspace}); err != nil {
-				m.logger.WarnContext(ctx, "removing a stale worker failed", slog.String("id", w.ID), slog.Any("error", err))
+			if err != nil {
+				m.removeStale(ctx, rt, w, true)
+				continue
+			}
+			if m.reconcileWorker(ctx, rt, uid, w) {
+				running[uid] = true
 			}
 		}
 	}
 	m.pruneBases(ctx)
 	for uid, j := range known {
 		if j.State.Live() && !running[uid] {
-			m.logger.WarnContext(ctx, "journey has no running worker; orphaned", slog.String("journey", uid.String()))
-			if err := m.cfg.Store.SetState(ctx, uid, store.StateOrphaned); err != nil {
+			if err := m.orphan(ctx, uid); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// reconcileWorker decides, under the journey's lock, about a worker that
+// the journeys read at the start did not account for: another marketplace
+// on the database may have spawned it since. It reports whether the
+// worker is its journey's, running. A journey whose lock another holds is
+// being spawned or acted on there: its worker is left alone.
+func (m *Manager) reconcileWorker(ctx context.Context, rt runtime.Runtime, uid uuid.UUID, w runtime.Listed) bool {
+	unlock, ok, err := m.tryLockJourney(ctx, uid)
+	if err != nil {
+		m.logger.WarnContext(ctx, "leaving a worker: its journey's lock could not be taken", slog.String("id", w.ID), slog.Any("error", err))
+		return false
+	}
+	if !ok {
+		return false
+	}
+	defer unlock()
+	j, err := m.cfg.Store.JourneyByUID(ctx, uid)
+	if err == nil && j.State.Live() && j.ContainerID == w.ID && w.State == runtime.StateRunning {
+		m.regrantEgress(ctx, rt, j)
+		return true
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		m.logger.WarnContext(ctx, "leaving a worker: its journey could not be read", slog.String("id", w.ID), slog.Any("error", err))
+		return false
+	}
+	m.removeStale(ctx, rt, w, errors.Is(err, store.ErrNotFound))
+	return false
+}
+
+// removeStale removes a worker without a live journey, and its workspace
+// when no journey has it.
+func (m *Manager) removeStale(ctx context.Context, rt runtime.Runtime, w runtime.Listed, workspace bool) {
+	m.logger.InfoContext(ctx, "removing a worker without a live journey", slog.String("journey", w.Journey), slog.String("id", w.ID), slog.Bool("workspace", workspace))
+	if err := rt.Remove(ctx, w.Handle, runtime.RemoveOptions{Workspace: workspace}); err != nil {
+		m.logger.WarnContext(ctx, "removing a stale worker failed", slog.String("id", w.ID), slog.Any("error", err))
+	}
+}
+
+// orphan marks a live journey without a running worker orphaned, under its
+// lock, unless it changed since it was read: another marketplace is
+// spawning or acting on it (its lock is held), or spawned it since.
+func (m *Manager) orphan(ctx context.Context, uid uuid.UUID) error {
+	unlock, ok, err := m.tryLockJourney(ctx, uid)
+	if err != nil || !ok {
+		return err
+	}
+	defer unlock()
+	j, err := m.cfg.Store.JourneyByUID(ctx, uid)
+	if err != nil {
+		return err
+	}
+	if !j.State.Live() || m.checkLive(ctx, j) {
+		return nil
+	}
+	m.logger.WarnContext(ctx, "journey has no running worker; orphaned", slog.String("journey", uid.String()))
+	return m.cfg.Store.SetState(ctx, uid, store.StateOrphaned)
 }
 
 // StopIdle stops the workers of journeys idle past their definition's
@@ -366,12 +426,12 @@ func (m *Manager) StopIdle(ctx context.Context, now time.Time) (int, error) {
 		if timeout == 0 || now.Sub(j.LastUsedAt) < timeout {
 			continue
 		}
-		lock := m.actionLock(j.UID)
-		if !lock.TryLock() {
-			continue // an action is running: not idle
+		unlock, ok, err := m.tryLockJourney(ctx, j.UID)
+		if err != nil || !ok {
+			continue // an action is running, here or on another marketplace: not idle
 		}
-		_, err := m.Stop(ctx, j.Caller, StopRequest{JourneyID: j.ID, Workspace: "keep"})
-		lock.Unlock()
+		_, err = m.Stop(ctx, j.Caller, StopRequest{JourneyID: j.ID, Workspace: "keep"})
+		unlock()
 		if err != nil {
 			m.logger.WarnContext(ctx, "stopping an idle worker failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
 			continue

@@ -113,15 +113,11 @@ type Manager struct {
 	// grants; egressRefusals bounds the refusals audited.
 	egressAddrs    map[uuid.UUID]string
 	egressRefusals refusalLimiter
-	// actions holds a journey's lock from reading its counters to recording
-	// its action, so the gate's per-journey limits see every earlier action
+	// local queues this process's waiters for a journey's lock
+	// (lockJourney), held from reading its counters to recording its
+	// action, so the gate's per-journey limits see every earlier action
 	// and the idle stopper never stops a journey mid-action.
-	actions sync.Map // uuid.UUID -> *sync.Mutex
-}
-
-func (m *Manager) actionLock(uid uuid.UUID) *sync.Mutex {
-	l, _ := m.actions.LoadOrStore(uid, &sync.Mutex{})
-	return l.(*sync.Mutex)
+	local keyedMutex
 }
 
 // New returns a Manager.
@@ -320,8 +316,17 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		if perr != nil {
 			return SpawnResult{}, perr
 		}
+		// The new journey's lock is held from before its row exists until
+		// its worker is recorded: another marketplace's reconciliation
+		// leaves a journey being spawned alone.
+		uid := uuid.New()
+		unlock, lerr := m.lockJourney(ctx, uid)
+		if lerr != nil {
+			return SpawnResult{}, lerr
+		}
+		defer unlock()
 		j, err = m.cfg.Store.CreateJourney(ctx, store.Journey{
-			Caller: caller, ID: req.JourneyID, WorkerID: entry.Definition.ID,
+			UID: uid, Caller: caller, ID: req.JourneyID, WorkerID: entry.Definition.ID,
 			DefinitionHash: entry.Hash, IsolationLevel: string(lvl), ParentJourney: parent,
 		}, m.quota())
 		if errors.Is(err, store.ErrExists) {
@@ -350,6 +355,20 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 			return SpawnResult{}, err
 		}
 		defer m.endSpawn(j.UID)
+		// Under the journey's lock, as a new journey's spawn: no action
+		// runs and no other marketplace reconciles it meanwhile. Another
+		// marketplace may have spawned it while this one waited.
+		unlock, lerr := m.lockJourney(ctx, j.UID)
+		if lerr != nil {
+			return SpawnResult{}, lerr
+		}
+		defer unlock()
+		if j, err = m.cfg.Store.JourneyByUID(ctx, j.UID); err != nil {
+			return SpawnResult{}, err
+		}
+		if j.State.Live() && mode != "fresh" && m.checkLive(ctx, j) {
+			return SpawnResult{JourneyID: j.ID, WorkerID: j.WorkerID, State: "already_active", ContainerID: j.ContainerID, Workspace: j.Workspace}, nil
+		}
 		if mode == "fresh" {
 			// Admitted (and reset) before the old worker and workspace are
 			// removed: a refused spawn destroys nothing.

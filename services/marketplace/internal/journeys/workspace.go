@@ -302,9 +302,11 @@ func (m *Manager) lockedJourney(ctx context.Context, caller, id string) (store.J
 	if err != nil {
 		return j, nil, err
 	}
-	lock := m.actionLock(j.UID)
-	lock.Lock()
-	return j, lock.Unlock, nil
+	unlock, err := m.lockJourney(ctx, j.UID)
+	if err != nil {
+		return j, nil, err
+	}
+	return j, unlock, nil
 }
 
 func baseInfo(j store.Journey) BaseInfo {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,6 +75,11 @@ type Journey struct {
 // Store is the marketplace's Postgres state.
 type Store struct {
 	pool *pgxpool.Pool
+
+	// locks holds the journey locks (locks.go), made on first use.
+	locksOnce sync.Once
+	locks     *pgxpool.Pool
+	locksErr  error
 }
 
 // New returns a store on pool. The schema comes from the migrations module.
@@ -105,8 +111,13 @@ var ErrParentNotLive = errors.New("the journey whose agent spawns this one is no
 // CreateJourney inserts a journey in state starting, if q admits one more
 // live journey of j.Caller (a *QuotaError if not). It fails with ErrExists
 // when the caller already has a journey with that id, and with
-// ErrParentNotLive for a nested journey whose parent is not live.
+// ErrParentNotLive for a nested journey whose parent is not live. j.UID,
+// when set, is the new journey's uid (the caller may hold its lock
+// already); else one is drawn.
 func (s *Store) CreateJourney(ctx context.Context, j Journey, q Quota) (Journey, error) {
+	if j.UID == uuid.Nil {
+		j.UID = uuid.New()
+	}
 	var out Journey
 	err := s.admit(ctx, j.Caller, uuid.Nil, q, func(tx pgx.Tx) error {
 		if j.ParentJourney != nil {
@@ -121,9 +132,9 @@ func (s *Store) CreateJourney(ctx context.Context, j Journey, q Quota) (Journey,
 				return ErrParentNotLive
 			}
 		}
-		row := tx.QueryRow(ctx, `INSERT INTO journeys (caller, id, worker_id, definition_hash, state, isolation_level, parent_journey)
-			VALUES ($1, $2, $3, $4, 'starting', $5, $6) RETURNING `+journeyColumns,
-			j.Caller, j.ID, j.WorkerID, j.DefinitionHash, j.IsolationLevel, j.ParentJourney)
+		row := tx.QueryRow(ctx, `INSERT INTO journeys (uid, caller, id, worker_id, definition_hash, state, isolation_level, parent_journey)
+			VALUES ($7, $1, $2, $3, $4, 'starting', $5, $6) RETURNING `+journeyColumns,
+			j.Caller, j.ID, j.WorkerID, j.DefinitionHash, j.IsolationLevel, j.ParentJourney, j.UID)
 		var err error
 		out, err = scanJourney(row)
 		var pgErr *pgconn.PgError

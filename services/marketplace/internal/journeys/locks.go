@@ -1,0 +1,101 @@
+package journeys
+
+import (
+	"context"
+	"sync"
+
+	"github.com/google/uuid"
+)
+
+// lockJourney takes a journey's lock: one action at a time on a journey,
+// its counters read and its action recorded under it, across every
+// marketplace on the database (store.LockJourney). Within this process the
+// waiters queue on a mutex first, so that a journey has at most one
+// connection waiting for or holding its lock here.
+func (m *Manager) lockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), err error) {
+	local := m.local.lock(uid)
+	shared, err := m.cfg.Store.LockJourney(ctx, uid)
+	if err != nil {
+		local()
+		return nil, unavailable("the journey's lock could not be taken: %v", err)
+	}
+	return func() { shared(); local() }, nil
+}
+
+// tryLockJourney is lockJourney without the wait: ok is false while an
+// action runs on the journey, here or on another marketplace.
+func (m *Manager) tryLockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
+	local, ok := m.local.tryLock(uid)
+	if !ok {
+		return nil, false, nil
+	}
+	shared, ok, err := m.cfg.Store.TryLockJourney(ctx, uid)
+	if err != nil || !ok {
+		local()
+		return nil, false, err
+	}
+	return func() { shared(); local() }, true, nil
+}
+
+// keyedMutex is a mutex per journey, forgotten when nobody holds or waits
+// for it.
+type keyedMutex struct {
+	mu      sync.Mutex
+	entries map[uuid.UUID]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int // holders and waiters
+}
+
+func (k *keyedMutex) entry(uid uuid.UUID) *keyedEntry {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.entries == nil {
+		k.entries = map[uuid.UUID]*keyedEntry{}
+	}
+	e := k.entries[uid]
+	if e == nil {
+		e = &keyedEntry{}
+		k.entries[uid] = e
+	}
+	e.refs++
+	return e
+}
+
+func (k *keyedMutex) release(uid uuid.UUID, e *keyedEntry) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e.refs--; e.refs == 0 {
+		delete(k.entries, uid)
+	}
+}
+
+func (k *keyedMutex) lock(uid uuid.UUID) (unlock func()) {
+	e := k.entry(uid)
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.release(uid, e)
+	}
+}
+
+func (k *keyedMutex) tryLock(uid uuid.UUID) (unlock func(), ok bool) {
+	e := k.entry(uid)
+	if !e.mu.TryLock() {
+		k.release(uid, e)
+		return nil, false
+	}
+	return func() {
+		e.mu.Unlock()
+		k.release(uid, e)
+	}, true
+}
+
+// size is how many journeys have a holder or a waiter here.
+func (k *keyedMutex) size() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.entries)
+}

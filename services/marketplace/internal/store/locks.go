@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// LockConns bounds the connections that hold journey locks at once, per
+// marketplace: each action under way holds one for its duration, on a pool
+// of their own so that holders never starve the queries they make.
+const LockConns = 32
+
+// journeyLockClass is the first key of the journeys' advisory locks
+// (pg_advisory_lock(int, int), a key space apart from one-key locks such as
+// River's).
+const journeyLockClass int32 = 0x4d570001
+
+func journeyLockKey(uid uuid.UUID) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write(uid[:])
+	return int32(h.Sum32()) //nolint:gosec // a hash: the wrap is intended
+}
+
+// lockPool is the pool journey locks are held on, made on first use with
+// the store's settings.
+func (s *Store) lockPool(ctx context.Context) (*pgxpool.Pool, error) {
+	s.locksOnce.Do(func() {
+		cfg := s.pool.Config()
+		cfg.MaxConns, cfg.MinConns = LockConns, 0
+		s.locks, s.locksErr = pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
+	})
+	return s.locks, s.locksErr
+}
+
+// LockJourney takes the journey's lock, shared by every marketplace on the
+// database: it waits while another holds it, and is held until unlock is
+// called or this process dies (Postgres drops a lost connection's locks).
+// It is what keeps one action at a time on a journey across replicas, and
+// its counters read and written by one holder at a time.
+func (s *Store) LockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), err error) {
+	return s.lockJourney(ctx, uid, `SELECT true FROM pg_advisory_lock($1, $2)`)
+}
+
+// TryLockJourney is LockJourney without the wait: ok is false while
+// another holds the lock.
+func (s *Store) TryLockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
+	unlock, err = s.lockJourney(ctx, uid, `SELECT pg_try_advisory_lock($1, $2)`)
+	if errors.Is(err, errLockHeld) {
+		return nil, false, nil
+	}
+	return unlock, err == nil, err
+}
+
+var errLockHeld = errors.New("journey lock held")
+
+func (s *Store) lockJourney(ctx context.Context, uid uuid.UUID, query string) (func(), error) {
+	pool, err := s.lockPool(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("journey lock: %w", err)
+	}
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("journey lock: %w", err)
+	}
+	key := journeyLockKey(uid)
+	var got bool
+	if err := c.QueryRow(ctx, query, journeyLockClass, key).Scan(&got); err != nil {
+		// Cancelled, the lock may have been granted all the same: the
+		// connection goes, and its locks with it.
+		_ = c.Hijack().Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("journey lock: %w", err)
+	}
+	if !got {
+		c.Release()
+		return nil, errLockHeld
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var released bool
+		if err := c.QueryRow(ctx, `SELECT pg_advisory_unlock($1, $2)`, journeyLockClass, key).Scan(&released); err != nil || !released {
+			_ = c.Hijack().Close(ctx)
+			return
+		}
+		c.Release()
+	}, nil
+}
+
+// Close closes the pool the journey locks are held on.
+func (s *Store) Close() {
+	s.locksOnce.Do(func() {}) // none made after this
+	if s.locks != nil {
+		s.locks.Close()
+	}
+}
