@@ -72,6 +72,19 @@ type Proxy struct {
 
 	mu     sync.RWMutex
 	grants map[string]*Grant // by worker address
+	// resolve, when set, finds the grants instead of grants: the
+	// marketplace keeps them in Postgres, where every replica's proxy
+	// finds any replica's workers.
+	resolve func(ctx context.Context, addr string) (*Grant, error)
+}
+
+// Resolve makes the proxy find each connection's grant with f (nil when
+// the address has none) instead of the grants given to Grant. An error
+// refuses the connection.
+func (p *Proxy) Resolve(f func(ctx context.Context, addr string) (*Grant, error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resolve = f
 }
 
 // New returns a proxy that reports every connection to audit (called from
@@ -122,8 +135,17 @@ func (p *Proxy) grantOf(r *http.Request) (*Grant, string) {
 		host = r.RemoteAddr
 	}
 	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return p.grants[host], host
+	resolve := p.resolve
+	g := p.grants[host]
+	p.mu.RUnlock()
+	if resolve != nil {
+		var err error
+		if g, err = resolve(r.Context(), host); err != nil {
+			p.logger.WarnContext(r.Context(), "finding an egress grant failed", slog.String("source", host), slog.Any("error", err))
+			return nil, host
+		}
+	}
+	return g, host
 }
 
 // decide checks a destination for a request's source; it returns the grant

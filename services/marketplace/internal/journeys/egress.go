@@ -2,6 +2,7 @@ package journeys
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -47,8 +48,10 @@ func (m *Manager) egressSpec(ctx context.Context, rt runtime.Runtime, spec *runt
 	return nil
 }
 
-// egressGrant lets a started egress worker through the proxy, to its list.
-func (m *Manager) egressGrant(ctx context.Context, rt runtime.Runtime, h runtime.Handle, uid uuid.UUID, d *meshtype.Definition) error {
+// egressGrant lets a started egress worker through the proxy, to its
+// list: its address on the egress network is recorded with the journey,
+// where every marketplace's proxy finds it (egressGrantOf).
+func (m *Manager) egressGrant(ctx context.Context, rt runtime.Runtime, h runtime.Handle, uid uuid.UUID, _ *meshtype.Definition) error {
 	nw, ok := rt.(runtime.Networker)
 	if !ok || m.cfg.Egress == nil {
 		return fmt.Errorf("no egress proxy")
@@ -57,26 +60,36 @@ func (m *Manager) egressGrant(ctx context.Context, rt runtime.Runtime, h runtime
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	old, had := m.egressAddrs[uid]
-	m.egressAddrs[uid] = addr
-	m.mu.Unlock()
-	if had && old != addr {
-		m.cfg.Egress.Revoke(old) // the journey's earlier worker
-	}
-	m.cfg.Egress.Grant(addr, egress.Grant{Journey: uid.String(), Allowed: d.Isolation.Egress})
-	return nil
+	return m.cfg.Store.SetEgressAddr(ctx, uid, addr)
 }
 
-// egressRevoke withdraws a journey's grant, if it has one.
+// egressRevoke withdraws a journey's grant, if it has one: its worker is
+// gone or going.
 func (m *Manager) egressRevoke(uid uuid.UUID) {
-	m.mu.Lock()
-	addr, ok := m.egressAddrs[uid]
-	delete(m.egressAddrs, uid)
-	m.mu.Unlock()
-	if ok && m.cfg.Egress != nil {
-		m.cfg.Egress.Revoke(addr)
+	if m.cfg.Egress == nil {
+		return
 	}
+	if err := m.cfg.Store.ClearEgressAddr(context.Background(), uid); err != nil && !errors.Is(err, store.ErrNotFound) {
+		m.logger.Warn("forgetting an egress worker's address failed", slog.String("journey", uid.String()), slog.Any("error", err))
+	}
+}
+
+// egressGrantOf is the proxy's grant of the worker at addr: that of the
+// live egress journey whose worker has the address, by its worker's
+// definition in the catalog; nil for any other address.
+func (m *Manager) egressGrantOf(ctx context.Context, addr string) (*egress.Grant, error) {
+	j, err := m.cfg.Store.EgressJourney(ctx, addr)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e, ok := m.cfg.Catalog.Lookup(j.WorkerID)
+	if !ok || e.Definition.Isolation.Network != meshtype.NetworkEgress {
+		return nil, nil
+	}
+	return &egress.Grant{Journey: j.UID.String(), Allowed: e.Definition.Isolation.Egress}, nil
 }
 
 // AuditEgress writes an egress proxy's record as an audit row of the

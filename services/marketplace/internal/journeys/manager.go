@@ -109,9 +109,7 @@ type Manager struct {
 	mu       sync.Mutex
 	channels map[uuid.UUID]*channel
 	spawning map[uuid.UUID]bool
-	// egressAddrs are the egress workers' addresses, for revoking their
-	// grants; egressRefusals bounds the refusals audited.
-	egressAddrs    map[uuid.UUID]string
+	// egressRefusals bounds the egress refusals audited.
 	egressRefusals refusalLimiter
 	// local queues this process's waiters for a journey's lock
 	// (lockJourney), held from reading its counters to recording its
@@ -165,10 +163,13 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.EgressNoProxy == "" {
 		cfg.EgressNoProxy = "localhost,127.0.0.1"
 	}
-	return &Manager{
+	m := &Manager{
 		cfg: cfg, logger: logger, metrics: metrics, channels: map[uuid.UUID]*channel{}, spawning: map[uuid.UUID]bool{},
-		egressAddrs: map[uuid.UUID]string{},
-	}, nil
+	}
+	if cfg.Egress != nil {
+		cfg.Egress.Resolve(m.egressGrantOf)
+	}
+	return m, nil
 }
 
 // Close closes every open worker channel; workers keep running.

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -103,5 +104,27 @@ func TestEgressWorker(t *testing.T) {
 	}
 	if want := allowed + " allowed\n" + denied + " refused"; strings.Join(got, "\n") != want {
 		t.Errorf("egress audit rows:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
+	}
+
+	// Another marketplace on the database, with a proxy of its own: it
+	// knows the worker (its address is recorded with the journey) and lets
+	// it through to its list, and no further. After the stop, neither does.
+	r := b.replica(t)
+	viaReplica := `p=${HTTP_PROXY#http://}; exec 3<>/dev/tcp/${p%:*}/` + strconv.Itoa(r.egressPort) + ` || exit 1; `
+	get := `printf 'GET http://` + allowed + `/healthz HTTP/1.1\r\nHost: ` + allowed + `\r\nConnection: close\r\n\r\n' >&3; head -1 <&3`
+	if got := bash(viaReplica + get); !strings.HasPrefix(got, "HTTP/1.1 200") {
+		t.Errorf("the allowed server through the other marketplace's proxy: %q", got)
+	}
+	if got := bash(viaReplica + `printf 'CONNECT ` + denied + ` HTTP/1.1\r\nHost: ` + denied + `\r\n\r\n' >&3; cat <&3`); !strings.Contains(got, "403") {
+		t.Errorf("the denied server through the other marketplace's proxy: %q", got)
+	}
+	var addr string
+	if err := b.pool.QueryRow(context.Background(), `SELECT egress_addr FROM journeys WHERE id = 'out'`).Scan(&addr); err != nil || addr == "" {
+		t.Fatalf("the worker's egress address: %q %v", addr, err)
+	}
+	must(t, cs, "stop_worker", map[string]any{"journey_id": "out"})
+	var left *string
+	if err := b.pool.QueryRow(context.Background(), `SELECT egress_addr FROM journeys WHERE id = 'out'`).Scan(&left); err != nil || left != nil {
+		t.Errorf("a stopped journey keeps its egress address %v (%v)", left, err)
 	}
 }

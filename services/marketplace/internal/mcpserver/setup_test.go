@@ -87,6 +87,7 @@ type bundle struct {
 	// network of the test's own (egressNetwork).
 	egress        bool
 	egressNetwork string
+	egressPort    int // this marketplace's proxy's
 }
 
 // setup starts a marketplace (real Docker runtime, real Postgres, real MCP
@@ -161,7 +162,8 @@ func (b *bundle) start(t testing.TB) {
 			t.Fatal(err)
 		}
 		b.egressNetwork = "meshwork-test-" + b.labels["meshwork.test"]
-		cfg.EgressNetwork, cfg.EgressProxyPort = b.egressNetwork, ln.Addr().(*net.TCPAddr).Port
+		b.egressPort = ln.Addr().(*net.TCPAddr).Port
+		cfg.EgressNetwork, cfg.EgressProxyPort = b.egressNetwork, b.egressPort
 		cfg.Egress = egress.New(func(r egress.Record) {
 			if m := auditor.Load(); m != nil {
 				m.AuditEgress(r)
