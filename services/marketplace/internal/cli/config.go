@@ -3,14 +3,13 @@ package cli
 import (
 	"bufio"
 	"fmt"
-	"math"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	"go.yaml.in/yaml/v4"
+
+	"github.com/meshwork/meshwork/pkg/settings"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
@@ -21,72 +20,72 @@ import (
 // default.
 type serveConfig struct {
 	// Transport is stdio or http. Defaults to stdio.
-	Transport string `yaml:"transport"`
+	Transport string
 	// Addr is the HTTP listen address. Defaults to :8080.
-	Addr string `yaml:"addr"`
+	Addr string
 	// Catalog is a directory of worker definitions. Defaults to the built-in catalog.
-	Catalog string `yaml:"catalog"`
+	Catalog string
 	// TokensFile holds bearer tokens, one "caller token" pair per line. Tokens
 	// also come from MESHWORK_TOKENS ("caller=token,caller=token").
-	TokensFile string `yaml:"tokens_file"`
+	TokensFile string
 	// Caller is the identity of the stdio client. Defaults to "local".
-	Caller string `yaml:"caller"`
+	Caller string
 	// ArchiveDir receives stop_worker archives. Defaults to $TMPDIR/meshwork-archives.
-	ArchiveDir string `yaml:"archive_dir"`
+	ArchiveDir string
 	// AllowProcessIsolation enables isolation_level process (no container; development only). Defaults to false.
-	AllowProcessIsolation bool `yaml:"allow_process_isolation"`
+	AllowProcessIsolation bool
 	// ProcessStateDir holds process-isolated workspaces. Defaults to $TMPDIR/meshwork-process.
-	ProcessStateDir string `yaml:"process_state_dir"`
+	ProcessStateDir string
 	// Meshworker is the meshworker binary process isolation runs. Defaults to "meshworker" beside the marketplace binary.
-	Meshworker string `yaml:"meshworker"`
+	Meshworker string
 	// IdleCheck is how often idle workers are looked for. Defaults to 1m.
-	IdleCheck time.Duration `yaml:"idle_check"`
+	IdleCheck time.Duration
 	// Labels are extra labels on every worker container, "k=v,k=v". Defaults to none.
-	Labels string `yaml:"labels"`
+	Labels string
 	// NestedMCPURL is this marketplace's MCP URL as agent containers reach
 	// it; set, agents can spawn nested workers. Defaults to none.
-	NestedMCPURL string `yaml:"nested_mcp_url"`
+	NestedMCPURL string
 	// BaseDir holds the marketplace's record of each journey's base (what its
 	// workspace started from). Defaults to $TMPDIR/meshwork-bases.
-	BaseDir string `yaml:"base_dir"`
+	BaseDir string
 	// SourceHosts are the https hosts spawn_worker's git sources may name,
 	// "host,host:port". Defaults to none.
-	SourceHosts string `yaml:"source_hosts"`
+	SourceHosts string
 	// SourceRoots are the local directories git sources may name,
 	// "dir,dir". Defaults to none.
-	SourceRoots string `yaml:"source_roots"`
+	SourceRoots string
 	// SourceCredentialsFile holds credentials for private source hosts, one
 	// "HOST USERNAME PASSWORD" per line. Defaults to none.
-	SourceCredentialsFile string `yaml:"source_credentials_file"`
+	SourceCredentialsFile string
 	// SourceCAFile is extra PEM certificates to trust for source hosts.
 	// Defaults to the system's roots only.
-	SourceCAFile string `yaml:"source_ca_file"`
+	SourceCAFile string
 	// MaxJourneysPerCaller is the most live journeys (holding a worker) one
 	// caller may have; at least 1. Defaults to 20.
-	MaxJourneysPerCaller int `yaml:"max_journeys_per_caller"`
+	MaxJourneysPerCaller int
 	// MaxJourneys is the most live journeys of all callers together; at
 	// least 1. Defaults to 200.
-	MaxJourneys int `yaml:"max_journeys"`
+	MaxJourneys int
 	// EgressProxyAddr is where the egress proxy of egress workers listens;
 	// it must be reachable from the egress network (workers are told the
 	// port it got). It serves only the addresses of egress workers. Empty
 	// turns it off (egress workers are then refused). Defaults to :0, a
 	// free port on every interface.
-	EgressProxyAddr string `yaml:"egress_proxy_addr"`
+	EgressProxyAddr string
 	// EgressNetwork is the internal Docker network egress workers join.
 	// Defaults to meshwork-egress.
-	EgressNetwork string `yaml:"egress_network"`
+	EgressNetwork string
 	// EgressProxyHost is the proxy's host as egress workers reach it.
 	// Defaults to the egress network's gateway (a marketplace on the host).
-	EgressProxyHost string `yaml:"egress_proxy_host"`
+	EgressProxyHost string
 	// EgressNoProxy is egress workers' NO_PROXY: what they reach on the
 	// egress network itself. Defaults to localhost,127.0.0.1.
-	EgressNoProxy string `yaml:"egress_no_proxy"`
+	EgressNoProxy string
 	// EgressJoin, for a marketplace in a container, joins that container to
 	// the egress network (creating it) under this alias at start, so egress
 	// workers reach the proxy there. Defaults to none (a marketplace on the
 	// host is reached at the network's gateway).
-	EgressJoin string `yaml:"egress_join"`
+	EgressJoin string
 }
 
 func defaultServeConfig() serveConfig {
@@ -97,55 +96,53 @@ func defaultServeConfig() serveConfig {
 	}
 }
 
-// configField binds one setting to its flag, environment variable and file key.
+// configField binds one setting to its flag; its environment variable and
+// config file key follow from the flag's name (package settings).
 type configField struct {
-	flag, env, usage string
-	str              *string
-	boolean          *bool
-	dur              *time.Duration
+	flag, usage string
+	str         *string
+	boolean     *bool
+	dur         *time.Duration
 	// num is a whole number of at least 1.
 	num *int
 }
 
-// fileKey is the setting's key in the config file.
-func (f configField) fileKey() string { return strings.ReplaceAll(f.flag, "-", "_") }
-
-// unsetNum marks a number the config file leaves out, so that an explicit 0
-// in the file is refused rather than taken for "not set".
-const unsetNum = math.MinInt
+// layers is how the marketplace's flags take their values: flag >
+// MESHWORK_<FLAG> > the YAML file of --config > default.
+var layers = settings.Layers{Prefix: "MESHWORK_", ConfigFlag: "config"}
 
 func (c *serveConfig) fields() []configField {
 	return []configField{
-		{flag: "transport", env: "MESHWORK_TRANSPORT", usage: "stdio or http", str: &c.Transport},
-		{flag: "addr", env: "MESHWORK_ADDR", usage: "HTTP listen address", str: &c.Addr},
-		{flag: "catalog", env: "MESHWORK_CATALOG", usage: "catalog directory of worker definitions (default: built-in)", str: &c.Catalog},
-		{flag: "tokens-file", env: "MESHWORK_TOKENS_FILE", usage: `bearer tokens, one "caller token" per line`, str: &c.TokensFile},
-		{flag: "caller", env: "MESHWORK_CALLER", usage: "identity of the stdio client", str: &c.Caller},
-		{flag: "archive-dir", env: "MESHWORK_ARCHIVE_DIR", usage: "where stop_worker archive writes tarballs", str: &c.ArchiveDir},
-		{flag: "allow-process-isolation", env: "MESHWORK_ALLOW_PROCESS_ISOLATION", usage: "allow isolation_level process: NO container isolation, development only", boolean: &c.AllowProcessIsolation},
-		{flag: "process-state-dir", env: "MESHWORK_PROCESS_STATE_DIR", usage: "workspaces of process-isolated workers", str: &c.ProcessStateDir},
-		{flag: "meshworker", env: "MESHWORK_MESHWORKER", usage: "meshworker binary for process isolation", str: &c.Meshworker},
-		{flag: "idle-check", env: "MESHWORK_IDLE_CHECK", usage: "how often to stop idle workers", dur: &c.IdleCheck},
-		{flag: "labels", env: "MESHWORK_LABELS", usage: `extra labels on worker containers, "k=v,k=v"`, str: &c.Labels},
-		{flag: "nested-mcp-url", env: "MESHWORK_NESTED_MCP_URL", usage: "this marketplace's /mcp URL as agent containers reach it (enables nested workers)", str: &c.NestedMCPURL},
-		{flag: "base-dir", env: "MESHWORK_BASE_DIR", usage: "where the marketplace records what each workspace started from (default $TMPDIR/meshwork-bases)", str: &c.BaseDir},
-		{flag: "source-hosts", env: "MESHWORK_SOURCE_HOSTS", usage: `https hosts git sources may name, "host,host:port"`, str: &c.SourceHosts},
-		{flag: "source-roots", env: "MESHWORK_SOURCE_ROOTS", usage: `local directories git sources may name, "dir,dir"`, str: &c.SourceRoots},
-		{flag: "source-credentials-file", env: "MESHWORK_SOURCE_CREDENTIALS_FILE", usage: `credentials for private source hosts, "HOST USERNAME PASSWORD" per line`, str: &c.SourceCredentialsFile},
-		{flag: "source-ca-file", env: "MESHWORK_SOURCE_CA_FILE", usage: "extra PEM certificates to trust for source hosts", str: &c.SourceCAFile},
-		{flag: "max-journeys-per-caller", env: "MESHWORK_MAX_JOURNEYS_PER_CALLER", usage: "most live journeys (holding a worker) one caller may have; spawns past it are refused", num: &c.MaxJourneysPerCaller},
-		{flag: "max-journeys", env: "MESHWORK_MAX_JOURNEYS", usage: "most live journeys of all callers together on this marketplace", num: &c.MaxJourneys},
-		{flag: "egress-proxy-addr", env: "MESHWORK_EGRESS_PROXY_ADDR", usage: "where the egress proxy listens, reachable from the egress network (empty: off, egress workers refused)", str: &c.EgressProxyAddr},
-		{flag: "egress-network", env: "MESHWORK_EGRESS_NETWORK", usage: "the internal Docker network of egress workers (meshwork-...), created when missing", str: &c.EgressNetwork},
-		{flag: "egress-proxy-host", env: "MESHWORK_EGRESS_PROXY_HOST", usage: "the egress proxy's host as egress workers reach it (default: the egress network's gateway)", str: &c.EgressProxyHost},
-		{flag: "egress-no-proxy", env: "MESHWORK_EGRESS_NO_PROXY", usage: "egress workers' NO_PROXY: hosts on the egress network itself (default localhost,127.0.0.1)", str: &c.EgressNoProxy},
-		{flag: "egress-join", env: "MESHWORK_EGRESS_JOIN", usage: "in a container: join it to the egress network under this alias at start, as the proxy's host (default: no)", str: &c.EgressJoin},
+		{flag: "transport", usage: "stdio or http", str: &c.Transport},
+		{flag: "addr", usage: "HTTP listen address", str: &c.Addr},
+		{flag: "catalog", usage: "catalog directory of worker definitions (default: built-in)", str: &c.Catalog},
+		{flag: "tokens-file", usage: `bearer tokens, one "caller token" per line`, str: &c.TokensFile},
+		{flag: "caller", usage: "identity of the stdio client", str: &c.Caller},
+		{flag: "archive-dir", usage: "where stop_worker archive writes tarballs", str: &c.ArchiveDir},
+		{flag: "allow-process-isolation", usage: "allow isolation_level process: NO container isolation, development only", boolean: &c.AllowProcessIsolation},
+		{flag: "process-state-dir", usage: "workspaces of process-isolated workers", str: &c.ProcessStateDir},
+		{flag: "meshworker", usage: "meshworker binary for process isolation", str: &c.Meshworker},
+		{flag: "idle-check", usage: "how often to stop idle workers", dur: &c.IdleCheck},
+		{flag: "labels", usage: `extra labels on worker containers, "k=v,k=v"`, str: &c.Labels},
+		{flag: "nested-mcp-url", usage: "this marketplace's /mcp URL as agent containers reach it (enables nested workers)", str: &c.NestedMCPURL},
+		{flag: "base-dir", usage: "where the marketplace records what each workspace started from (default $TMPDIR/meshwork-bases)", str: &c.BaseDir},
+		{flag: "source-hosts", usage: `https hosts git sources may name, "host,host:port"`, str: &c.SourceHosts},
+		{flag: "source-roots", usage: `local directories git sources may name, "dir,dir"`, str: &c.SourceRoots},
+		{flag: "source-credentials-file", usage: `credentials for private source hosts, "HOST USERNAME PASSWORD" per line`, str: &c.SourceCredentialsFile},
+		{flag: "source-ca-file", usage: "extra PEM certificates to trust for source hosts", str: &c.SourceCAFile},
+		{flag: "max-journeys-per-caller", usage: "most live journeys (holding a worker) one caller may have; spawns past it are refused", num: &c.MaxJourneysPerCaller},
+		{flag: "max-journeys", usage: "most live journeys of all callers together on this marketplace", num: &c.MaxJourneys},
+		{flag: "egress-proxy-addr", usage: "where the egress proxy listens, reachable from the egress network (empty: off, egress workers refused)", str: &c.EgressProxyAddr},
+		{flag: "egress-network", usage: "the internal Docker network of egress workers (meshwork-...), created when missing", str: &c.EgressNetwork},
+		{flag: "egress-proxy-host", usage: "the egress proxy's host as egress workers reach it (default: the egress network's gateway)", str: &c.EgressProxyHost},
+		{flag: "egress-no-proxy", usage: "egress workers' NO_PROXY: hosts on the egress network itself (default localhost,127.0.0.1)", str: &c.EgressNoProxy},
+		{flag: "egress-join", usage: "in a container: join it to the egress network under this alias at start, as the proxy's host (default: no)", str: &c.EgressJoin},
 	}
 }
 
 func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
 	for _, f := range c.fields() {
-		usage := f.usage + " (env " + f.env + ")"
+		usage := f.usage + " (env " + layers.EnvName(f.flag) + ")"
 		switch {
 		case f.str != nil:
 			fs.StringVar(f.str, f.flag, *f.str, usage)
@@ -159,111 +156,25 @@ func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
 	}
 }
 
-// resolve applies the file and the environment under the flags the user set.
+// resolve fills in the flags the user did not set from the environment and
+// the config file (package settings), then checks the values.
 func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string) string) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
-	flagged := *c
-	// from says where each setting's value came from, for the errors.
-	from := map[string]string{}
-	if file != "" {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return fmt.Errorf("reading config: %w", err)
-		}
-		var fromFile serveConfig
-		for _, f := range fromFile.fields() {
-			if f.num != nil {
-				*f.num = unsetNum
-			}
-		}
-		dec := yaml.NewDecoder(strings.NewReader(string(data)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&fromFile); err != nil {
-			return fmt.Errorf("config %s: %w", file, err)
-		}
-		c.overlay(&fromFile, file, from)
-	}
-	for _, f := range c.fields() {
-		v := getenv(f.env)
-		if v == "" {
-			continue
-		}
-		from[f.flag] = f.env
-		switch {
-		case f.str != nil:
-			*f.str = v
-		case f.boolean != nil:
-			*f.boolean = v == "1" || strings.EqualFold(v, "true")
-		case f.dur != nil:
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("%s: %w", f.env, err)
-			}
-			*f.dur = d
-		case f.num != nil:
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%s: %q is not a whole number", f.env, v)
-			}
-			*f.num = n
-		}
-	}
-	// Flags the user set win over everything.
-	mine, theirs := c.fields(), flagged.fields()
-	for i := range mine {
-		if !set[mine[i].flag] {
-			continue
-		}
-		from[mine[i].flag] = "--" + mine[i].flag
-		switch {
-		case mine[i].str != nil:
-			*mine[i].str = *theirs[i].str
-		case mine[i].boolean != nil:
-			*mine[i].boolean = *theirs[i].boolean
-		case mine[i].dur != nil:
-			*mine[i].dur = *theirs[i].dur
-		case mine[i].num != nil:
-			*mine[i].num = *theirs[i].num
-		}
+	from, err := layers.ResolveFile(fs, file, getenv)
+	if err != nil {
+		return err
 	}
 	if c.Transport != "stdio" && c.Transport != "http" {
-		return fmt.Errorf("transport %q is not one of stdio, http", c.Transport)
+		return fmt.Errorf("transport %q (from %s) is not one of stdio, http", c.Transport, from.Of("transport"))
 	}
 	if c.IdleCheck <= 0 {
-		return fmt.Errorf("idle-check %s must be positive", c.IdleCheck)
+		return fmt.Errorf("idle-check %s (from %s) must be positive", c.IdleCheck, from.Of("idle-check"))
 	}
 	for _, f := range c.fields() {
 		if f.num != nil && *f.num < 1 {
-			source, ok := from[f.flag]
-			if !ok {
-				source = "the default"
-			}
-			return fmt.Errorf("%s must be at least 1, got %d from %s", f.flag, *f.num, source)
+			return fmt.Errorf("%s must be at least 1, got %d from %s", f.flag, *f.num, from.Of(f.flag))
 		}
 	}
 	return nil
-}
-
-// overlay copies the settings o, read from file, has (non-zero; numbers
-// set) onto c, noting in from where they came from.
-func (c *serveConfig) overlay(o *serveConfig, file string, from map[string]string) {
-	mine, theirs := c.fields(), o.fields()
-	for i := range mine {
-		switch {
-		case mine[i].str != nil && *theirs[i].str != "":
-			*mine[i].str = *theirs[i].str
-		case mine[i].boolean != nil && *theirs[i].boolean:
-			*mine[i].boolean = true
-		case mine[i].dur != nil && *theirs[i].dur != 0:
-			*mine[i].dur = *theirs[i].dur
-		case mine[i].num != nil && *theirs[i].num != unsetNum:
-			*mine[i].num = *theirs[i].num
-		default:
-			continue
-		}
-		from[mine[i].flag] = mine[i].fileKey() + " in " + file
-	}
 }
 
 // parseLabels reads "k=v,k=v".

@@ -53,13 +53,17 @@ or --tokens-file; both only from the environment or files, never flags.
 Tokens are stored in the database only as SHA-256 hashes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.resolve(cmd.Flags(), configFile, os.Getenv); err != nil {
+			file := configFile
+			if file == "" {
+				file = os.Getenv(layers.EnvName("config"))
+			}
+			if err := cfg.resolve(cmd.Flags(), file, os.Getenv); err != nil {
 				return err
 			}
 			return serve(cmd.Context(), cfg, logger)
 		},
 	}
-	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file")
+	cmd.Flags().StringVar(&configFile, "config", "", "YAML config file, keys as the flag names (env MESHWORK_CONFIG)")
 	cfg.bindFlags(cmd.Flags())
 	return cmd
 }

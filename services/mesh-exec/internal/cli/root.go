@@ -4,10 +4,10 @@ package cli
 import (
 	"log/slog"
 	"os"
-	"strings"
+
+	"github.com/meshwork/meshwork/pkg/settings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/healthprobe"
@@ -66,19 +66,6 @@ Any error exits 2, which blocks the tool call.`,
 	return root
 }
 
-// applyEnv sets every flag the user did not give from MESH_EXEC_<NAME>.
-func applyEnv(fs *pflag.FlagSet, getenv func(string) string) error {
-	var firstErr error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || firstErr != nil {
-			return
-		}
-		name := "MESH_EXEC_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				firstErr = err
-			}
-		}
-	})
-	return firstErr
-}
+// layers is how mesh-exec's flags take their values: flag >
+// MESH_EXEC_<FLAG> > default (package settings).
+var layers = settings.Layers{Prefix: "MESH_EXEC_"}

@@ -69,7 +69,7 @@ session that is running waits for it (--busy wait, the default) or fails at
 once (--busy refuse).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags(), os.Getenv); err != nil {
+			if _, err := layers.Resolve(cmd.Flags(), os.Getenv); err != nil {
 				return err
 			}
 			return serve(cmd.Context(), f, logger)
@@ -101,6 +101,7 @@ once (--busy refuse).`,
 	fl.StringVar(&f.command.argv, "command-argv", "", `command backend: argv template as JSON, with {task}, {session_id}, {repository}, {model}`)
 	fl.StringVar(&f.command.resumeArgv, "command-resume-argv", "", "command backend: argv template of a resume, as JSON (default: no resume)")
 	fl.StringVar(&f.command.output, "command-output", "text", "command backend: how to read its stdout, text or jsonl")
+	layers.Annotate(fl)
 	return cmd
 }
 

@@ -103,8 +103,9 @@ mesh_url: http://file/mcp
 	}{
 		{"unknown key", "adddr: x\n", nil, `unknown key "adddr"`},
 		{"not a scalar", "addr: [a, b]\n", nil, "single value"},
-		{"bad file value", "lease_ttl: soon\n", nil, "lease-ttl"},
-		{"bad env value", "", env{"ORCHESTRATOR_MAX_WORKERS": "many"}, "ORCHESTRATOR_MAX_WORKERS"},
+		{"bad file value", "lease_ttl: soon\n", nil, `lease_ttl: "soon": not a duration`},
+		{"bad env value", "", env{"ORCHESTRATOR_MAX_WORKERS": "many"}, `ORCHESTRATOR_MAX_WORKERS="many": not a whole number`},
+		{"not a boolean", "", env{"ORCHESTRATOR_API_ONLY": "yes"}, `ORCHESTRATOR_API_ONLY="yes": not a boolean`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{}

@@ -2,107 +2,25 @@ package cli
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
-	"go.yaml.in/yaml/v4"
+
+	"github.com/meshwork/meshwork/pkg/settings"
 )
 
-// envPrefix prefixes the environment variable of every flag:
-// --lease-ttl is ORCHESTRATOR_LEASE_TTL.
-const envPrefix = "ORCHESTRATOR_"
+// layers is how the orchestrator's flags take their values: flag >
+// ORCHESTRATOR_<FLAG> > the YAML file of --config (or ORCHESTRATOR_CONFIG)
+// > default.
+var layers = settings.Layers{Prefix: "ORCHESTRATOR_", ConfigFlag: "config"}
 
-// envName is the environment variable of a flag.
-func envName(flag string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
-}
-
-// noEnv are flags that take no environment variable or file key.
-var noEnv = map[string]bool{"help": true, "config": true}
-
-// annotateEnv appends each flag's environment variable to its usage, for
-// --help.
-func annotateEnv(fs *pflag.FlagSet) {
-	fs.VisitAll(func(f *pflag.Flag) {
-		if !noEnv[f.Name] {
-			f.Usage += " (env " + envName(f.Name) + ")"
-		}
-	})
-}
-
-// resolveSettings fills in the flags the user did not set: from their
-// environment variable, else from the YAML config file (--config, else
-// ORCHESTRATOR_CONFIG), whose keys are the flag names (with - or _), else
-// they keep their default. So the precedence is flag > env > file > default.
+// resolveSettings fills in the flags the user did not set (package
+// settings).
 func resolveSettings(fs *pflag.FlagSet, getenv func(string) string) error {
-	file := ""
-	if f := fs.Lookup("config"); f != nil {
-		file = f.Value.String()
-		if !f.Changed {
-			file = getenv(envName("config"))
-		}
-	}
-	fromFile, err := readConfigFile(fs, file)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || noEnv[f.Name] {
-			return
-		}
-		if v := getenv(envName(f.Name)); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
-			}
-			return
-		}
-		if v, ok := fromFile[f.Name]; ok {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %s: %w", file, f.Name, err))
-			}
-		}
-	})
-	return errors.Join(errs...)
-}
-
-// readConfigFile reads a YAML mapping of flag names to scalar values.
-func readConfigFile(fs *pflag.FlagSet, file string) (map[string]string, error) {
-	out := map[string]string{}
-	if file == "" {
-		return out, nil
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("reading the config file: %w", err)
-	}
-	var doc map[string]yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", file, err)
-	}
-	for key, node := range doc {
-		name := strings.ReplaceAll(key, "_", "-")
-		if fs.Lookup(name) == nil || noEnv[name] {
-			var known []string
-			fs.VisitAll(func(f *pflag.Flag) {
-				if !noEnv[f.Name] {
-					known = append(known, strings.ReplaceAll(f.Name, "-", "_"))
-				}
-			})
-			return nil, fmt.Errorf("config file %s:%d: unknown key %q (known: %s)", file, node.Line, key, strings.Join(known, ", "))
-		}
-		if node.Kind != yaml.ScalarNode {
-			return nil, fmt.Errorf("config file %s:%d: %s must be a single value", file, node.Line, key)
-		}
-		if node.Tag == "!!null" {
-			continue
-		}
-		out[name] = node.Value
-	}
-	return out, nil
+	_, err := layers.Resolve(fs, getenv)
+	return err
 }
 
 // loadTokens reads the API's bearer tokens, caller → token, from envValue

@@ -59,7 +59,7 @@ func newMCPCommand(logger *slog.Logger, getenv func(string) string) *cobra.Comma
 	fs.StringVar(&cfg.Transport, "transport", "stdio", "MCP transport: stdio (for HTTP, use serve: /mcp)")
 	fs.StringVar(&cfg.Pipelines, "pipelines", "", "directory of pipeline YAML files (default: the built-in catalog)")
 	fs.StringVar(&cfg.Caller, "caller", "local", "caller recorded with the runs started and decisions made")
-	annotateEnv(fs)
+	layers.Annotate(fs)
 	return cmd
 }
 

@@ -136,7 +136,7 @@ func newServeCommand(logger *slog.Logger, getenv func(string) string) *cobra.Com
 		},
 	}
 	cfg.bindFlags(cmd.Flags())
-	annotateEnv(cmd.Flags())
+	layers.Annotate(cmd.Flags())
 	return cmd
 }
 
