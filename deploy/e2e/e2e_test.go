@@ -56,6 +56,9 @@ func TestStack(t *testing.T) {
 	t.Run("an agent spawns and uses a nested worker over the network", func(t *testing.T) {
 		s.nestedWorkers(ctx, t)
 	})
+	t.Run("a journey keeps working through the second marketplace when the first is killed", func(t *testing.T) {
+		s.replicas(ctx, t)
+	})
 	t.Run("orchestrator killed mid-run, run completes after restart", func(t *testing.T) {
 		s.killedMidRun(ctx, t)
 	})
@@ -79,10 +82,16 @@ func TestStack(t *testing.T) {
 // as caller (a token's owner), with trace context in _meta.
 func (s *stack) connect(ctx context.Context, t *testing.T, caller string) *mcp.ClientSession {
 	t.Helper()
+	return s.connectTo(ctx, t, s.markURL, caller)
+}
+
+// connectTo is connect to the marketplace at base, one of the replicas.
+func (s *stack) connectTo(ctx context.Context, t *testing.T, base, caller string) *mcp.ClientSession {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "meshwork-e2e", Version: "test"}, nil)
 	client.AddSendingMiddleware(telemetry.ClientMiddleware())
 	transport := &mcp.StreamableClientTransport{
-		Endpoint:   s.markURL + "/mcp",
+		Endpoint:   base + "/mcp",
 		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: s.tokens[caller]}), Base: http.DefaultTransport}, Timeout: 2 * time.Minute},
 	}
 	cs, err := client.Connect(ctx, transport, nil)
@@ -304,6 +313,12 @@ func (s *stack) killedMidRun(ctx context.Context, t *testing.T) {
 	// review takes the fake claude's 2.5 s).
 	before := s.waitRun(ctx, t, id, 2*time.Minute, "past research", func(v runView) bool {
 		return v.node("research") == "succeeded" && v.Status == "running"
+	})
+	// The researcher's span is exported before the kill (the services
+	// export in batches, every 500 ms here): the run's trace must hold it
+	// and what ran after the restart.
+	s.waitSpans(ctx, t, before.TraceID, func(spans []telemetrytest.Span) bool {
+		return hasSpan(spans, svcOrchestrator, "invoke_agent researcher")
 	})
 	s.run(ctx, t, "kill", "-s", "SIGKILL", "orchestrator")
 	t.Logf("orchestrator killed with run %s at nodes %+v", id, before.Nodes)

@@ -31,7 +31,7 @@ const (
 
 // coreServices are what the test starts: the stack without lgtm (its image
 // needs a registry), plus the test's OTLP receiver.
-var coreServices = []string{"postgres", "migrate", "marketplace", "mesh-exec", "orchestrator", "otlp-sink"}
+var coreServices = []string{"postgres", "migrate", "marketplace", "marketplace-2", "mesh-exec", "orchestrator", "otlp-sink"}
 
 // stack is one compose project started by the test.
 type stack struct {
@@ -48,6 +48,7 @@ type stack struct {
 	ports      map[string]string // service -> host:port on loopback
 	meshctl    string
 	markURL    string
+	mark2URL   string // the second marketplace replica
 	orchURL    string
 	sinkURL    string
 	meshURL    string
@@ -114,7 +115,7 @@ func newStack(t *testing.T) *stack {
 		t: t, compose: composeCommand(t), project: "meshwork-e2e-" + randomHex(4), repo: repo,
 		dir:     t.TempDir(),
 		tokens:  map[string]string{"client": "e2e-client-" + randomHex(16), "orchestrator": "e2e-orch-" + randomHex(16), "mesh": "e2e-mesh-" + randomHex(16)},
-		ports:   map[string]string{"marketplace": freePort(t), "orchestrator": freePort(t)},
+		ports:   map[string]string{"marketplace": freePort(t), "marketplace-2": freePort(t), "orchestrator": freePort(t)},
 		meshctl: filepath.Join(repo, "bin", "linux_amd64", "meshctl"),
 		started: time.Now(),
 	}
@@ -148,6 +149,10 @@ func newStack(t *testing.T) *stack {
 		"ANTHROPIC_API_KEY=e2e-fake-claude-accepts-any-key",
 		"CLAUDE_CODE_OAUTH_TOKEN=",
 		"MARKETPLACE_PORT="+s.ports["marketplace"],
+		"MARKETPLACE_2_PORT="+s.ports["marketplace-2"],
+		// The second marketplace replica (deploy/compose.yaml), in every
+		// compose command: up, logs and down.
+		"COMPOSE_PROFILES=replicas",
 		"ORCHESTRATOR_PORT="+s.ports["orchestrator"],
 		"MESHWORK_BIND=127.0.0.1",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://otlp-sink:4318",
@@ -167,10 +172,11 @@ func newStack(t *testing.T) *stack {
 	s.dumpLogs = true
 	s.run(ctx, t, append([]string{"up", "-d"}, coreServices...)...)
 	s.markURL = "http://127.0.0.1:" + s.ports["marketplace"]
+	s.mark2URL = "http://127.0.0.1:" + s.ports["marketplace-2"]
 	s.orchURL = "http://127.0.0.1:" + s.ports["orchestrator"]
 	s.sinkURL = "http://" + s.port(ctx, t, "otlp-sink", "4318")
 	s.meshURL = "http://" + s.port(ctx, t, "mesh-exec", "8081")
-	for _, u := range []string{s.markURL + "/healthz", s.orchURL + "/healthz", s.sinkURL + "/healthz", s.meshURL + "/healthz"} {
+	for _, u := range []string{s.markURL + "/healthz", s.mark2URL + "/healthz", s.orchURL + "/healthz", s.sinkURL + "/healthz", s.meshURL + "/healthz"} {
 		s.waitHTTP(ctx, t, u)
 	}
 	s.dumpLogs = false

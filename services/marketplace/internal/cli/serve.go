@@ -149,7 +149,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	// before then (from no worker: none exists yet) is refused unaudited.
 	var auditor atomic.Pointer[journeys.Manager]
 	if cfg.EgressJoin != "" {
-		if err := joinEgressNetwork(ctx, runtimes, cfg.EgressNetwork, cfg.EgressJoin, labels); err != nil {
+		if err := joinEgressNetwork(ctx, st, runtimes, cfg.EgressNetwork, cfg.EgressJoin, labels); err != nil {
 			return err
 		}
 	}
@@ -242,12 +242,20 @@ func agentCredentials(getenv func(string) string) []string {
 // egress workers, and the nested workers' MCP endpoint. The network is the
 // marketplace's, not Compose's, so stopping the stack leaves it, and the
 // live journeys' workers on it, alone.
-func joinEgressNetwork(ctx context.Context, runtimes map[meshtype.IsolationLevel]runtime.Runtime, network, alias string, labels map[string]string) error {
+func joinEgressNetwork(ctx context.Context, st *store.Store, runtimes map[meshtype.IsolationLevel]runtime.Runtime, network, alias string, labels map[string]string) error {
 	d, ok := runtimes[meshtype.IsolationContainer].(*docker.Runtime)
 	if !ok {
 		return errors.New("--egress-join needs the Docker runtime")
 	}
-	if _, err := d.EnsureInternalNetwork(ctx, network, labels); err != nil {
+	// Under the network's lock: marketplaces starting at once (replicas)
+	// would otherwise each create one.
+	unlock, err := st.LockName(ctx, "network/"+network)
+	if err != nil {
+		return fmt.Errorf("--egress-join: %w", err)
+	}
+	_, err = d.EnsureInternalNetwork(ctx, network, labels)
+	unlock()
+	if err != nil {
 		return err
 	}
 	self, err := os.Hostname()

@@ -32,7 +32,12 @@ func (m *Manager) egressSpec(ctx context.Context, rt runtime.Runtime, spec *runt
 	if !ok || m.cfg.Egress == nil {
 		return unavailable("egress workers need the Docker runtime and the marketplace's egress proxy (--egress-proxy-addr)")
 	}
+	unlock, err := m.cfg.Store.LockName(ctx, "network/"+m.cfg.EgressNetwork)
+	if err != nil {
+		return unavailable("preparing the egress network: %v", err)
+	}
 	gateway, err := nw.EnsureInternalNetwork(ctx, m.cfg.EgressNetwork, m.cfg.Labels)
+	unlock()
 	if err != nil {
 		return unavailable("preparing the egress network: %v", err)
 	}

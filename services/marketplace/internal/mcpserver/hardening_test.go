@@ -93,7 +93,7 @@ func hardening(t *testing.T, ociRuntime string) {
 			}
 		}
 		if out["exit_code"] != float64(0) {
-			t.Errorf("go test exited %v:\n%s\n%s", out["exit_code"], stdout, out["stderr"])
+			t.Errorf("go test exited %v (timed out: %v, quota: %v):\n%s\n%s", out["exit_code"], out["timed_out"], out["quota_exceeded"], stdout, out["stderr"])
 		}
 	}
 

@@ -16,15 +16,27 @@ import (
 // of their own so that holders never starve the queries they make.
 const LockConns = 32
 
-// journeyLockClass is the first key of the journeys' advisory locks
+// The first keys of the marketplace's advisory locks
 // (pg_advisory_lock(int, int), a key space apart from one-key locks such as
-// River's).
-const journeyLockClass int32 = 0x4d570001
+// River's): a journey's, and a named resource's (LockName).
+const (
+	journeyLockClass int32 = 0x4d570001
+	nameLockClass    int32 = 0x4d570002
+)
 
-func journeyLockKey(uid uuid.UUID) int32 {
+func journeyLockKey(uid uuid.UUID) int32 { return lockKey(uid[:]) }
+
+func lockKey(b []byte) int32 {
 	h := fnv.New32a()
-	_, _ = h.Write(uid[:])
+	_, _ = h.Write(b)
 	return int32(h.Sum32()) //nolint:gosec // a hash: the wrap is intended
+}
+
+// LockName takes the lock of a named resource shared by every marketplace
+// on the database, such as the egress network, which two marketplaces
+// starting at once would otherwise both create; as LockJourney.
+func (s *Store) LockName(ctx context.Context, name string) (unlock func(), err error) {
+	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte(name)), `SELECT true FROM pg_advisory_lock($1, $2)`)
 }
 
 // lockPool is the pool journey locks are held on, made on first use with
@@ -44,13 +56,13 @@ func (s *Store) lockPool(ctx context.Context) (*pgxpool.Pool, error) {
 // It is what keeps one action at a time on a journey across replicas, and
 // its counters read and written by one holder at a time.
 func (s *Store) LockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), err error) {
-	return s.lockJourney(ctx, uid, `SELECT true FROM pg_advisory_lock($1, $2)`)
+	return s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), `SELECT true FROM pg_advisory_lock($1, $2)`)
 }
 
 // TryLockJourney is LockJourney without the wait: ok is false while
 // another holds the lock.
 func (s *Store) TryLockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
-	unlock, err = s.lockJourney(ctx, uid, `SELECT pg_try_advisory_lock($1, $2)`)
+	unlock, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), `SELECT pg_try_advisory_lock($1, $2)`)
 	if errors.Is(err, errLockHeld) {
 		return nil, false, nil
 	}
@@ -59,22 +71,21 @@ func (s *Store) TryLockJourney(ctx context.Context, uid uuid.UUID) (unlock func(
 
 var errLockHeld = errors.New("journey lock held")
 
-func (s *Store) lockJourney(ctx context.Context, uid uuid.UUID, query string) (func(), error) {
+func (s *Store) advisoryLock(ctx context.Context, class, key int32, query string) (func(), error) {
 	pool, err := s.lockPool(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("journey lock: %w", err)
+		return nil, fmt.Errorf("advisory lock: %w", err)
 	}
 	c, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("journey lock: %w", err)
+		return nil, fmt.Errorf("advisory lock: %w", err)
 	}
-	key := journeyLockKey(uid)
 	var got bool
-	if err := c.QueryRow(ctx, query, journeyLockClass, key).Scan(&got); err != nil {
+	if err := c.QueryRow(ctx, query, class, key).Scan(&got); err != nil {
 		// Cancelled, the lock may have been granted all the same: the
 		// connection goes, and its locks with it.
 		_ = c.Hijack().Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("journey lock: %w", err)
+		return nil, fmt.Errorf("advisory lock: %w", err)
 	}
 	if !got {
 		c.Release()
@@ -84,7 +95,7 @@ func (s *Store) lockJourney(ctx context.Context, uid uuid.UUID, query string) (f
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var released bool
-		if err := c.QueryRow(ctx, `SELECT pg_advisory_unlock($1, $2)`, journeyLockClass, key).Scan(&released); err != nil || !released {
+		if err := c.QueryRow(ctx, `SELECT pg_advisory_unlock($1, $2)`, class, key).Scan(&released); err != nil || !released {
 			_ = c.Hijack().Close(ctx)
 			return
 		}
