@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
@@ -85,4 +88,34 @@ func (e *Engine) checkThreadOwner(ctx context.Context, thread string) error {
 		return fmt.Errorf("%w: thread %q is another caller's; choose another name", ErrConflict, thread)
 	}
 	return nil
+}
+
+// ErrForbidden refuses a caller who sees a run an action it may not take:
+// deciding an approval whose node names other approvers.
+var ErrForbidden = errors.New("forbidden")
+
+// mayDecide checks that ctx's viewer may decide the interrupt: an admin,
+// one of the approvers its node names, or, when it names none, the run's
+// caller. Anyone else gets "not found", as for an interrupt that does not
+// exist, unless they see the run (then they are told who decides).
+func (e *Engine) mayDecide(ctx context.Context, run store.Run, in store.Interrupt) error {
+	v, ok := viewerOf(ctx)
+	if !ok || v.Admin {
+		return nil
+	}
+	var approvers []string
+	if p, err := e.pipelineFor(run, true); err == nil {
+		if n, ok := p.Node(in.NodeID); ok {
+			approvers = n.Approvers
+		}
+	}
+	switch {
+	case len(approvers) == 0 && run.Caller == v.Caller:
+		return nil
+	case slices.Contains(approvers, v.Caller):
+		return nil
+	case run.Caller == v.Caller:
+		return fmt.Errorf("%w: approval %s of node %s is decided by %s", ErrForbidden, in.ID, in.NodeID, strings.Join(approvers, ", "))
+	}
+	return fmt.Errorf("interrupt %q: %w", in.ID, ErrNotFound)
 }

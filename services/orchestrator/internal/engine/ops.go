@@ -460,12 +460,12 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		if err != nil {
 			return err
 		}
-		if !visible(ctx, run) {
-			return fmt.Errorf("interrupt %q: %w", req.InterruptID, ErrNotFound)
-		}
 		in, err = store.LockInterrupt(ctx, tx, req.InterruptID)
 		if err != nil {
 			return fmt.Errorf("interrupt %q: %w", req.InterruptID, err)
+		}
+		if err := e.mayDecide(ctx, run, in); err != nil {
+			return err
 		}
 		if in.Status != "pending" {
 			return fmt.Errorf("%w: interrupt %s was already %s", ErrConflict, in.ID, in.Status)

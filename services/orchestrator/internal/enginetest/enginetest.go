@@ -24,7 +24,8 @@ import (
 // Pipelines are the test pipelines, all of whose roles work via mesh:
 //
 //   - echo {task}: two nodes, one after the other;
-//   - approval: a draft, an approval, then a publish that uses its value.
+//   - approval: a draft, an approval, then a publish that uses its value;
+//   - signoff: approval whose approval node names its approver, bob.
 var Pipelines = fstest.MapFS{
 	"echo.yaml": {Data: []byte(`name: echo
 description: Two steps, one after the other.
@@ -45,6 +46,15 @@ roles:
 nodes:
   - {id: draft, role: a, task: draft}
   - {id: approve, type: approval, needs: [draft]}
+  - {id: publish, role: a, needs: [approve], task: "publish with {{ .nodes.approve.output }}"}
+`)},
+	"signoff.yaml": {Data: []byte(`name: signoff
+description: A draft that only bob may approve, then published.
+roles:
+  a: {via: mesh, repository: a}
+nodes:
+  - {id: draft, role: a, task: draft}
+  - {id: approve, type: approval, needs: [draft], approvers: [bob]}
   - {id: publish, role: a, needs: [approve], task: "publish with {{ .nodes.approve.output }}"}
 `)},
 }

@@ -24,6 +24,7 @@ const (
 	codeTooLarge         = "too_large"
 	codeInternal         = "internal"
 	codeUnavailable      = "unavailable"
+	codeForbidden        = "permission_denied"
 )
 
 // internalMessage is all a client learns of an unexpected failure; the
@@ -67,6 +68,8 @@ func classify(err error) (status int, code string, ok bool) {
 		return http.StatusConflict, codePipelineChanged, true
 	case errors.Is(err, engine.ErrConflict):
 		return http.StatusConflict, codeConflict, true
+	case errors.Is(err, engine.ErrForbidden):
+		return http.StatusForbidden, codeForbidden, true
 	}
 	return http.StatusInternalServerError, codeInternal, false
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -135,4 +136,38 @@ func (b *bundle) mcpClient(t *testing.T, token string) *mcp.ClientSession {
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// An approval node that names its approvers is decided by them alone: the
+// run's own caller is refused (told who decides), a named approver who did
+// not start the run decides it, and the decision records them.
+func TestNamedApprovers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var run store.Run
+	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "signoff"}, http.StatusCreated, &run)
+	v := b.settle(t, run.ID)
+	if v.Status != runstate.RunWaiting || len(v.Interrupts) != 1 {
+		t.Fatalf("run %s with %d interrupts; want waiting on one", v.Status, len(v.Interrupts))
+	}
+	path := "/v1/interrupts/" + v.Interrupts[0].ID + "/resume"
+	resp, data := b.do(t, http.MethodPost, path, aliceToken, map[string]any{"value": "mine"})
+	if e := wantError(t, resp, data, http.StatusForbidden, codeForbidden); !strings.Contains(e.Message, "decided by bob") {
+		t.Errorf("alice's refusal says %q, want who decides", e.Message)
+	}
+	alice := b.mcpClient(t, aliceToken)
+	res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "resume_run", Arguments: map[string]any{"interrupt_id": v.Interrupts[0].ID, "value": "mine"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := meshapi.ErrorOf(res); !ok || e.Code != meshapi.CodePermissionDenied {
+		t.Errorf("alice's resume_run: %+v, want permission_denied", e)
+	}
+	resp, data = b.do(t, http.MethodPost, path, bobToken, map[string]any{"value": "signed off"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("bob's decision: %d %s", resp.StatusCode, data)
+	}
+	if v := b.settle(t, run.ID); v.Status != runstate.RunSucceeded || v.Interrupts[0].DecidedBy != "bob" || v.Outputs["publish"] != "a: publish with signed off" {
+		t.Errorf("run %s, decided by %q, outputs %v; want succeeded, by bob", v.Status, v.Interrupts[0].DecidedBy, v.Outputs)
+	}
 }

@@ -164,6 +164,8 @@ func (t *tools) clientError(ctx context.Context, tool string, err error) error {
 		return &meshapi.Error{Code: meshapi.CodeConflict, Message: err.Error()}
 	case errors.Is(err, engine.ErrPipelineChanged):
 		return &meshapi.Error{Code: meshapi.CodePipelineChanged, Message: err.Error()}
+	case errors.Is(err, engine.ErrForbidden):
+		return &meshapi.Error{Code: meshapi.CodePermissionDenied, Message: err.Error()}
 	}
 	t.logger.ErrorContext(ctx, "tool failed", slog.String("tool", tool), slog.Any("error", err))
 	return meshapi.Errorf(meshapi.CodeInternal, "internal error; the orchestrator logged it")

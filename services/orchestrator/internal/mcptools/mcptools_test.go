@@ -234,7 +234,7 @@ func TestToolErrors(t *testing.T) {
 	}{
 		{"get_run", map[string]any{"run_id": "00000000-0000-0000-0000-000000000000"}, "not found"},
 		{"get_run", map[string]any{}, "run_id"},
-		{"run_pipeline", map[string]any{"pipeline": "nope"}, `pipeline "nope": not found (known: approval, echo)`},
+		{"run_pipeline", map[string]any{"pipeline": "nope"}, `pipeline "nope": not found (known: approval, echo, signoff)`},
 		{"run_pipeline", map[string]any{"pipeline": "echo"}, "task"},
 		{"run_pipeline", map[string]any{"pipeline": "echo", "bogus": 1}, "bogus"},
 		{"list_runs", map[string]any{"status": "done"}, "status"},

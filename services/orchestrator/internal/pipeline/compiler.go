@@ -297,6 +297,9 @@ func (c *compiler) checkNode(i int) {
 	}
 	switch n.Type {
 	case TypeAgent:
+		if len(n.Approvers) > 0 {
+			c.fail(p+".approvers", "%s: only approval nodes take approvers", label)
+		}
 		if n.Role == "" {
 			c.fail(p, "%s: missing role (%s)", label, c.roleList())
 		} else if _, ok := c.def.Roles[n.Role]; !ok {
@@ -308,6 +311,11 @@ func (c *compiler) checkNode(i int) {
 			c.fail(p, "%s: a foreach node needs a task (each item is .item in it)", label)
 		}
 	case TypeApproval:
+		for j, a := range n.Approvers {
+			if strings.TrimSpace(a) == "" || strings.ContainsAny(a, " \t\r\n") {
+				c.fail(p+".approvers["+strconv.Itoa(j)+"]", "%s: approver %q is not a caller name (no spaces)", label, a)
+			}
+		}
 		for _, f := range []struct {
 			field string
 			set   bool

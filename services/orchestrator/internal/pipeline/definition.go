@@ -166,6 +166,10 @@ type Node struct {
 	// whose text becomes the node's output instead of the raw result. It
 	// sees what the task sees, and .result, the raw result.
 	Output string `yaml:"output" json:"output,omitempty"`
+	// Approvers, on an approval node, are the callers who may decide it:
+	// only they resume it, whoever started the run. Empty means the run's
+	// caller (and admins).
+	Approvers []string `yaml:"approvers" json:"approvers,omitempty"`
 }
 
 // IsForeach reports whether the node fans out over items.

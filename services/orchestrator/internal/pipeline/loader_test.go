@@ -171,6 +171,8 @@ func TestLoadErrors(t *testing.T) {
 		{"approval with role", head + root + "  - {id: b, type: approval, needs: [a], role: r}\n", `p.yaml:6:47: node "b": approval nodes take no role`},
 		{"approval with task", head + root + "  - {id: b, type: approval, needs: [a], task: ok?}\n", `p.yaml:6:47: node "b": approval nodes take no task`},
 		{"approval with retry", head + root + "  - {id: b, type: approval, needs: [a], retry: {max_attempts: 2}}\n", `p.yaml:6:48: node "b": approval nodes take no retry`},
+		{"approver with a space", head + root + "  - {id: b, type: approval, needs: [a], approvers: [\"bo b\"]}\n", `p.yaml:6:53: node "b": approver "bo b" is not a caller name (no spaces)`},
+		{"approvers on an agent node", head + root + "  - {id: b, role: r, needs: [a], approvers: [bob]}\n", `p.yaml:6:45: node "b": only approval nodes take approvers`},
 		{"approval with foreach", head + root + "  - {id: b, type: approval, needs: [a], foreach: '[1]'}\n", `p.yaml:6:50: node "b": approval nodes take no foreach`},
 		{"needs unknown node", head + root + "  - {id: b, role: r, needs: [a, c]}\n", `p.yaml:6:33: node "b": needs unknown node "c"`},
 		{"needs twice", head + root + "  - {id: b, role: r, needs: [a, a]}\n", `p.yaml:6:33: node "b": needs "a" twice`},
