@@ -20,8 +20,12 @@ import (
 // session running the worker's MCP server, with an MCP client on it. Calls
 // on one channel are serialised by mu.
 type channel struct {
-	mu      sync.Mutex
-	session runtime.Session
+	mu sync.Mutex
+	// container is the worker container the channel was opened in: the
+	// journey may have another since (a resume or fresh spawn, perhaps by
+	// another marketplace), and then this channel is stale.
+	container string
+	session   runtime.Session
 	client  *mcp.ClientSession
 	broken  bool
 
@@ -46,7 +50,7 @@ func openChannel(ctx context.Context, rt runtime.Runtime, h runtime.Handle, argv
 	if err != nil {
 		return nil, fmt.Errorf("starting the worker's MCP server: %w", err)
 	}
-	c := &channel{session: sess}
+	c := &channel{session: sess, container: h.ID}
 	client := mcp.NewClient(&mcp.Implementation{Name: "meshwork-marketplace", Version: buildinfo.Version},
 		&mcp.ClientOptions{ProgressNotificationHandler: c.forward})
 	// Each call to the worker is a client span, and its trace context goes

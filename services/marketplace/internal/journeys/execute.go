@@ -239,8 +239,13 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 	m.mu.Lock()
 	c := m.channels[j.UID]
 	m.mu.Unlock()
-	if c != nil {
+	if c != nil && c.container == j.ContainerID {
 		return c, nil
+	}
+	if c != nil {
+		// The journey's worker was replaced, maybe by another
+		// marketplace, which could not drop this one's channel.
+		m.dropChannelIf(j.UID, c)
 	}
 	rt, _, err := m.runtimeFor(j.IsolationLevel)
 	if err != nil {
@@ -253,8 +258,11 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if existing := m.channels[j.UID]; existing != nil {
-		c.close() // another request opened one first
-		return existing, nil
+		if existing.container == j.ContainerID {
+			c.close() // another request opened one first
+			return existing, nil
+		}
+		existing.close() // stale: the worker was replaced meanwhile
 	}
 	m.channels[j.UID] = c
 	return c, nil

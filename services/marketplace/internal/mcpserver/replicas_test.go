@@ -254,3 +254,23 @@ func BenchmarkSharedJourneys(b *testing.B) {
 	b.ReportMetric(float64(percentile(twoLat, 0.99).Microseconds())/1000, "two-p99-ms")
 	b.ReportMetric(oneT.Seconds()/twoT.Seconds(), "two/one-throughput")
 }
+
+// A journey whose worker one marketplace replaced (mode fresh) is served
+// by the other in its new container: the other's channel to the old
+// worker is not used again.
+func TestReplicaFollowsAReplacedWorker(t *testing.T) {
+	t.Parallel()
+	a := setup(t)
+	b := a.replica(t)
+	ca, cb := a.client(t, aliceToken), b.client(t, aliceToken)
+	first := must(t, ca, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "replaced"})
+	must(t, cb, "execute_in_worker", execArgs("replaced", map[string]any{"type": "write", "target": "a.txt", "content": "old"}))
+	second := must(t, ca, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "replaced", "mode": "fresh"})
+	if first["container_id"] == second["container_id"] {
+		t.Fatalf("mode fresh kept the container %v", first["container_id"])
+	}
+	res := call(t, cb, "execute_in_worker", execArgs("replaced", map[string]any{"type": "write", "target": "a.txt", "content": "new"}))
+	if res.isError || res.out["executed"] != true {
+		t.Fatalf("the other marketplace after the worker was replaced: %s", res.text)
+	}
+}
