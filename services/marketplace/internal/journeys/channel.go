@@ -26,8 +26,8 @@ type channel struct {
 	// another marketplace), and then this channel is stale.
 	container string
 	session   runtime.Session
-	client  *mcp.ClientSession
-	broken  bool
+	client    *mcp.ClientSession
+	broken    bool
 
 	// progress receives the worker's progress notifications of the call
 	// in flight, when its caller asked for them.

@@ -76,8 +76,8 @@ mesh_url: http://file/mcp
 		t.Fatal(err)
 	}
 	want := serveConfig{
-		Admins: []string{"root", "ops"},
-		Addr:   "127.0.0.1:2", ReplicaID: "from-env", // env over file
+		Admins: []string{"root", "ops"}, Console: true,
+		Addr: "127.0.0.1:2", ReplicaID: "from-env", // env over file
 		MaxWorkers: 9,                                                            // flag over env and file
 		LeaseTTL:   40 * time.Second, Migrate: false, MeshURL: "http://file/mcp", // file over default
 		ShutdownTimeout: 30 * time.Second, // default

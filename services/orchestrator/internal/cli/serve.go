@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -23,6 +24,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/console"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
@@ -69,6 +71,11 @@ type serveConfig struct {
 	// SIGTERM before they are cancelled (and taken over by another replica
 	// or retried). Defaults to 30s.
 	ShutdownTimeout time.Duration
+	// Console serves the web console at /. Defaults to true.
+	Console bool
+	// TraceURL links a run's page to its trace ("{trace_id}" replaced).
+	// Defaults to none.
+	TraceURL string
 }
 
 // bindFlags defines serve's flags on fs, bound to c, with their defaults.
@@ -83,6 +90,8 @@ func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxWorkers, "max-workers", 50, "most nodes this replica works at once")
 	fs.BoolVar(&c.APIOnly, "api-only", false, "serve the API but work no nodes (other replicas work them)")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply pending database migrations at start")
+	fs.BoolVar(&c.Console, "console", true, "serve the web console at / (sign in with a token)")
+	fs.StringVar(&c.TraceURL, "trace-url", "", `link from a run's console page to its trace, "{trace_id}" replaced (e.g. a Grafana explore URL)`)
 	fs.StringSliceVar(&c.Admins, "admins", nil, "callers that see and act on every caller's runs (comma-separated); any other caller sees only the runs it started")
 	fs.StringVar(&c.TokensFile, "tokens-file", "", `bearer tokens file, one "caller token" per line (besides ORCHESTRATOR_TOKENS)`)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running nodes are waited for before they are cancelled")
@@ -226,8 +235,16 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 		_ = ln.Close()
 		return errors.Join(err, stopEngine())
 	}
+	var web http.Handler
+	if cfg.Console {
+		if web, err = console.New(console.Config{Engine: eng, Tokens: tokens, Admins: cfg.Admins, TraceURL: cfg.TraceURL, Logger: logger}); err != nil {
+			_ = ln.Close()
+			return errors.Join(err, stopEngine())
+		}
+	}
 	api, err := httpapi.New(httpapi.Config{
-		Engine: eng, Tokens: tokens, Metrics: metrics, Gatherer: reg, Logger: logger, Admins: cfg.Admins,
+		Console: web,
+		Engine:  eng, Tokens: tokens, Metrics: metrics, Gatherer: reg, Logger: logger, Admins: cfg.Admins,
 		MCP:        mcptools.HTTPHandler(tools, logger),
 		Ready:      pool.Ping,
 		ServerName: telemetry.ServerName("orchestrator", ln.Addr()),

@@ -197,6 +197,8 @@ type NodeView struct {
 	Role   string `json:"role,omitempty"`
 	Type   string `json:"type"`
 	Status string `json:"status"`
+	// Needs are the nodes this one waits for: the pipeline's edges.
+	Needs []string `json:"needs,omitempty"`
 	pipeline.NodeState
 }
 
@@ -244,7 +246,7 @@ func (e *Engine) GetRun(ctx context.Context, id string) (RunView, error) {
 			if ready[id] && (run.Status == runstate.RunRunning || run.Status == runstate.RunWaiting) {
 				status = pipeline.StatusRunning
 			}
-			v.Nodes = append(v.Nodes, NodeView{ID: id, Role: n.Role, Type: string(n.Type), Status: status, NodeState: ns})
+			v.Nodes = append(v.Nodes, NodeView{ID: id, Role: n.Role, Type: string(n.Type), Status: status, Needs: n.Needs, NodeState: ns})
 		}
 	}
 	for id, ns := range st.Nodes {

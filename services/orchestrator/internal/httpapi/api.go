@@ -46,6 +46,10 @@ type Config struct {
 	// The caller reaches its tools as the request's auth.TokenInfo UserID.
 	// Defaults to none (/mcp is 404).
 	MCP http.Handler
+	// Console is the web console (package console), served at / beside
+	// the API; it authenticates its own way (a session cookie). Defaults to
+	// none.
+	Console http.Handler
 	// Admins are the callers that see and act on every caller's runs;
 	// any other caller sees only the runs it started. Defaults to none.
 	Admins []string
@@ -156,6 +160,10 @@ func New(cfg Config) (*API, error) {
 			r.Method(http.MethodPost, "/mcp", auth.RequireBearerToken(a.tokens.verify, nil)(cfg.MCP))
 		}
 	})
+	if cfg.Console != nil {
+		// Everything the API does not serve: /, /runs, /signin, ...
+		r.Mount("/", cfg.Console)
+	}
 	a.router = r
 	// A server span per request, the child of the caller's traceparent
 	// header if any; observe names it after the route once chi has routed

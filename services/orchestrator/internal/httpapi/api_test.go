@@ -108,7 +108,7 @@ func TestRunLifecycle(t *testing.T) {
 
 	var pl struct{ Pipelines []engine.PipelineSummary }
 	b.call(t, http.MethodGet, "/v1/pipelines", nil, http.StatusOK, &pl)
-	if len(pl.Pipelines) != 2 || pl.Pipelines[1].Name != "echo" || !pl.Pipelines[1].Inputs["task"].Required || pl.Pipelines[1].Hash == "" {
+	if len(pl.Pipelines) != 3 || pl.Pipelines[1].Name != "echo" || !pl.Pipelines[1].Inputs["task"].Required || pl.Pipelines[1].Hash == "" {
 		t.Fatalf("pipelines %+v", pl.Pipelines)
 	}
 

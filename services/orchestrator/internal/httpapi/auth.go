@@ -74,6 +74,19 @@ func (t *Tokens) Caller(token string) (string, bool) {
 	return caller, caller != ""
 }
 
+// SessionKey is the key of the web console's sessions of caller: derived
+// from the hash of the caller's token, so that every replica with the same
+// tokens accepts a session, and a changed token ends its sessions.
+func (t *Tokens) SessionKey(caller string) ([]byte, bool) {
+	for _, e := range t.entries {
+		if e.caller == caller {
+			k := sha256.Sum256(append([]byte("meshwork console session\x00"), e.hash[:]...))
+			return k[:], true
+		}
+	}
+	return nil, false
+}
+
 // verify is the MCP SDK's TokenVerifier over t.
 func (t *Tokens) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 	caller, ok := t.Caller(token)

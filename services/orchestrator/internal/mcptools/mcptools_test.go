@@ -157,7 +157,7 @@ func TestTools(t *testing.T) {
 
 	var pl struct{ Pipelines []engine.PipelineSummary }
 	b.callTool(t, "list_pipelines", nil, &pl)
-	if len(pl.Pipelines) != 2 || pl.Pipelines[0].Name != "approval" {
+	if len(pl.Pipelines) != 3 || pl.Pipelines[0].Name != "approval" {
 		t.Errorf("pipelines %+v", pl.Pipelines)
 	}
 

@@ -1,0 +1,373 @@
+// Package console is the orchestrator's web console: runs, a run's graph,
+// nodes, outputs and patch, and the approvals a caller may decide, served
+// as HTML beside the API on the same listener for the same callers.
+//
+// A caller signs in with their API token; the session is a signed cookie
+// (HttpOnly, SameSite=Strict, 12 hours). Every change is a POST carrying
+// the session's CSRF token. Pages are server-rendered by html/template, so
+// whatever agents, repositories or callers wrote is shown as text; the
+// Content-Security-Policy allows no script, style or image from anywhere
+// but the console itself, and the console needs no JavaScript.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// contentSecurityPolicy allows the console's own stylesheet and nothing
+// else: no script at all, no other origin, no framing.
+const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// Tokens authenticates callers: the API's (httpapi.Tokens).
+type Tokens interface {
+	Caller(token string) (string, bool)
+	SessionKey(caller string) ([]byte, bool)
+}
+
+// Config configures the console.
+type Config struct {
+	Engine *engine.Engine
+	Tokens Tokens
+	// Admins see and act on every caller's runs, as in the API.
+	Admins []string
+	// TraceURL, when set, links a run to its trace: "{trace_id}" in it is
+	// replaced, as in a Grafana explore URL. Defaults to no link.
+	TraceURL string
+	Logger   *slog.Logger
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+type console struct {
+	cfg   Config
+	pages map[string]*template.Template
+}
+
+// New returns the console's handler.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Engine == nil || cfg.Tokens == nil {
+		return nil, errors.New("console: Engine and Tokens are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &console{cfg: cfg, pages: map[string]*template.Template{}}
+	funcs := template.FuncMap{
+		"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"duration": duration,
+		"symbol":   symbol,
+		"decision": func(csrf, id string) struct{ CSRF, ID string } { return struct{ CSRF, ID string }{csrf, id} },
+	}
+	for _, page := range []string{"signin", "runs", "run", "approvals", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, err
+		}
+		c.pages[page] = t
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	r := chi.NewRouter()
+	r.Use(headers)
+	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
+	r.Get("/signin", c.signinPage)
+	r.Post("/signin", c.signin)
+	r.Group(func(r chi.Router) {
+		r.Use(c.requireSession)
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/runs", http.StatusSeeOther) })
+		r.Get("/runs", c.runs)
+		r.Get("/runs/{id}", c.run)
+		r.Get("/runs/{id}/patch", c.patch)
+		r.Get("/approvals", c.approvals)
+		r.Post("/signout", c.signout)
+		r.Post("/runs/{id}/cancel", c.cancel)
+		r.Post("/interrupts/{id}/resume", c.resume)
+	})
+	return r, nil
+}
+
+// headers sets the security headers of every console response.
+func headers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+type sessionKey struct{}
+
+// requireSession lets signed-in callers through with their viewer in the
+// context (the engine shows them what the API would), sends the others to
+// sign in, and refuses a POST whose CSRF token is not the session's.
+func (c *console) requireSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var s session
+		ok := false
+		if ck, err := r.Cookie(cookieName); err == nil {
+			s, ok = parseSession(ck.Value, c.cfg.Tokens.SessionKey, c.cfg.Now())
+		}
+		if !ok {
+			if r.Method != http.MethodGet {
+				c.fail(w, r, http.StatusForbidden, "Your session has ended: sign in again.")
+				return
+			}
+			http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost && !s.checkCSRF(r.PostFormValue("csrf")) {
+			c.fail(w, r, http.StatusForbidden, "This form is out of date or did not come from the console: reload the page and try again.")
+			return
+		}
+		ctx := context.WithValue(r.Context(), sessionKey{}, s)
+		ctx = engine.WithViewer(ctx, engine.Viewer{Caller: s.caller, Admin: slices.Contains(c.cfg.Admins, s.caller)})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func sessionOf(r *http.Request) session {
+	s, _ := r.Context().Value(sessionKey{}).(session)
+	return s
+}
+
+// page is what every template gets.
+type page struct {
+	Title  string
+	Caller string
+	CSRF   string
+	Data   any
+}
+
+func (c *console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	s := sessionOf(r)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	p := page{Title: title, Caller: s.caller, Data: data}
+	if s.caller != "" {
+		p.CSRF = s.csrf()
+	}
+	if err := c.pages[name].Execute(w, p); err != nil {
+		c.cfg.Logger.WarnContext(r.Context(), "console: rendering a page failed", slog.String("page", name), slog.Any("error", err))
+	}
+}
+
+// fail shows an error page that says what to do next.
+func (c *console) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	c.render(w, r, status, "error", http.StatusText(status), msg)
+}
+
+// failErr shows an engine error: its message when it is meant for callers,
+// else a plain one (logged).
+func (c *console) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	var inv *engine.InvalidError
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		c.fail(w, r, http.StatusNotFound, "No such run or approval for you: it may belong to another caller. Go back to the runs.")
+	case errors.As(err, &inv):
+		c.fail(w, r, http.StatusBadRequest, err.Error())
+	case errors.Is(err, engine.ErrForbidden):
+		c.fail(w, r, http.StatusForbidden, err.Error())
+	case errors.Is(err, engine.ErrConflict), errors.Is(err, engine.ErrPipelineChanged):
+		c.fail(w, r, http.StatusConflict, err.Error())
+	default:
+		c.cfg.Logger.ErrorContext(r.Context(), "console: request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+		c.fail(w, r, http.StatusInternalServerError, "Something failed on the orchestrator; it logged the details. Try again.")
+	}
+}
+
+func (c *console) signinPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "signin", "Sign in", struct{ Next, Error string }{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (c *console) signin(w http.ResponseWriter, r *http.Request) {
+	next := safeNext(r.PostFormValue("next"))
+	caller, ok := c.cfg.Tokens.Caller(strings.TrimSpace(r.PostFormValue("token")))
+	if !ok {
+		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", struct{ Next, Error string }{Next: next, Error: "That token is not one of the orchestrator's callers'. Check it and try again."})
+		return
+	}
+	key, _ := c.cfg.Tokens.SessionKey(caller)
+	setCookie(w, r, session{caller: caller, expires: c.cfg.Now().Add(sessionTTL), key: key})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *console) signout(w http.ResponseWriter, r *http.Request) {
+	setCookie(w, r, session{})
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// safeNext keeps a redirect after sign-in on the console: a path, never
+// another origin.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/runs"
+	}
+	return next
+}
+
+// runsData is the runs page.
+type runsData struct {
+	Runs     []store.Run
+	Status   string
+	Pipeline string
+	Statuses []string
+	Next     string // the id to page from, when there may be more
+}
+
+const runsPerPage = 50
+
+func (c *console) runs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.ListFilter{Status: q.Get("status"), Pipeline: q.Get("pipeline"), Before: q.Get("before"), Limit: runsPerPage}
+	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
+		c.fail(w, r, http.StatusBadRequest, "Unknown status "+f.Status+": pick one from the list.")
+		return
+	}
+	runs, err := c.cfg.Engine.ListRuns(r.Context(), f)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := runsData{Runs: runs, Status: f.Status, Pipeline: f.Pipeline, Statuses: runStatuses}
+	if len(runs) == runsPerPage {
+		d.Next = runs[len(runs)-1].ID
+	}
+	c.render(w, r, http.StatusOK, "runs", "Runs", d)
+}
+
+var runStatuses = []string{runstate.RunRunning, runstate.RunWaiting, runstate.RunSucceeded, runstate.RunFailed, runstate.RunCancelled}
+
+// runData is a run's page.
+type runData struct {
+	engine.RunView
+	Graph    graph
+	Pending  []store.Interrupt
+	TraceURL string
+	Live     bool
+}
+
+func (c *console) run(w http.ResponseWriter, r *http.Request) {
+	v, err := c.cfg.Engine.GetRun(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := runData{RunView: v, Graph: layout(v.Nodes), Live: v.Status == runstate.RunRunning || v.Status == runstate.RunWaiting}
+	for _, in := range v.Interrupts {
+		if in.Status == "pending" {
+			d.Pending = append(d.Pending, in)
+		}
+	}
+	if c.cfg.TraceURL != "" && v.TraceID != "" {
+		d.TraceURL = strings.ReplaceAll(c.cfg.TraceURL, "{trace_id}", url.QueryEscape(v.TraceID))
+	}
+	c.render(w, r, http.StatusOK, "run", "Run "+v.ID, d)
+}
+
+func (c *console) patch(w http.ResponseWriter, r *http.Request) {
+	v, err := c.cfg.Engine.GetRun(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if v.Patch == "" {
+		c.fail(w, r, http.StatusNotFound, "This run has no patch (yet).")
+		return
+	}
+	w.Header().Set("Content-Type", "text/x-diff; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="run-`+v.ID+`.patch"`)
+	_, _ = w.Write([]byte(v.Patch))
+}
+
+func (c *console) cancel(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, err := c.cfg.Engine.Cancel(r.Context(), id); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/runs/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// resume decides an approval: the decision (approve or reject) and the
+// comment make its value, "approved" or "rejected", then ": comment".
+func (c *console) resume(w http.ResponseWriter, r *http.Request) {
+	value := "approved"
+	switch r.PostFormValue("decision") {
+	case "approve":
+	case "reject":
+		value = "rejected"
+	default:
+		c.fail(w, r, http.StatusBadRequest, "Choose approve or reject.")
+		return
+	}
+	if comment := strings.TrimSpace(r.PostFormValue("comment")); comment != "" {
+		value += ": " + comment
+	}
+	run, err := c.cfg.Engine.Resume(r.Context(), engine.ResumeRequest{InterruptID: chi.URLParam(r, "id"), Value: []byte(jsonString(value)), DecidedBy: sessionOf(r).caller})
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
+}
+
+// approval is one pending approval of the inbox.
+type approval struct {
+	Run       store.Run
+	Interrupt store.Interrupt
+	Inputs    map[string]any
+	Outputs   map[string]string
+}
+
+func (c *console) approvals(w http.ResponseWriter, r *http.Request) {
+	waiting, err := c.cfg.Engine.ListRuns(r.Context(), store.ListFilter{Status: runstate.RunWaiting, Limit: 200})
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	var list []approval
+	for _, run := range waiting {
+		v, err := c.cfg.Engine.GetRun(r.Context(), run.ID)
+		if err != nil {
+			continue // gone since the list
+		}
+		for _, in := range v.Interrupts {
+			if in.Status == "pending" {
+				list = append(list, approval{Run: v.Run, Interrupt: in, Inputs: v.Inputs, Outputs: v.Outputs})
+			}
+		}
+	}
+	c.render(w, r, http.StatusOK, "approvals", "Approvals", list)
+}

@@ -1,0 +1,231 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/console"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/httpapi"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	aliceToken = "alice-token-0123456789"
+	bobToken   = "bob-token-0123456789ab"
+)
+
+type site struct {
+	t   *testing.T
+	url string
+	eng *engine.Engine
+}
+
+// start serves the API with the console, as orchestrator serve does, over
+// an engine on a fresh database.
+func start(t *testing.T) *site {
+	t.Helper()
+	eb := enginetest.Start(t)
+	tokens, err := httpapi.NewTokens(map[string]string{"alice": aliceToken, "bob": bobToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web, err := console.New(console.Config{Engine: eb.Engine, Tokens: tokens, TraceURL: "http://grafana.local/explore?trace={trace_id}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := httpapi.New(httpapi.Config{Engine: eb.Engine, Tokens: tokens, Console: web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return &site{t: t, url: srv.URL, eng: eb.Engine}
+}
+
+// browser is a cookie-keeping client that does not follow redirects.
+type browser struct {
+	s *site
+	c *http.Client
+}
+
+func (s *site) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{s: s, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// reply is what a request got, its body read and closed.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func (b *browser) get(path string) (reply, string) {
+	b.s.t.Helper()
+	resp, err := b.c.Get(b.s.url + path)
+	if err != nil {
+		b.s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header}, string(body)
+}
+
+func (b *browser) post(path string, form url.Values) (reply, string) {
+	b.s.t.Helper()
+	resp, err := b.c.PostForm(b.s.url+path, form)
+	if err != nil {
+		b.s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header}, string(body)
+}
+
+func (b *browser) signIn(token string) {
+	b.s.t.Helper()
+	resp, body := b.post("/signin", url.Values{"token": {token}, "next": {"/runs"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/runs" {
+		b.s.t.Fatalf("sign in: %d %s", resp.StatusCode, body)
+	}
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token in the page:\n%s", page)
+	}
+	return m[1]
+}
+
+// settle waits for a run to stop moving.
+func (s *site) settle(id string) engine.RunView {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.eng.Watch(ctx, id, -1, func(engine.Event) error { return nil }); err != nil {
+		s.t.Fatal(err)
+	}
+	v, err := s.eng.GetRun(ctx, id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return v
+}
+
+// A caller signs in with their token, sees their runs and a run's graph,
+// decides its approval with a comment through a CSRF-protected form, and
+// signs out; what an agent wrote is shown as text.
+func TestConsole(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	hostile := `<script>alert(1)</script><img src=x onerror=alert(2)>`
+	echo, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": hostile}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approval, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: "approval", Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.settle(echo.ID)
+	if v := s.settle(approval.ID); v.Status != runstate.RunWaiting {
+		t.Fatalf("approval run is %s, want waiting", v.Status)
+	}
+
+	alice := s.browser()
+	// No session: sent to sign in, and back after.
+	if resp, _ := alice.get("/runs/" + approval.ID); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?next=%2Fruns%2F"+approval.ID {
+		t.Fatalf("without a session: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, body := alice.post("/signin", url.Values{"token": {"not-a-token-at-all"}}); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not one of the orchestrator") {
+		t.Errorf("a wrong token: %d", resp.StatusCode)
+	}
+	signedIn, _ := alice.post("/signin", url.Values{"token": {aliceToken}})
+	cookie := signedIn.Header.Get("Set-Cookie")
+	for _, want := range []string{"meshwork_session=alice.", "HttpOnly", "SameSite=Strict", "Expires="} {
+		if !strings.Contains(cookie, want) {
+			t.Errorf("session cookie %q lacks %s", cookie, want)
+		}
+	}
+	if strings.Contains(cookie, aliceToken) {
+		t.Error("the session cookie holds the token")
+	}
+
+	resp, runs := alice.get("/runs")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(runs, echo.ID[:8]) || !strings.Contains(runs, "⏸ waiting") {
+		t.Errorf("runs page: %d\n%s", resp.StatusCode, runs)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+	_, page := alice.get("/runs/" + echo.ID)
+	if strings.Contains(page, "<script>") || strings.Contains(page, "<img") || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;") {
+		t.Errorf("the agent's output is not shown as text:\n%s", page)
+	}
+	_, page = alice.get("/runs/" + approval.ID)
+	for _, want := range []string{"<svg", `class="node succeeded agent"`, `class="node waiting approval"`, "<line", "⏸ waiting", "Waiting for a decision"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("run page lacks %q", want)
+		}
+	}
+	_, inbox := alice.get("/approvals")
+	if !strings.Contains(inbox, approval.ID[:8]) {
+		t.Errorf("the approvals inbox does not list the approval:\n%s", inbox)
+	}
+
+	interrupt := s.settle(approval.ID).Interrupts[0].ID
+	// A POST without the session's CSRF token is refused.
+	if resp, _ := alice.post("/interrupts/"+interrupt+"/resume", url.Values{"decision": {"approve"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a decision without the CSRF token: %d, want 403", resp.StatusCode)
+	}
+	// Another caller neither sees the run nor decides it.
+	bob := s.browser()
+	bob.signIn(bobToken)
+	_, bobRuns := bob.get("/runs")
+	if strings.Contains(bobRuns, approval.ID[:8]) {
+		t.Error("bob's runs list alice's run")
+	}
+	if resp, _ := bob.get("/runs/" + approval.ID); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob opens alice's run: %d, want 404", resp.StatusCode)
+	}
+	if resp, _ := bob.post("/interrupts/"+interrupt+"/resume", url.Values{"decision": {"approve"}, "csrf": {csrfOf(t, bobRuns)}}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob decides alice's approval: %d, want 404", resp.StatusCode)
+	}
+	// alice decides, with a comment.
+	if resp, body := alice.post("/interrupts/"+interrupt+"/resume", url.Values{"decision": {"approve"}, "comment": {"ship it"}, "csrf": {csrfOf(t, page)}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("alice's decision: %d %s", resp.StatusCode, body)
+	}
+	v := s.settle(approval.ID)
+	if v.Status != runstate.RunSucceeded || v.Interrupts[0].DecidedBy != "alice" || v.Outputs["publish"] != "a: publish with approved: ship it" {
+		t.Errorf("after the decision: %s, by %q, outputs %v", v.Status, v.Interrupts[0].DecidedBy, v.Outputs)
+	}
+
+	// Sign out ends the session.
+	if resp, _ := alice.post("/signout", url.Values{"csrf": {csrfOf(t, page)}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("sign out: %d", resp.StatusCode)
+	}
+	if resp, _ := alice.get("/runs"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("after sign-out: %d, want a redirect to sign in", resp.StatusCode)
+	}
+	// The API is unchanged beside it.
+	if resp, _ := alice.get("/v1/runs"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/v1/runs without a token: %d", resp.StatusCode)
+	}
+}
