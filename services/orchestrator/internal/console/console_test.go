@@ -169,7 +169,7 @@ func TestConsole(t *testing.T) {
 	}
 
 	resp, runs := alice.get("/runs")
-	if resp.StatusCode != http.StatusOK || !strings.Contains(runs, echo.ID[:8]) || !strings.Contains(runs, "⏸ waiting") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(runs, echo.ID[:8]) || !strings.Contains(runs, "‖ waiting") {
 		t.Errorf("runs page: %d\n%s", resp.StatusCode, runs)
 	}
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe") {
@@ -180,7 +180,7 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the agent's output is not shown as text:\n%s", page)
 	}
 	_, page = alice.get("/runs/" + approval.ID)
-	for _, want := range []string{"<svg", `class="node succeeded agent"`, `class="node waiting approval"`, "<line", "⏸ waiting", "Waiting for a decision"} {
+	for _, want := range []string{"<svg", `class="node succeeded agent"`, `class="node waiting approval"`, "<line", "‖ waiting", "Waiting for a decision"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("run page lacks %q", want)
 		}

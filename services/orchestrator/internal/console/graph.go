@@ -81,7 +81,7 @@ func symbol(status string) string {
 	case "running":
 		return "▶"
 	case "waiting":
-		return "⏸"
+		return "‖"
 	case "skipped", "cancelled":
 		return "–"
 	}

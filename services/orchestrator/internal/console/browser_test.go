@@ -1,0 +1,167 @@
+package console_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+)
+
+// chromium finds Debian's chromium; without it the test is skipped, unless
+// MESHWORK_REQUIRE_CHROMIUM is set (CI installs it).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("MESHWORK_REQUIRE_CHROMIUM") != "" {
+		t.Fatal("chromium is not installed (apt-get install chromium)")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium)")
+	return ""
+}
+
+// screenshots is where the browser test saves its pages:
+// MESHWORK_SCREENSHOTS, else the test's temporary directory.
+func screenshots(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("MESHWORK_SCREENSHOTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.TempDir()
+}
+
+// The console in a real browser, at 1280×800 and on a narrow screen: a
+// request without a session lands on sign-in; the runs list; a run's graph;
+// an approval decided with a comment through the form, after which the run
+// succeeds; an agent's hostile output shown as text (no script runs, no
+// dialog opens, no image is made). Each page is saved as a screenshot.
+func TestConsoleInABrowser(t *testing.T) {
+	t.Parallel()
+	chrome := chromium(t)
+	dir := screenshots(t)
+	s := start(t)
+	viewer := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	hostile := `<script>alert(1)</script><img src=x onerror=alert(2)>`
+	echo, err := s.eng.StartRun(viewer, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": hostile}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approval, err := s.eng.StartRun(viewer, engine.StartRequest{Pipeline: "approval", Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.settle(echo.ID)
+	s.settle(approval.ID)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1280, 800))...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelTimeout()
+	dialogs := make(chan string, 4)
+	chromedp.ListenTarget(ctx, func(ev any) {
+		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			dialogs <- d.Message
+		}
+	})
+	shot := func(name string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			var png []byte
+			if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil { // quality 100: PNG
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+		})
+	}
+
+	var url, runs, graph string
+	err = chromedp.Run(ctx,
+		chromedp.Navigate(s.url+"/runs"),
+		chromedp.WaitVisible(`#token`),
+		chromedp.Location(&url),
+		shot("signin"),
+		chromedp.SendKeys(`#token`, aliceToken),
+		chromedp.Submit(`#token`),
+		chromedp.WaitVisible(`main table`),
+		chromedp.Text(`main table`, &runs),
+		shot("runs"),
+		chromedp.Navigate(s.url+"/runs/"+approval.ID),
+		chromedp.WaitVisible(`figure.graph svg`),
+		chromedp.TextContent(`figure.graph svg`, &graph),
+		shot("run-graph"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(url, "/signin?next=") {
+		t.Errorf("without a session the browser is at %s, want sign-in", url)
+	}
+	if !strings.Contains(runs, approval.ID[:8]) || !strings.Contains(runs, "waiting") {
+		t.Errorf("the runs table: %q", runs)
+	}
+	if !strings.Contains(graph, "approve") || !strings.Contains(graph, "waiting") || !strings.Contains(graph, "succeeded") {
+		t.Errorf("the graph's text: %q", graph)
+	}
+
+	// Decide through the form, as a person would.
+	err = chromedp.Run(ctx,
+		chromedp.SendKeys(`input[name=comment]`, "ship it"),
+		chromedp.Click(`button[value=approve]`),
+		// Back on the run's page, which no longer asks.
+		chromedp.WaitNotPresent(`button[value=approve]`),
+		chromedp.WaitVisible(`h1`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := s.settle(approval.ID)
+	for deadline := time.Now().Add(30 * time.Second); v.Status != runstate.RunSucceeded && time.Now().Before(deadline); v = s.settle(approval.ID) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if v.Status != runstate.RunSucceeded || v.Interrupts[0].DecidedBy != "alice" || v.Outputs["publish"] != "a: publish with approved: ship it" {
+		t.Errorf("after deciding in the browser: %s, by %q, outputs %v", v.Status, v.Interrupts[0].DecidedBy, v.Outputs)
+	}
+	var made int
+	err = chromedp.Run(ctx,
+		chromedp.Navigate(s.url+"/runs/"+approval.ID),
+		chromedp.WaitVisible(`span.status.succeeded`),
+		shot("run-succeeded"),
+		chromedp.Navigate(s.url+"/runs/"+echo.ID),
+		chromedp.WaitVisible(`main pre`),
+		chromedp.Evaluate(`document.querySelectorAll("main script, main img").length`, &made),
+		shot("hostile-output"),
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(s.url+"/runs/"+approval.ID),
+		chromedp.WaitVisible(`h1`),
+		shot("run-narrow"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made != 0 {
+		t.Errorf("the agent's output made %d elements", made)
+	}
+	select {
+	case msg := <-dialogs:
+		t.Errorf("a dialog opened: %q", msg)
+	default:
+	}
+	t.Logf("screenshots in %s", dir)
+}
