@@ -16,15 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 )
 
 func TestMain(m *testing.M) {
@@ -96,7 +96,7 @@ type cluster struct {
 // killed names a replica (its name, or its id) SIGKILLed during the test: the spans it had not
 // exported yet died with it, so its nodes' spans are not required (those it
 // did export are still checked).
-func (c *cluster) checkOneTrace(t *testing.T, v engine.RunView, killed string) {
+func (c *cluster) checkOneTrace(t *testing.T, v api.RunView, killed string) {
 	t.Helper()
 	if len(v.TraceID) != 32 {
 		t.Fatalf("run %s has trace_id %q", v.ID, v.TraceID)
@@ -276,12 +276,12 @@ func (r *replica) restart(t *testing.T) {
 }
 
 // waitRun waits until the run is no longer running.
-func waitRun(t *testing.T, c *apiclient.Client, runID string, timeout time.Duration) engine.RunView {
+func waitRun(t *testing.T, c *apiclient.Client, runID string, timeout time.Duration) api.RunView {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		v, err := c.GetRun(context.Background(), runID)
-		if err == nil && v.Status != runstate.RunRunning {
+		if err == nil && v.Status != api.RunRunning {
 			return v
 		}
 		if time.Now().After(deadline) {
@@ -314,9 +314,9 @@ func (c *cluster) count(t *testing.T, sql string, args ...any) int {
 
 // checkExactlyOnce asserts a finished relay run committed each node once
 // and that each role kept one session.
-func (c *cluster) checkExactlyOnce(t *testing.T, v engine.RunView) {
+func (c *cluster) checkExactlyOnce(t *testing.T, v api.RunView) {
 	t.Helper()
-	if v.Status != runstate.RunSucceeded {
+	if v.Status != api.RunSucceeded {
 		t.Fatalf("run %s is %s: %s", v.ID, v.Status, v.Error)
 	}
 	for _, node := range []string{"one", "two", "three"} {
@@ -344,7 +344,7 @@ func TestCrashRecovery(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("mid-node", func(t *testing.T) {
-		run, err := r.client.StartRun(ctx, engine.StartRequest{Pipeline: "relay", Inputs: map[string]any{"task": "mid"}})
+		run, err := r.client.StartRun(ctx, api.StartRequest{Pipeline: "relay", Inputs: map[string]any{"task": "mid"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,7 +384,7 @@ func TestCrashRecovery(t *testing.T) {
 	})
 
 	t.Run("after-commit", func(t *testing.T) {
-		run, err := r.client.StartRun(ctx, engine.StartRequest{Pipeline: "relay", Inputs: map[string]any{"task": "commit"}})
+		run, err := r.client.StartRun(ctx, api.StartRequest{Pipeline: "relay", Inputs: map[string]any{"task": "commit"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,7 +402,7 @@ func TestCrashRecovery(t *testing.T) {
 		// Killed with runs queued and none started: all complete after.
 		var ids []string
 		for i := range 3 {
-			run, err := r.client.StartRun(ctx, engine.StartRequest{Pipeline: "relay", Inputs: map[string]any{"task": fmt.Sprint("queued ", i)}})
+			run, err := r.client.StartRun(ctx, api.StartRequest{Pipeline: "relay", Inputs: map[string]any{"task": fmt.Sprint("queued ", i)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -432,7 +432,7 @@ func TestReplicas(t *testing.T) {
 		if i%2 == 1 {
 			client = b.client
 		}
-		run, err := client.StartRun(ctx, engine.StartRequest{Pipeline: "relay", Inputs: map[string]any{"task": fmt.Sprint("run ", i)}})
+		run, err := client.StartRun(ctx, api.StartRequest{Pipeline: "relay", Inputs: map[string]any{"task": fmt.Sprint("run ", i)}})
 		if err != nil {
 			t.Fatal(err)
 		}

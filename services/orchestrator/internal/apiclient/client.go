@@ -2,8 +2,8 @@
 // /v1: pipelines, runs, checkpoints, forks, approvals, cancellation, pruning,
 // and the server-sent events of a run.
 //
-// It speaks the wire shapes the server encodes (store.Run, engine.RunView,
-// store.Checkpoint, engine.Event) rather than copies of them, so that a
+// It speaks the wire shapes the server encodes (api.Run, api.RunView,
+// api.Checkpoint, api.Event) rather than copies of them, so that a
 // change of shape breaks the build of the client, not its users. Requests
 // that only exist on the wire (fork, resume, prune bodies) have their own
 // types here.
@@ -25,9 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
 // maxBody bounds the JSON answers the client reads.
@@ -127,7 +125,7 @@ func readError(resp *http.Response) *Error {
 }
 
 // Pipeline is one pipeline of GET /v1/pipelines.
-type Pipeline = engine.PipelineSummary
+type Pipeline = api.PipelineSummary
 
 // Pipelines lists the pipelines a run can be started of.
 func (c *Client) Pipelines(ctx context.Context) ([]Pipeline, error) {
@@ -139,8 +137,8 @@ func (c *Client) Pipelines(ctx context.Context) ([]Pipeline, error) {
 }
 
 // StartRun starts a run of a pipeline and returns it.
-func (c *Client) StartRun(ctx context.Context, req engine.StartRequest) (store.Run, error) {
-	var run store.Run
+func (c *Client) StartRun(ctx context.Context, req api.StartRequest) (api.Run, error) {
+	var run api.Run
 	err := c.do(ctx, http.MethodPost, "/v1/runs", nil, req, &run)
 	return run, err
 }
@@ -158,7 +156,7 @@ type RunFilter struct {
 }
 
 // ListRuns lists runs, newest first.
-func (c *Client) ListRuns(ctx context.Context, f RunFilter) ([]store.Run, error) {
+func (c *Client) ListRuns(ctx context.Context, f RunFilter) ([]api.Run, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"pipeline": f.Pipeline, "status": f.Status, "thread": f.Thread, "before": f.Before} {
 		if v != "" {
@@ -169,7 +167,7 @@ func (c *Client) ListRuns(ctx context.Context, f RunFilter) ([]store.Run, error)
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
 	var out struct {
-		Runs []store.Run `json:"runs"`
+		Runs []api.Run `json:"runs"`
 	}
 	err := c.do(ctx, http.MethodGet, "/v1/runs", q, nil, &out)
 	return out.Runs, err
@@ -177,16 +175,16 @@ func (c *Client) ListRuns(ctx context.Context, f RunFilter) ([]store.Run, error)
 
 // GetRun returns a run with its state at its head: inputs, nodes, outputs,
 // role sessions, interrupts and attempts.
-func (c *Client) GetRun(ctx context.Context, runID string) (engine.RunView, error) {
-	var v engine.RunView
+func (c *Client) GetRun(ctx context.Context, runID string) (api.RunView, error) {
+	var v api.RunView
 	err := c.do(ctx, http.MethodGet, runPath(runID, ""), nil, nil, &v)
 	return v, err
 }
 
 // Checkpoints lists a run's checkpoints in order.
-func (c *Client) Checkpoints(ctx context.Context, runID string) ([]store.Checkpoint, error) {
+func (c *Client) Checkpoints(ctx context.Context, runID string) ([]api.Checkpoint, error) {
 	var out struct {
-		Checkpoints []store.Checkpoint `json:"checkpoints"`
+		Checkpoints []api.Checkpoint `json:"checkpoints"`
 	}
 	err := c.do(ctx, http.MethodGet, runPath(runID, "/checkpoints"), nil, nil, &out)
 	return out.Checkpoints, err
@@ -198,7 +196,7 @@ type ForkRequest struct {
 	Seq int `json:"seq"`
 	// Patch changes the state before the fork runs: inputs, and node
 	// states (a node set to pending runs again).
-	Patch *runstate.State `json:"patch,omitempty"`
+	Patch *api.State `json:"patch,omitempty"`
 	// Thread is the fork's thread; empty starts a new one.
 	Thread string `json:"thread,omitempty"`
 	// Migrate runs the fork under the pipeline's current definition when
@@ -207,38 +205,38 @@ type ForkRequest struct {
 }
 
 // Fork starts a new run from a checkpoint of runID and returns the new run.
-func (c *Client) Fork(ctx context.Context, runID string, req ForkRequest) (store.Run, error) {
-	var run store.Run
+func (c *Client) Fork(ctx context.Context, runID string, req ForkRequest) (api.Run, error) {
+	var run api.Run
 	err := c.do(ctx, http.MethodPost, runPath(runID, "/fork"), nil, req, &run)
 	return run, err
 }
 
 // Cancel cancels a run and returns it.
-func (c *Client) Cancel(ctx context.Context, runID string) (store.Run, error) {
-	var run store.Run
+func (c *Client) Cancel(ctx context.Context, runID string) (api.Run, error) {
+	var run api.Run
 	err := c.do(ctx, http.MethodPost, runPath(runID, "/cancel"), nil, struct{}{}, &run)
 	return run, err
 }
 
 // ResumeRun resumes a failed run: its failed nodes run again. With migrate
 // it continues under the pipeline's current definition.
-func (c *Client) ResumeRun(ctx context.Context, runID string, migrate bool) (store.Run, error) {
+func (c *Client) ResumeRun(ctx context.Context, runID string, migrate bool) (api.Run, error) {
 	body := struct {
 		Migrate bool `json:"migrate,omitempty"`
 	}{migrate}
-	var run store.Run
+	var run api.Run
 	err := c.do(ctx, http.MethodPost, runPath(runID, "/resume"), nil, body, &run)
 	return run, err
 }
 
 // ResumeInterrupt resumes an interrupt (an approval node waiting) with a
 // value, any JSON, and returns its run.
-func (c *Client) ResumeInterrupt(ctx context.Context, interruptID string, value json.RawMessage, migrate bool) (store.Run, error) {
+func (c *Client) ResumeInterrupt(ctx context.Context, interruptID string, value json.RawMessage, migrate bool) (api.Run, error) {
 	body := struct {
 		Value   json.RawMessage `json:"value"`
 		Migrate bool            `json:"migrate,omitempty"`
 	}{value, migrate}
-	var run store.Run
+	var run api.Run
 	err := c.do(ctx, http.MethodPost, "/v1/interrupts/"+url.PathEscape(interruptID)+"/resume", nil, body, &run)
 	return run, err
 }

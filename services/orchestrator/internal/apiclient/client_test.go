@@ -12,14 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
+
 	"go.uber.org/goleak"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient/apiclienttest"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -50,17 +48,17 @@ func setup(t *testing.T) (*apiclient.Client, bundle) {
 	return c, bundle{fake: f}
 }
 
-func waitingRun() engine.RunView {
-	return engine.RunView{
-		Run:    store.Run{ID: runID, Pipeline: "research_pipeline", Thread: runID, Status: "waiting", HeadSeq: 3, CreatedAt: t0, UpdatedAt: t0},
+func waitingRun() api.RunView {
+	return api.RunView{
+		Run:    api.Run{ID: runID, Pipeline: "research_pipeline", Thread: runID, Status: "waiting", HeadSeq: 3, CreatedAt: t0, UpdatedAt: t0},
 		Inputs: map[string]any{"task": "dinosaurs"},
-		Nodes: []engine.NodeView{
-			{ID: "research", Role: "researcher", Type: "agent", Status: "succeeded", NodeState: pipeline.NodeState{Output: "facts", Attempts: 1, Iteration: 1}},
+		Nodes: []api.NodeView{
+			{ID: "research", Role: "researcher", Type: "agent", Status: "succeeded", NodeState: api.NodeState{Output: "facts", Attempts: 1, Iteration: 1}},
 			{ID: "approve", Type: "approval", Status: "waiting"},
 		},
 		Outputs:    map[string]string{"research": "facts"},
 		Sessions:   map[string]string{"researcher": "sess-1"},
-		Interrupts: []store.Interrupt{{ID: interruptID, RunID: runID, NodeID: "approve", Iteration: 1, Status: "pending", CreatedAt: t0}},
+		Interrupts: []api.Interrupt{{ID: interruptID, RunID: runID, NodeID: "approve", Iteration: 1, Status: "pending", CreatedAt: t0}},
 	}
 }
 
@@ -68,17 +66,17 @@ func TestCalls(t *testing.T) {
 	t.Parallel()
 	c, b := setup(t)
 	ctx := t.Context()
-	b.fake.AddPipeline(apiclient.Pipeline{Name: "research_pipeline", Hash: "abc", Inputs: map[string]pipeline.Input{"task": {Type: pipeline.TypeString, Required: true}}})
+	b.fake.AddPipeline(apiclient.Pipeline{Name: "research_pipeline", Hash: "abc", Inputs: map[string]api.Input{"task": {Type: api.TypeString, Required: true}}})
 	b.fake.AddRun(waitingRun())
-	b.fake.SetCheckpoints(runID, []store.Checkpoint{{RunID: runID, Seq: 0}, {RunID: runID, Seq: 1, NodeID: "research"}})
+	b.fake.SetCheckpoints(runID, []api.Checkpoint{{RunID: runID, Seq: 0}, {RunID: runID, Seq: 1, NodeID: "research"}})
 
 	ps, err := c.Pipelines(ctx)
-	if err != nil || len(ps) != 1 || ps[0].Name != "research_pipeline" || ps[0].Inputs["task"].Type != pipeline.TypeString {
+	if err != nil || len(ps) != 1 || ps[0].Name != "research_pipeline" || ps[0].Inputs["task"].Type != api.TypeString {
 		t.Fatalf("Pipelines = %+v, %v", ps, err)
 	}
 
-	b.fake.NextRun(engine.RunView{Run: store.Run{ID: forkID, Status: "running", CreatedAt: t0.Add(time.Hour)}})
-	run, err := c.StartRun(ctx, engine.StartRequest{Pipeline: "research_pipeline", Inputs: map[string]any{"task": "x"}, Thread: "t1", Caller: "not sent"})
+	b.fake.NextRun(api.RunView{Run: api.Run{ID: forkID, Status: "running", CreatedAt: t0.Add(time.Hour)}})
+	run, err := c.StartRun(ctx, api.StartRequest{Pipeline: "research_pipeline", Inputs: map[string]any{"task": "x"}, Thread: "t1"})
 	if err != nil || run.ID != forkID {
 		t.Fatalf("StartRun = %+v, %v", run, err)
 	}
@@ -102,8 +100,8 @@ func TestCalls(t *testing.T) {
 		t.Fatalf("Checkpoints = %+v, %v", cps, err)
 	}
 
-	b.fake.NextRun(engine.RunView{Run: store.Run{ID: "44444444-4444-4444-8444-444444444444", Status: "running"}})
-	patch := &runstate.State{Nodes: map[string]pipeline.NodeState{"research": {Status: "pending"}}}
+	b.fake.NextRun(api.RunView{Run: api.Run{ID: "44444444-4444-4444-8444-444444444444", Status: "running"}})
+	patch := &api.State{Nodes: map[string]api.NodeState{"research": {Status: "pending"}}}
 	fork, err := c.Fork(ctx, runID, apiclient.ForkRequest{Seq: 0, Patch: patch, Migrate: true})
 	if err != nil || fork.ForkedFromRun != runID || fork.ForkedFromSeq == nil || *fork.ForkedFromSeq != 0 {
 		t.Fatalf("Fork = %+v, %v", fork, err)
@@ -197,20 +195,20 @@ func TestError(t *testing.T) {
 
 // script is a run's events: it starts, research fails once and then
 // succeeds, write succeeds, the run succeeds.
-func script() []engine.Event {
-	return []engine.Event{
+func script() []api.Event {
+	return []api.Event{
 		{Type: "checkpoint", RunID: runID, Seq: 0, At: t0},
-		{Type: "attempt", RunID: runID, NodeID: "research", Attempt: &store.Attempt{ID: 7, NodeID: "research", Iteration: 1, Attempt: 1, Status: "failed", Error: "boom"}, At: t0},
-		{Type: "checkpoint", RunID: runID, Seq: 1, NodeID: "research", Nodes: map[string]pipeline.NodeState{"research": {Output: "line 1\nline 2", Status: "succeeded", Attempts: 2, Iteration: 1}}, At: t0},
-		{Type: "checkpoint", RunID: runID, Seq: 2, NodeID: "write", Nodes: map[string]pipeline.NodeState{"write": {Output: "report", Status: "succeeded", Attempts: 1, Iteration: 1}}, At: t0},
+		{Type: "attempt", RunID: runID, NodeID: "research", Attempt: &api.Attempt{ID: 7, NodeID: "research", Iteration: 1, Attempt: 1, Status: "failed", Error: "boom"}, At: t0},
+		{Type: "checkpoint", RunID: runID, Seq: 1, NodeID: "research", Nodes: map[string]api.NodeState{"research": {Output: "line 1\nline 2", Status: "succeeded", Attempts: 2, Iteration: 1}}, At: t0},
+		{Type: "checkpoint", RunID: runID, Seq: 2, NodeID: "write", Nodes: map[string]api.NodeState{"write": {Output: "report", Status: "succeeded", Attempts: 1, Iteration: 1}}, At: t0},
 		{Type: "run", RunID: runID, Seq: 2, Status: "succeeded", At: t0},
 	}
 }
 
-func collect(t *testing.T, c *apiclient.Client, after int) ([]engine.Event, error) {
+func collect(t *testing.T, c *apiclient.Client, after int) ([]api.Event, error) {
 	t.Helper()
-	var got []engine.Event
-	err := c.Events(t.Context(), runID, after, func(ev engine.Event) error {
+	var got []api.Event
+	err := c.Events(t.Context(), runID, after, func(ev api.Event) error {
 		got = append(got, ev)
 		return nil
 	})
@@ -246,7 +244,7 @@ func TestEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []engine.Event{script()[1], script()[3], script()[4]}; !reflect.DeepEqual(got, want) {
+		if want := []api.Event{script()[1], script()[3], script()[4]}; !reflect.DeepEqual(got, want) {
 			t.Errorf("events:\n got %+v\nwant %+v", got, want)
 		}
 		if afters := b.fake.StreamAfters(runID); !reflect.DeepEqual(afters, []string{"1"}) {
@@ -314,7 +312,7 @@ func TestEvents(t *testing.T) {
 		c := apiclient.New(srv.URL, "", hc)
 		c.ReconnectDelay = 0
 		n := 0
-		err := c.Events(t.Context(), "r", -1, func(engine.Event) error { n++; return nil })
+		err := c.Events(t.Context(), "r", -1, func(api.Event) error { n++; return nil })
 		var apiErr *apiclient.Error
 		if !errors.As(err, &apiErr) || apiErr.Code != "internal" || apiErr.Status != 0 || err.Error() != "internal error" {
 			t.Fatalf("err = %#v", err)
@@ -344,7 +342,7 @@ func TestEvents(t *testing.T) {
 		b.fake.SetStream(runID, &apiclienttest.Stream{Events: script()})
 		stop := errors.New("stop")
 		n := 0
-		err := c.Events(t.Context(), runID, -1, func(engine.Event) error {
+		err := c.Events(t.Context(), runID, -1, func(api.Event) error {
 			n++
 			if n == 2 {
 				return stop
@@ -364,7 +362,7 @@ func TestEvents(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		n := 0
-		err := c.Events(ctx, runID, -1, func(engine.Event) error {
+		err := c.Events(ctx, runID, -1, func(api.Event) error {
 			if n++; n == 2 {
 				cancel() // as Ctrl-C would, while the stream is open
 			}

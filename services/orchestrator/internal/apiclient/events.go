@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
 // maxReconnectDelay caps the wait between reconnections.
@@ -30,7 +30,7 @@ const maxReconnectDelay = 10 * time.Second
 // between tries. fn does not see an event twice: checkpoints at or before
 // the last one seen and attempts already seen (the server sends a run's
 // attempts again on every connection) are dropped.
-func (c *Client) Events(ctx context.Context, runID string, after int, fn func(engine.Event) error) error {
+func (c *Client) Events(ctx context.Context, runID string, after int, fn func(api.Event) error) error {
 	d := &dedup{last: after, attempts: map[int64]bool{}, fn: fn}
 	if d.last < 0 {
 		d.last = -1
@@ -77,13 +77,13 @@ var errRunEvent = errors.New("run event")
 
 // dedup passes each event to fn once across reconnections.
 type dedup struct {
-	fn        func(engine.Event) error
+	fn        func(api.Event) error
 	last      int // the last checkpoint's seq
 	attempts  map[int64]bool
 	delivered int
 }
 
-func (d *dedup) deliver(ev engine.Event) error {
+func (d *dedup) deliver(ev api.Event) error {
 	switch ev.Type {
 	case "checkpoint":
 		if ev.Seq <= d.last {
@@ -111,7 +111,7 @@ func (d *dedup) deliver(ev engine.Event) error {
 // stream reads one connection of a run's event stream. It returns nil after
 // the run event, a *droppedError when the stream should be tried again,
 // and any other error as final.
-func (c *Client) stream(ctx context.Context, runID string, after int, deliver func(engine.Event) error) error {
+func (c *Client) stream(ctx context.Context, runID string, after int, deliver func(api.Event) error) error {
 	q := url.Values{}
 	if after >= 0 {
 		q.Set("after", strconv.Itoa(after))
@@ -155,7 +155,7 @@ func (c *Client) stream(ctx context.Context, runID string, after int, deliver fu
 				return e
 			}
 		}
-		var ev engine.Event
+		var ev api.Event
 		if err := json.Unmarshal([]byte(sse.Data), &ev); err != nil {
 			return fmt.Errorf("decoding a %q event of run %s: %w", sse.Name, runID, err)
 		}

@@ -12,12 +12,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
+
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient/apiclienttest"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 const watching = "Watching run " + runID + "; Ctrl-C stops watching, not the run.\n"
@@ -73,9 +71,9 @@ func TestRunWatchJSON(t *testing.T) {
 			r := b.exec(t, "-o", "json", "run", "research_pipeline", "--input", "task=x", "--watch")
 			r.check(t, tt.code)
 			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-			var got []engine.Event
+			var got []api.Event
 			for _, l := range lines {
-				var ev engine.Event
+				var ev api.Event
 				if err := json.Unmarshal([]byte(l), &ev); err != nil {
 					t.Fatalf("line %q: %v", l, err)
 				}
@@ -112,7 +110,7 @@ func TestRun(t *testing.T) {
 		b.fake.NextRun(baseView("running"))
 		r := b.exec(t, "run", "research_pipeline", "--output", "json")
 		r.check(t, 0)
-		var run store.Run
+		var run api.Run
 		if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || run.ID != runID || run.Status != "running" {
 			t.Errorf("stdout %q: %+v, %v", r.stdout, run, err)
 		}
@@ -265,7 +263,7 @@ func TestApprove(t *testing.T) {
 		b := setup(t)
 		v := waiting().view
 		// An older interrupt of the run, resumed, does not count.
-		v.Interrupts = append([]store.Interrupt{{ID: iid2, RunID: runID, NodeID: "approve", Status: "resumed", Value: json.RawMessage(`"no"`)}}, v.Interrupts...)
+		v.Interrupts = append([]api.Interrupt{{ID: iid2, RunID: runID, NodeID: "approve", Status: "resumed", Value: json.RawMessage(`"no"`)}}, v.Interrupts...)
 		b.fake.AddRun(v)
 		r := b.exec(t, "runs", "approve", runID, "--value", "approved")
 		r.check(t, 0)
@@ -282,7 +280,7 @@ func TestApprove(t *testing.T) {
 		r := b.exec(t, "runs", "approve", iid, "--value-json", `{"decision": "rejected"}`, "--migrate", "-o", "json")
 		r.check(t, 0)
 		checkBody(t, b.fake, "POST", "/v1/interrupts/"+iid+"/resume", `{"value":{"decision":"rejected"},"migrate":true}`)
-		var run store.Run
+		var run api.Run
 		if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || run.ID != runID {
 			t.Errorf("stdout %q: %v", r.stdout, err)
 		}
@@ -292,7 +290,7 @@ func TestApprove(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		v := waiting().view
-		v.Interrupts = append(v.Interrupts, store.Interrupt{ID: iid2, RunID: runID, NodeID: "legal", Iteration: 1, Status: "pending"})
+		v.Interrupts = append(v.Interrupts, api.Interrupt{ID: iid2, RunID: runID, NodeID: "legal", Iteration: 1, Status: "pending"})
 		b.fake.AddRun(v)
 		r := b.exec(t, "runs", "approve", runID, "--value", "approved")
 		r.check(t, 1)
@@ -319,14 +317,14 @@ func TestApprove(t *testing.T) {
 		v := waiting().view
 		v.HeadSeq = 3 // after the approval
 		// An attempt from before, which the stream sends again.
-		v.Attempts = []store.Attempt{*attempt(9, "research", 1, "failed", "old news").Attempt}
+		v.Attempts = []api.Attempt{*attempt(9, "research", 1, "failed", "old news").Attempt}
 		b.fake.AddRun(v)
-		b.fake.SetStream(runID, &apiclienttest.Stream{Events: []engine.Event{
+		b.fake.SetStream(runID, &apiclienttest.Stream{Events: []api.Event{
 			attempt(9, "research", 1, "failed", "old news"),
 			checkpoint(0, nil),
-			checkpoint(1, map[string]pipeline.NodeState{"research": done(1, 1, "facts")}),
-			checkpoint(2, map[string]pipeline.NodeState{"approve": {Status: "waiting"}}),
-			checkpoint(3, map[string]pipeline.NodeState{"approve": done(1, 1, "approved")}),
+			checkpoint(1, map[string]api.NodeState{"research": done(1, 1, "facts")}),
+			checkpoint(2, map[string]api.NodeState{"approve": {Status: "waiting"}}),
+			checkpoint(3, map[string]api.NodeState{"approve": done(1, 1, "approved")}),
 			runEvent("succeeded", ""),
 		}})
 		r := b.exec(t, "runs", "approve", runID, "--value", "approved", "--watch")
@@ -347,15 +345,15 @@ func TestRunsCommands(t *testing.T) {
 	b.fake.AddRun(w)
 	b.fake.AddRun(f)
 	zero, parent := 0, 1
-	b.fake.SetCheckpoints(runID, []store.Checkpoint{
+	b.fake.SetCheckpoints(runID, []api.Checkpoint{
 		{RunID: runID, Seq: 0, Delta: stateWithInputs(), Bytes: 120, CreatedAt: t0},
 		{
 			RunID: runID, Seq: 1, ParentRun: runID, ParentSeq: &zero, NodeID: "research", Iteration: 1, Bytes: 250, CreatedAt: t0.Add(61e9),
-			Delta: deltaOf(map[string]pipeline.NodeState{"research": done(1, 1, "facts")}, map[string]string{"researcher": "sess-r1"}),
+			Delta: deltaOf(map[string]api.NodeState{"research": done(1, 1, "facts")}, map[string]string{"researcher": "sess-r1"}),
 		},
 		{
 			RunID: runID, Seq: 2, ParentRun: runID, ParentSeq: &parent, NodeID: "research", Iteration: 1, Bytes: 90, CreatedAt: t0.Add(62e9),
-			Delta: deltaOf(map[string]pipeline.NodeState{"approve": {Status: "waiting"}, "write": {Status: "skipped"}}, nil),
+			Delta: deltaOf(map[string]api.NodeState{"approve": {Status: "waiting"}, "write": {Status: "skipped"}}, nil),
 		},
 	})
 
@@ -377,7 +375,7 @@ func TestRunsCommands(t *testing.T) {
 	r := b.exec(t, "runs", "list", "--status", "failed", "--limit", "1", "-o", "json")
 	r.check(t, 0)
 	var list struct {
-		Runs []store.Run `json:"runs"`
+		Runs []api.Run `json:"runs"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Runs) != 1 || list.Runs[0].ID != forkID {
 		t.Errorf("runs list -o json: %q, %v", r.stdout, err)
@@ -391,7 +389,7 @@ func TestRunsCommands(t *testing.T) {
 
 	r = b.exec(t, "runs", "show", runID, "-o", "json")
 	r.check(t, 0)
-	var v engine.RunView
+	var v api.RunView
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || !reflect.DeepEqual(v, w) {
 		t.Errorf("runs show -o json: %+v, %v", v, err)
 	}
@@ -399,7 +397,7 @@ func TestRunsCommands(t *testing.T) {
 	r = b.exec(t, "runs", "history", runID, "-o", "json")
 	r.check(t, 0)
 	var h struct {
-		Checkpoints []store.Checkpoint `json:"checkpoints"`
+		Checkpoints []api.Checkpoint `json:"checkpoints"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &h); err != nil || len(h.Checkpoints) != 3 {
 		t.Errorf("runs history -o json: %q, %v", r.stdout, err)
@@ -550,12 +548,12 @@ func (w *signalWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func stateWithInputs() (s runstate.State) {
+func stateWithInputs() (s api.State) {
 	s.Inputs = map[string]any{"task": "dinosaurs"}
 	return s
 }
 
-func deltaOf(nodes map[string]pipeline.NodeState, sessions map[string]string) (s runstate.State) {
+func deltaOf(nodes map[string]api.NodeState, sessions map[string]string) (s api.State) {
 	s.Nodes, s.Sessions = nodes, sessions
 	return s
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
 // printJSON prints v as indented JSON.
@@ -154,7 +154,7 @@ func approveCommand(interruptID string) string {
 }
 
 // printOutputs prints each node's output, in the pipeline's order.
-func printOutputs(w *textWriter, v engine.RunView) {
+func printOutputs(w *textWriter, v api.RunView) {
 	if len(v.Outputs) == 0 {
 		return
 	}

@@ -9,12 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
+
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -44,7 +43,7 @@ stops watching, not the run: follow it again with meshctl runs watch.`,
 			if err != nil {
 				return err
 			}
-			run, err := c.StartRun(ctx, engine.StartRequest{Pipeline: args[0], Inputs: inputs, Thread: opts.thread})
+			run, err := c.StartRun(ctx, api.StartRequest{Pipeline: args[0], Inputs: inputs, Thread: opts.thread})
 			if err != nil {
 				return err
 			}
@@ -89,7 +88,7 @@ func (in inputFlags) collect(ctx context.Context, c *apiclient.Client, pipelineN
 		given[k] = flag
 		return k, v, nil
 	}
-	var types map[string]pipeline.InputType
+	var types map[string]api.InputType
 	if len(in.values) > 0 {
 		var err error
 		if types, err = inputTypes(ctx, c, pipelineName); err != nil {
@@ -119,12 +118,12 @@ func (in inputFlags) collect(ctx context.Context, c *apiclient.Client, pipelineN
 
 // inputTypes returns the types of a pipeline's inputs, or none when the
 // pipeline is unknown (starting the run then says so).
-func inputTypes(ctx context.Context, c *apiclient.Client, name string) (map[string]pipeline.InputType, error) {
+func inputTypes(ctx context.Context, c *apiclient.Client, name string) (map[string]api.InputType, error) {
 	ps, err := c.Pipelines(ctx)
 	if err != nil {
 		return nil, err
 	}
-	types := map[string]pipeline.InputType{}
+	types := map[string]api.InputType{}
 	for _, p := range ps {
 		if p.Name == name {
 			for k, in := range p.Inputs {
@@ -137,13 +136,13 @@ func inputTypes(ctx context.Context, c *apiclient.Client, name string) (map[stri
 
 // typed converts a key=value input to its pipeline input's type when it
 // parses as that type.
-func typed(v string, t pipeline.InputType) any {
+func typed(v string, t api.InputType) any {
 	switch t {
-	case pipeline.TypeNumber:
+	case api.TypeNumber:
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
 			return f
 		}
-	case pipeline.TypeBoolean:
+	case api.TypeBoolean:
 		if b, err := strconv.ParseBool(v); err == nil {
 			return b
 		}
@@ -176,7 +175,7 @@ func readJSONFile(name string, stdin io.Reader, v any) error {
 
 // started reports a run just started (or forked): its id, or with watch the
 // banner and then its progress until it ends or waits.
-func (a *app) started(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, run store.Run, watch bool, banner string) error {
+func (a *app) started(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, run api.Run, watch bool, banner string) error {
 	out := cmd.OutOrStdout()
 	switch {
 	case watch:

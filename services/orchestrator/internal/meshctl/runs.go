@@ -11,12 +11,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
+
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 // defaultListLimit is the server's page size when no limit is given.
@@ -57,7 +56,7 @@ func (a *app) runsPatch() *cobra.Command {
 
 // runPatch is the patch of a run's node, or of its patch node; an error
 // says why there is none.
-func runPatch(v engine.RunView, node string) (string, error) {
+func runPatch(v api.RunView, node string) (string, error) {
 	if node == "" {
 		if v.PatchNode == "" {
 			return "", fmt.Errorf("run %s: pipeline %s makes no patch (no node has a source)", v.ID, v.Pipeline)
@@ -146,7 +145,7 @@ func (a *app) runsShow() *cobra.Command {
 	}
 }
 
-func (a *app) printRun(out io.Writer, v engine.RunView) error {
+func (a *app) printRun(out io.Writer, v api.RunView) error {
 	tw := newTable(out)
 	tw.printf("Run:\t%s\n", v.ID)
 	tw.printf("Pipeline:\t%s (%s)\n", v.Pipeline, short(v.PipelineHash))
@@ -190,7 +189,7 @@ func (a *app) printRun(out io.Writer, v engine.RunView) error {
 		}
 	}
 
-	var failed []store.Attempt
+	var failed []api.Attempt
 	for _, at := range v.Attempts {
 		if at.Status == "failed" {
 			failed = append(failed, at)
@@ -232,8 +231,8 @@ func (a *app) printRun(out io.Writer, v engine.RunView) error {
 	return p.err
 }
 
-func pendingInterrupts(v engine.RunView) []store.Interrupt {
-	var out []store.Interrupt
+func pendingInterrupts(v api.RunView) []api.Interrupt {
+	var out []api.Interrupt
 	for _, in := range v.Interrupts {
 		if in.Status == "pending" {
 			out = append(out, in)
@@ -272,7 +271,7 @@ func (a *app) runsHistory() *cobra.Command {
 
 // changes describes a checkpoint's delta: "research: succeeded, write:
 // pending".
-func changes(cp store.Checkpoint) string {
+func changes(cp api.Checkpoint) string {
 	var parts []string
 	if cp.ParentRun != "" && cp.ParentRun != cp.RunID && cp.ParentSeq != nil {
 		parts = append(parts, fmt.Sprintf("fork of %s@%d", cp.ParentRun, *cp.ParentSeq))
@@ -312,7 +311,7 @@ the patch of --patch-file, a JSON state delta such as
 		Args: exactArgs("RUN_ID"),
 		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, args []string) error {
 			if patchFile != "" {
-				var patch runstate.State
+				var patch api.State
 				if err := readJSONFile(patchFile, cmd.InOrStdin(), &patch); err != nil {
 					return fmt.Errorf("--patch-file: %w", err)
 				}
@@ -412,7 +411,7 @@ func findInterrupt(ctx context.Context, c *apiclient.Client, id string) (string,
 
 // afterAction prints the run an action returned (or msg), or watches it
 // from its head on.
-func (a *app) afterAction(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, run store.Run, watch bool, msg string) error {
+func (a *app) afterAction(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, run api.Run, watch bool, msg string) error {
 	out := cmd.OutOrStdout()
 	switch {
 	case watch:

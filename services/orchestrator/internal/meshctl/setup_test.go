@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
+
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient/apiclienttest"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -53,9 +52,9 @@ func setup(t *testing.T) *bundle {
 	f.Token = token
 	f.AddPipeline(apiclient.Pipeline{
 		Name: "research_pipeline", Description: "Research, write, review, approve", Hash: "0123456789abcdef0123",
-		Inputs: map[string]pipeline.Input{
-			"task":  {Type: pipeline.TypeString, Required: true},
-			"depth": {Type: pipeline.TypeNumber, Default: 1.0},
+		Inputs: map[string]api.Input{
+			"task":  {Type: api.TypeString, Required: true},
+			"depth": {Type: api.TypeNumber, Default: 1.0},
 		},
 	})
 	return &bundle{fake: f, env: map[string]string{"MESHCTL_SERVER": f.URL, "MESHCTL_TOKEN": token}}
@@ -107,43 +106,43 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-func node(id, typ, status string, iteration, attempts int, output string) engine.NodeView {
+func node(id, typ, status string, iteration, attempts int, output string) api.NodeView {
 	role := ""
 	if typ == "agent" {
 		role = id + "er"
 	}
-	return engine.NodeView{ID: id, Role: role, Type: typ, Status: status, NodeState: pipeline.NodeState{Output: output, Iteration: iteration, Attempts: attempts}}
+	return api.NodeView{ID: id, Role: role, Type: typ, Status: status, NodeState: api.NodeState{Output: output, Iteration: iteration, Attempts: attempts}}
 }
 
-func checkpoint(seq int, nodes map[string]pipeline.NodeState) engine.Event {
-	return engine.Event{Type: "checkpoint", RunID: runID, Seq: seq, Nodes: nodes, At: t0}
+func checkpoint(seq int, nodes map[string]api.NodeState) api.Event {
+	return api.Event{Type: "checkpoint", RunID: runID, Seq: seq, Nodes: nodes, At: t0}
 }
 
-func attempt(id int64, nodeID string, n int, status, msg string) engine.Event {
-	return engine.Event{
+func attempt(id int64, nodeID string, n int, status, msg string) api.Event {
+	return api.Event{
 		Type: "attempt", RunID: runID, NodeID: nodeID, At: t0,
-		Attempt: &store.Attempt{ID: id, RunID: runID, NodeID: nodeID, Iteration: 1, Attempt: n, Status: status, Error: msg, StartedAt: t0},
+		Attempt: &api.Attempt{ID: id, RunID: runID, NodeID: nodeID, Iteration: 1, Attempt: n, Status: status, Error: msg, StartedAt: t0},
 	}
 }
 
-func runEvent(status, msg string) engine.Event {
-	return engine.Event{Type: "run", RunID: runID, Status: status, Error: msg, At: t0}
+func runEvent(status, msg string) api.Event {
+	return api.Event{Type: "run", RunID: runID, Status: status, Error: msg, At: t0}
 }
 
-func done(iteration, attempts int, output string) pipeline.NodeState {
-	return pipeline.NodeState{Status: "succeeded", Iteration: iteration, Attempts: attempts, Output: output}
+func done(iteration, attempts int, output string) api.NodeState {
+	return api.NodeState{Status: "succeeded", Iteration: iteration, Attempts: attempts, Output: output}
 }
 
 // scenario is a run as the fake serves it: its view when it ended and its
 // events.
 type scenario struct {
-	view   engine.RunView
-	events []engine.Event
+	view   api.RunView
+	events []api.Event
 }
 
-func baseView(status string) engine.RunView {
-	return engine.RunView{
-		Run: store.Run{
+func baseView(status string) api.RunView {
+	return api.RunView{
+		Run: api.Run{
 			ID: runID, Pipeline: "research_pipeline", PipelineHash: "0123456789abcdef0123", Thread: runID,
 			Status: status, CreatedAt: t0, UpdatedAt: t0, TraceID: traceID,
 		},
@@ -158,28 +157,28 @@ func baseView(status string) engine.RunView {
 func succeeded() scenario {
 	v := baseView("succeeded")
 	v.HeadSeq = 3
-	v.Nodes = []engine.NodeView{
+	v.Nodes = []api.NodeView{
 		node("research", "agent", "succeeded", 1, 2, "facts A\nfacts B"),
 		node("write", "agent", "succeeded", 1, 1, "draft"),
 		node("review", "agent", "succeeded", 1, 1, "LGTM"),
 		node("revise", "agent", "skipped", 0, 0, ""),
 	}
 	v.Outputs = map[string]string{"research": "facts A\nfacts B", "write": "draft", "review": "LGTM"}
-	v.Attempts = []store.Attempt{*attempt(1, "research", 1, "failed", "").Attempt, *attempt(2, "research", 2, "succeeded", "").Attempt}
-	return scenario{view: v, events: []engine.Event{
+	v.Attempts = []api.Attempt{*attempt(1, "research", 1, "failed", "").Attempt, *attempt(2, "research", 2, "succeeded", "").Attempt}
+	return scenario{view: v, events: []api.Event{
 		checkpoint(0, nil),
 		attempt(1, "research", 1, "failed", "rate limited\nretry after 2s"),
 		attempt(2, "research", 2, "succeeded", ""),
-		checkpoint(1, map[string]pipeline.NodeState{"research": done(1, 2, "facts A\nfacts B")}),
-		checkpoint(2, map[string]pipeline.NodeState{"write": done(1, 1, "draft")}),
-		checkpoint(3, map[string]pipeline.NodeState{"revise": {Status: "skipped"}, "review": done(1, 1, "LGTM")}),
+		checkpoint(1, map[string]api.NodeState{"research": done(1, 2, "facts A\nfacts B")}),
+		checkpoint(2, map[string]api.NodeState{"write": done(1, 1, "draft")}),
+		checkpoint(3, map[string]api.NodeState{"revise": {Status: "skipped"}, "review": done(1, 1, "LGTM")}),
 		runEvent("succeeded", ""),
 	}}
 }
 
 // agentEvent is an event of a node's agent.
-func agentEvent(node string, ev meshtype.AgentEvent) engine.Event {
-	return engine.Event{Type: "agent", RunID: runID, NodeID: node, Agent: &store.AgentEvent{NodeID: node, AgentEvent: ev, At: t0}, At: t0}
+func agentEvent(node string, ev meshtype.AgentEvent) api.Event {
+	return api.Event{Type: "agent", RunID: runID, NodeID: node, Agent: &api.AgentEvent{NodeID: node, AgentEvent: ev, At: t0}, At: t0}
 }
 
 // waiting: research reads a file and is refused an Edit of .env, then
@@ -187,21 +186,21 @@ func agentEvent(node string, ev meshtype.AgentEvent) engine.Event {
 func waiting() scenario {
 	v := baseView("waiting")
 	v.HeadSeq = 2
-	v.Nodes = []engine.NodeView{
+	v.Nodes = []api.NodeView{
 		node("research", "agent", "succeeded", 1, 1, "facts"),
 		node("approve", "approval", "waiting", 0, 0, ""),
 	}
 	v.Outputs = map[string]string{"research": "facts"}
-	v.Interrupts = []store.Interrupt{{ID: iid, RunID: runID, NodeID: "approve", Iteration: 1, Status: "pending", CreatedAt: t0}}
-	return scenario{view: v, events: []engine.Event{
+	v.Interrupts = []api.Interrupt{{ID: iid, RunID: runID, NodeID: "approve", Iteration: 1, Status: "pending", CreatedAt: t0}}
+	return scenario{view: v, events: []api.Event{
 		checkpoint(0, nil),
 		agentEvent("research", meshtype.AgentEvent{Kind: "pre_tool", Tool: "Read", Text: "Reading notes.md", Decision: &meshtype.ToolDecision{Allowed: true}}),
 		agentEvent("research", meshtype.AgentEvent{Kind: "post_tool", Tool: "Read", Text: "Reading notes.md"}),
 		agentEvent("research", meshtype.AgentEvent{Kind: "pre_tool", Tool: "Edit", Text: "Editing .env", Decision: &meshtype.ToolDecision{
 			Violations: []meshtype.Violation{{ConstraintID: "denied_paths", Violated: true, Message: `path ".env" is denied by "**/.env"`}},
 		}}),
-		checkpoint(1, map[string]pipeline.NodeState{"research": done(1, 1, "facts")}),
-		checkpoint(2, map[string]pipeline.NodeState{"approve": {Status: "waiting"}}),
+		checkpoint(1, map[string]api.NodeState{"research": done(1, 1, "facts")}),
+		checkpoint(2, map[string]api.NodeState{"approve": {Status: "waiting"}}),
 		runEvent("waiting", ""),
 	}}
 }
@@ -211,7 +210,7 @@ func failed() scenario {
 	v := baseView("failed")
 	v.HeadSeq = 2
 	v.Error = "node review failed after 3 attempt(s): boom 3"
-	v.Nodes = []engine.NodeView{
+	v.Nodes = []api.NodeView{
 		node("research", "agent", "succeeded", 1, 1, "facts"),
 		node("review", "agent", "failed", 1, 3, ""),
 	}
@@ -219,13 +218,13 @@ func failed() scenario {
 	for i := range 3 {
 		v.Attempts = append(v.Attempts, *attempt(int64(i+1), "review", i+1, "failed", "boom").Attempt)
 	}
-	return scenario{view: v, events: []engine.Event{
+	return scenario{view: v, events: []api.Event{
 		checkpoint(0, nil),
-		checkpoint(1, map[string]pipeline.NodeState{"research": done(1, 1, "facts")}),
+		checkpoint(1, map[string]api.NodeState{"research": done(1, 1, "facts")}),
 		attempt(1, "review", 1, "failed", "boom 1"),
 		attempt(2, "review", 2, "failed", "boom 2"),
 		attempt(3, "review", 3, "failed", "boom 3"),
-		checkpoint(2, map[string]pipeline.NodeState{"review": {Status: "failed", Iteration: 1, Attempts: 3}}),
+		checkpoint(2, map[string]api.NodeState{"review": {Status: "failed", Iteration: 1, Attempts: 3}}),
 		runEvent("failed", "node review failed after 3 attempt(s): boom 3"),
 	}}
 }

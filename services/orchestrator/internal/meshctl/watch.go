@@ -9,13 +9,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
+
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 // maxErrorText bounds an error quoted on a progress line.
@@ -26,7 +24,7 @@ const maxErrorText = 200
 // run's final status.
 func (a *app) watch(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, runID string, after int) error {
 	out := cmd.OutOrStdout()
-	var view engine.RunView
+	var view api.RunView
 	if !a.json() || after >= 0 {
 		var err error
 		if view, err = c.GetRun(ctx, runID); err != nil {
@@ -41,9 +39,9 @@ func (a *app) watch(ctx context.Context, cmd *cobra.Command, c *apiclient.Client
 			old[at.ID] = true
 		}
 	}
-	var last engine.Event
+	var last api.Event
 	if a.json() {
-		err := c.Events(ctx, runID, after, func(ev engine.Event) error {
+		err := c.Events(ctx, runID, after, func(ev api.Event) error {
 			if ev.Attempt != nil && old[ev.Attempt.ID] {
 				return nil
 			}
@@ -58,7 +56,7 @@ func (a *app) watch(ctx context.Context, cmd *cobra.Command, c *apiclient.Client
 
 	w := newWatcher(c, newText(out), view, old)
 	note(cmd.ErrOrStderr(), "Watching run %s; Ctrl-C stops watching, not the run.\n", runID)
-	err := c.Events(ctx, runID, after, func(ev engine.Event) error {
+	err := c.Events(ctx, runID, after, func(ev api.Event) error {
 		last = ev
 		return w.event(ctx, ev)
 	})
@@ -91,9 +89,9 @@ func stoppedWatching(ctx context.Context, runID string, err error) error {
 // succeeded, 2 when it waits for an approval, 1 otherwise.
 func exitStatus(status string) error {
 	switch status {
-	case runstate.RunSucceeded:
+	case api.RunSucceeded:
 		return nil
-	case runstate.RunWaiting:
+	case api.RunWaiting:
 		return &ExitError{Code: 2}
 	default:
 		return &ExitError{Code: 1}
@@ -101,21 +99,21 @@ func exitStatus(status string) error {
 }
 
 // printSummary prints how a watched run ended, and its outputs.
-func printSummary(w *textWriter, v engine.RunView) {
+func printSummary(w *textWriter, v api.RunView) {
 	switch v.Status {
-	case runstate.RunSucceeded:
+	case api.RunSucceeded:
 		w.printf("Run %s succeeded.\n", v.ID)
-	case runstate.RunWaiting:
+	case api.RunWaiting:
 		w.printf("Run %s is waiting for approval:\n", v.ID)
 		for _, in := range v.Interrupts {
 			if in.Status == "pending" {
 				w.printf("  %s: %s\n", in.NodeID, approveCommand(in.ID))
 			}
 		}
-	case runstate.RunFailed:
+	case api.RunFailed:
 		w.printf("Run %s failed: %s\n", v.ID, v.Error)
 		w.printf("Once the cause is fixed, resume it: meshctl runs resume %s\n", v.ID)
-	case runstate.RunCancelled:
+	case api.RunCancelled:
 		w.printf("Run %s was cancelled.\n", v.ID)
 	default:
 		w.printf("Run %s is %s.\n", v.ID, v.Status)
@@ -133,14 +131,14 @@ type watcher struct {
 	width int               // of the longest node id
 	// failed holds each node's last failed attempt, whose error the
 	// node's failure line quotes.
-	failed map[string]store.Attempt
+	failed map[string]api.Attempt
 	// old holds the attempts not to show: those the run had before a
 	// watch that began at a checkpoint.
 	old map[int64]bool
 }
 
-func newWatcher(c *apiclient.Client, out *textWriter, v engine.RunView, old map[int64]bool) *watcher {
-	w := &watcher{c: c, out: out, runID: v.ID, order: map[string]int{}, types: map[string]string{}, failed: map[string]store.Attempt{}, old: old}
+func newWatcher(c *apiclient.Client, out *textWriter, v api.RunView, old map[int64]bool) *watcher {
+	w := &watcher{c: c, out: out, runID: v.ID, order: map[string]int{}, types: map[string]string{}, failed: map[string]api.Attempt{}, old: old}
 	for i, n := range v.Nodes {
 		w.order[n.ID], w.types[n.ID] = i, n.Type
 		w.width = max(w.width, len(n.ID))
@@ -152,7 +150,7 @@ func (w *watcher) line(symbol, node, text string) {
 	w.out.printf("  %s %-*s %s\n", symbol, w.width, node, text)
 }
 
-func (w *watcher) event(ctx context.Context, ev engine.Event) error {
+func (w *watcher) event(ctx context.Context, ev api.Event) error {
 	switch ev.Type {
 	case "attempt":
 		if ev.Attempt != nil && !w.old[ev.Attempt.ID] {
@@ -172,7 +170,7 @@ func (w *watcher) event(ctx context.Context, ev engine.Event) error {
 // gate decided it ("Editing main.go", or refused with the constraints it
 // broke), failed calls and notifications. The rest (a call that ran, the
 // end of a turn) shows in the node's own lines.
-func (w *watcher) agent(ev store.AgentEvent) {
+func (w *watcher) agent(ev api.AgentEvent) {
 	switch ev.Kind {
 	case "pre_tool":
 		if d := ev.Decision; d != nil && !d.Allowed {
@@ -193,7 +191,7 @@ func (w *watcher) agent(ev store.AgentEvent) {
 
 // attempt prints a failed attempt that is retried. The last attempt of a
 // node that failed for good is left to the node's failure line.
-func (w *watcher) attempt(ctx context.Context, a store.Attempt) {
+func (w *watcher) attempt(ctx context.Context, a api.Attempt) {
 	if a.Status != "failed" {
 		return // a success shows with its checkpoint
 	}
@@ -219,7 +217,7 @@ const (
 // retried finds out from the run whether a failed attempt is retried: the
 // event does not say, the pipeline's retry policy does, and the run shows
 // its effect.
-func (w *watcher) retried(ctx context.Context, a store.Attempt) retry {
+func (w *watcher) retried(ctx context.Context, a api.Attempt) retry {
 	v, err := w.c.GetRun(ctx, w.runID)
 	if err != nil {
 		return retryUnknown
@@ -234,10 +232,10 @@ func (w *watcher) retried(ctx context.Context, a store.Attempt) retry {
 			continue
 		}
 		switch {
-		case n.Status == pipeline.StatusFailed && n.Iteration == a.Iteration:
+		case n.Status == api.StatusFailed && n.Iteration == a.Iteration:
 			return retryFinal
-		case (v.Status == runstate.RunRunning || v.Status == runstate.RunWaiting) &&
-			(n.Status == pipeline.StatusPending || n.Status == pipeline.StatusRunning):
+		case (v.Status == api.RunRunning || v.Status == api.RunWaiting) &&
+			(n.Status == api.StatusPending || n.Status == api.StatusRunning):
 			return retryYes
 		}
 	}
@@ -245,7 +243,7 @@ func (w *watcher) retried(ctx context.Context, a store.Attempt) retry {
 }
 
 // checkpoint prints the nodes a checkpoint changed, in the pipeline's order.
-func (w *watcher) checkpoint(ctx context.Context, ev engine.Event) {
+func (w *watcher) checkpoint(ctx context.Context, ev api.Event) {
 	ids := slices.SortedFunc(maps.Keys(ev.Nodes), func(x, y string) int {
 		ox, okx := w.order[x]
 		oy, oky := w.order[y]
@@ -263,13 +261,13 @@ func (w *watcher) checkpoint(ctx context.Context, ev engine.Event) {
 	for _, id := range ids {
 		ns := ev.Nodes[id]
 		switch ns.Status {
-		case pipeline.StatusSucceeded:
+		case api.StatusSucceeded:
 			if w.types[id] == "approval" {
 				w.line("✓", id, fmt.Sprintf("resumed with %q", oneLine(ns.Output, maxErrorText)))
 			} else {
 				w.line("✓", id, fmt.Sprintf("succeeded (iteration %d, %s)", ns.Iteration, plural(ns.Attempts, "attempt")))
 			}
-		case pipeline.StatusFailed:
+		case api.StatusFailed:
 			text := "failed"
 			if ns.Attempts > 0 {
 				text += " after " + plural(ns.Attempts, "attempt")
@@ -278,15 +276,15 @@ func (w *watcher) checkpoint(ctx context.Context, ev engine.Event) {
 				text += ": " + oneLine(a.Error, maxErrorText)
 			}
 			w.line("✗", id, text)
-		case pipeline.StatusSkipped:
+		case api.StatusSkipped:
 			w.line("–", id, "skipped")
-		case pipeline.StatusWaiting:
+		case api.StatusWaiting:
 			if in := w.interrupt(ctx, id); in != "" {
 				w.line("⏸", id, "waiting for approval: "+approveCommand(in))
 			} else {
 				w.line("⏸", id, "waiting for approval")
 			}
-		case pipeline.StatusPending:
+		case api.StatusPending:
 			if ns.Iteration > 0 {
 				w.line("↺", id, fmt.Sprintf("runs again (iteration %d)", ns.Iteration+1))
 			} else {

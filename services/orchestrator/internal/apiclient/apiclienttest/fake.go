@@ -24,9 +24,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
+
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 // Fake is a fake orchestrator API on an httptest server.
@@ -38,10 +38,10 @@ type Fake struct {
 
 	mu          sync.Mutex
 	pipelines   []apiclient.Pipeline
-	runs        map[string]*engine.RunView
-	checkpoints map[string][]store.Checkpoint
+	runs        map[string]*api.RunView
+	checkpoints map[string][]api.Checkpoint
 	streams     map[string]*Stream
-	next        []engine.RunView
+	next        []api.RunView
 	failures    map[string]apiclient.Error
 	requests    []Request
 }
@@ -61,7 +61,7 @@ type Request struct {
 type Stream struct {
 	// Events are the run's events; the last is normally of type "run",
 	// after which the fake ends the stream.
-	Events []engine.Event
+	Events []api.Event
 	// Drops lists, by connection, after how many events the fake cuts the
 	// connection: it writes half an event and aborts. Connections past the
 	// list get the whole script.
@@ -79,8 +79,8 @@ type Stream struct {
 func New(t testing.TB) *Fake {
 	t.Helper()
 	f := &Fake{
-		runs:        map[string]*engine.RunView{},
-		checkpoints: map[string][]store.Checkpoint{},
+		runs:        map[string]*api.RunView{},
+		checkpoints: map[string][]api.Checkpoint{},
 		streams:     map[string]*Stream{},
 		failures:    map[string]apiclient.Error{},
 	}
@@ -98,7 +98,7 @@ func (f *Fake) AddPipeline(p apiclient.Pipeline) {
 }
 
 // AddRun adds a run as GET /v1/runs/{id} returns it.
-func (f *Fake) AddRun(v engine.RunView) {
+func (f *Fake) AddRun(v api.RunView) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.runs[v.ID] = &v
@@ -107,14 +107,14 @@ func (f *Fake) AddRun(v engine.RunView) {
 // NextRun queues the run the next start or fork creates: its row is the
 // answer, and the view what GET answers after. A start or fork with none
 // queued fails.
-func (f *Fake) NextRun(v engine.RunView) {
+func (f *Fake) NextRun(v api.RunView) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.next = append(f.next, v)
 }
 
 // SetCheckpoints sets a run's checkpoints.
-func (f *Fake) SetCheckpoints(runID string, cps []store.Checkpoint) {
+func (f *Fake) SetCheckpoints(runID string, cps []api.Checkpoint) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.checkpoints[runID] = cps
@@ -136,7 +136,7 @@ func (f *Fake) Fail(method, path string, e apiclient.Error) {
 }
 
 // Run returns a run as the fake holds it now.
-func (f *Fake) Run(id string) engine.RunView {
+func (f *Fake) Run(id string) api.RunView {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return *f.runs[id]
@@ -231,7 +231,7 @@ func (f *Fake) listPipelines(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (f *Fake) startRun(w http.ResponseWriter, r *http.Request) {
-	var req engine.StartRequest
+	var req api.StartRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -259,10 +259,10 @@ func (f *Fake) startRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, v.Run)
 }
 
-func (f *Fake) takeNext(w http.ResponseWriter) (engine.RunView, bool) {
+func (f *Fake) takeNext(w http.ResponseWriter) (api.RunView, bool) {
 	if len(f.next) == 0 {
 		writeError(w, http.StatusInternalServerError, "internal", "apiclienttest: no run queued with NextRun")
-		return engine.RunView{}, false
+		return api.RunView{}, false
 	}
 	v := f.next[0]
 	f.next = f.next[1:]
@@ -282,14 +282,14 @@ func (f *Fake) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var runs []store.Run
+	var runs []api.Run
 	for _, v := range f.runs {
 		runs = append(runs, v.Run)
 	}
-	slices.SortFunc(runs, func(a, b store.Run) int {
+	slices.SortFunc(runs, func(a, b api.Run) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
 	})
-	out := []store.Run{}
+	out := []api.Run{}
 	before := q.Get("before")
 	for _, run := range runs {
 		if before != "" {
@@ -308,7 +308,7 @@ func (f *Fake) listRuns(w http.ResponseWriter, r *http.Request) {
 func match(want, got string) bool { return want == "" || want == got }
 
 // run returns the run of the request's {id}, or answers 404.
-func (f *Fake) run(w http.ResponseWriter, r *http.Request) *engine.RunView {
+func (f *Fake) run(w http.ResponseWriter, r *http.Request) *api.RunView {
 	v := f.runs[r.PathValue("id")]
 	if v == nil {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("run %q: not found", r.PathValue("id")))
@@ -330,7 +330,7 @@ func (f *Fake) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 	if v := f.run(w, r); v != nil {
 		cps := f.checkpoints[v.ID]
 		if cps == nil {
-			cps = []store.Checkpoint{}
+			cps = []api.Checkpoint{}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
 	}
@@ -503,8 +503,8 @@ func (f *Fake) events(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeEvent writes one event as the contract has it: "event: <type>" and
-// "data: <engine.Event JSON>".
-func writeEvent(w io.Writer, ev engine.Event, indent bool) {
+// "data: <api.Event JSON>".
+func writeEvent(w io.Writer, ev api.Event, indent bool) {
 	var b []byte
 	if indent {
 		b, _ = json.MarshalIndent(ev, "", "  ")

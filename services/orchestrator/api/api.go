@@ -1,0 +1,195 @@
+// Package api is the orchestrator's HTTP API as its clients see it: the
+// JSON of runs, checkpoints, interrupts, attempts, events and pipelines, as
+// plain types that depend on nothing but the standard library and
+// pkg/meshtype. meshctl and the API client (internal/apiclient) use these,
+// never the engine's or the database's types, so they link no database
+// driver, job queue or CEL. The server encodes its own types;
+// TestWireTypesMatchTheServer checks that every field it sends decodes into
+// these and back to the same JSON.
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+)
+
+// The run statuses.
+const (
+	RunRunning   = "running"
+	RunWaiting   = "waiting"
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+)
+
+// The node statuses.
+const (
+	StatusPending   = "pending"
+	StatusRunning   = "running"
+	StatusWaiting   = "waiting"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusSkipped   = "skipped"
+)
+
+// Run is a run.
+type Run struct {
+	ID            string     `json:"id"`
+	Pipeline      string     `json:"pipeline"`
+	PipelineHash  string     `json:"pipeline_hash"`
+	Thread        string     `json:"thread"`
+	Caller        string     `json:"caller,omitempty"`
+	Status        string     `json:"status"`
+	Error         string     `json:"error,omitempty"`
+	HeadSeq       int        `json:"head_seq"`
+	ForkedFromRun string     `json:"forked_from_run,omitempty"`
+	ForkedFromSeq *int       `json:"forked_from_seq,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	FinishedAt    *time.Time `json:"finished_at,omitempty"`
+	TraceID       string     `json:"trace_id,omitempty"`
+}
+
+// NodeState is a node's state in a run.
+type NodeState struct {
+	Output    string `json:"output"`
+	Status    string `json:"status"`
+	Attempts  int    `json:"attempts"`
+	Iteration int    `json:"iteration"`
+	Patch     string `json:"patch,omitempty"`
+}
+
+// NodeView is a node of a run: its place in the pipeline and its state.
+type NodeView struct {
+	ID     string   `json:"id"`
+	Role   string   `json:"role,omitempty"`
+	Type   string   `json:"type"`
+	Status string   `json:"status"`
+	Needs  []string `json:"needs,omitempty"`
+	NodeState
+}
+
+// RunView is a run with its state at its head.
+type RunView struct {
+	Run
+	Inputs     map[string]any    `json:"inputs"`
+	Nodes      []NodeView        `json:"nodes"`
+	Outputs    map[string]string `json:"outputs"`
+	Sessions   map[string]string `json:"sessions"`
+	Interrupts []Interrupt       `json:"interrupts"`
+	Attempts   []Attempt         `json:"attempts,omitempty"`
+	Loops      map[string]int    `json:"loops,omitempty"`
+	PatchNode  string            `json:"patch_node,omitempty"`
+	Patch      string            `json:"patch,omitempty"`
+}
+
+// State is a run's state, or a delta of one (what a checkpoint changed).
+type State struct {
+	Inputs   map[string]any       `json:"inputs,omitempty"`
+	Nodes    map[string]NodeState `json:"nodes,omitempty"`
+	Loops    map[string]int       `json:"loops,omitempty"`
+	Sessions map[string]string    `json:"sessions,omitempty"`
+}
+
+// Checkpoint is one step of a run.
+type Checkpoint struct {
+	RunID     string    `json:"run_id"`
+	Seq       int       `json:"seq"`
+	ParentRun string    `json:"parent_run,omitempty"`
+	ParentSeq *int      `json:"parent_seq,omitempty"`
+	NodeID    string    `json:"node_id,omitempty"`
+	Iteration int       `json:"iteration,omitempty"`
+	Delta     State     `json:"delta"`
+	CreatedAt time.Time `json:"created_at"`
+	Bytes     int       `json:"bytes"`
+}
+
+// Interrupt is an approval node waiting for, or given, its decision.
+type Interrupt struct {
+	ID        string          `json:"id"`
+	RunID     string          `json:"run_id"`
+	NodeID    string          `json:"node_id"`
+	Iteration int             `json:"iteration"`
+	Status    string          `json:"status"`
+	Value     json.RawMessage `json:"value,omitempty"`
+	DecidedBy string          `json:"decided_by,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	ResumedAt *time.Time      `json:"resumed_at,omitempty"`
+}
+
+// Attempt is one attempt of a node.
+type Attempt struct {
+	ID         int64      `json:"id"`
+	RunID      string     `json:"run_id"`
+	NodeID     string     `json:"node_id"`
+	Iteration  int        `json:"iteration"`
+	Attempt    int        `json:"attempt"`
+	JobID      int64      `json:"job_id,omitempty"`
+	Replica    string     `json:"replica"`
+	Status     string     `json:"status"`
+	Error      string     `json:"error,omitempty"`
+	SessionID  string     `json:"session_id,omitempty"`
+	CostUSD    float64    `json:"cost_usd,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// AgentEvent is what a running node's agent did, as its worker reported it.
+type AgentEvent struct {
+	ID     int64  `json:"id"`
+	NodeID string `json:"node_id"`
+	meshtype.AgentEvent
+	At time.Time `json:"at"`
+}
+
+// Event is one event of a run's stream (GET /v1/runs/{id}/events): type
+// checkpoint, attempt, agent or run.
+type Event struct {
+	Type    string               `json:"type"`
+	RunID   string               `json:"run_id"`
+	Seq     int                  `json:"seq,omitempty"`
+	NodeID  string               `json:"node_id,omitempty"`
+	Nodes   map[string]NodeState `json:"nodes,omitempty"`
+	Attempt *Attempt             `json:"attempt,omitempty"`
+	Agent   *AgentEvent          `json:"agent,omitempty"`
+	Status  string               `json:"status,omitempty"`
+	Error   string               `json:"error,omitempty"`
+	At      time.Time            `json:"at"`
+}
+
+// InputType is a pipeline input's type.
+type InputType string
+
+// The input types.
+const (
+	TypeString     InputType = "string"
+	TypeNumber     InputType = "number"
+	TypeBoolean    InputType = "boolean"
+	TypeObject     InputType = "object"
+	TypeRepository InputType = "repository"
+)
+
+// Input is a pipeline's declared input.
+type Input struct {
+	Type        InputType `json:"type"`
+	Required    bool      `json:"required,omitempty"`
+	Default     any       `json:"default,omitempty"`
+	Description string    `json:"description,omitempty"`
+}
+
+// PipelineSummary is a pipeline of the catalog.
+type PipelineSummary struct {
+	Name        string           `json:"name"`
+	Description string           `json:"description,omitempty"`
+	Inputs      map[string]Input `json:"inputs"`
+	Hash        string           `json:"hash"`
+}
+
+// StartRequest starts a run (POST /v1/runs).
+type StartRequest struct {
+	Pipeline string         `json:"pipeline"`
+	Inputs   map[string]any `json:"inputs,omitempty"`
+	Thread   string         `json:"thread,omitempty"`
+}
