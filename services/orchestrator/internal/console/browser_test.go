@@ -46,7 +46,8 @@ func screenshots(t *testing.T) string {
 }
 
 // The console in a real browser, at 1280×800 and on a narrow screen: a
-// request without a session lands on sign-in; the runs list; a run's graph;
+// request without a session lands on sign-in; a run started from its
+// pipeline's form; the runs list; a run's graph;
 // an approval decided with a comment through the form, after which the run
 // succeeds; an agent's hostile output shown as text (no script runs, no
 // dialog opens, no image is made). Each page is saved as a screenshot.
@@ -61,12 +62,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	approval, err := s.eng.StartRun(viewer, engine.StartRequest{Pipeline: "approval", Caller: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s.settle(echo.ID)
-	s.settle(approval.ID)
 
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1280, 800))...)
@@ -91,7 +87,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		})
 	}
 
-	var url, runs, graph string
+	var url, started, runs, graph string
 	err = chromedp.Run(ctx,
 		chromedp.Navigate(s.url+"/runs"),
 		chromedp.WaitVisible(`#token`),
@@ -99,6 +95,25 @@ func TestConsoleInABrowser(t *testing.T) {
 		shot("signin"),
 		chromedp.SendKeys(`#token`, aliceToken),
 		chromedp.Submit(`#token`),
+		chromedp.WaitVisible(`main table`),
+		// The approval pipeline, started from its form.
+		chromedp.Navigate(s.url+"/start/approval"),
+		chromedp.WaitVisible(`main form button`),
+		shot("start"),
+		chromedp.Click(`main form button`),
+		chromedp.WaitVisible(`figure.graph`),
+		chromedp.Location(&started),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvalID := started[strings.LastIndex(started, "/")+1:]
+	approval := s.settle(approvalID)
+	if approval.Status != runstate.RunWaiting || approval.Caller != "alice" {
+		t.Fatalf("the run started in the browser (%s) is %s, by %q", started, approval.Status, approval.Caller)
+	}
+	err = chromedp.Run(ctx,
+		chromedp.Navigate(s.url+"/runs"),
 		chromedp.WaitVisible(`main table`),
 		chromedp.Text(`main table`, &runs),
 		shot("runs"),

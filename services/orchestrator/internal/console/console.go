@@ -84,7 +84,7 @@ func New(cfg Config) (http.Handler, error) {
 		"symbol":   symbol,
 		"decision": func(csrf, id string) struct{ CSRF, ID string } { return struct{ CSRF, ID string }{csrf, id} },
 	}
-	for _, page := range []string{"signin", "runs", "run", "approvals", "error"} {
+	for _, page := range []string{"signin", "runs", "run", "approvals", "start", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -107,6 +107,9 @@ func New(cfg Config) (http.Handler, error) {
 		r.Get("/runs/{id}", c.run)
 		r.Get("/runs/{id}/patch", c.patch)
 		r.Get("/approvals", c.approvals)
+		r.Get("/start", c.startList)
+		r.Get("/start/{pipeline}", c.startForm)
+		r.Post("/start/{pipeline}", c.start)
 		r.Post("/signout", c.signout)
 		r.Post("/runs/{id}/cancel", c.cancel)
 		r.Post("/interrupts/{id}/resume", c.resume)

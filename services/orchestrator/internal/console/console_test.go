@@ -229,3 +229,38 @@ func TestConsole(t *testing.T) {
 		t.Errorf("/v1/runs without a token: %d", resp.StatusCode)
 	}
 }
+
+// A run started from its pipeline's form: the inputs as the form reads
+// them, the engine's own refusal shown on the form, then the run's page.
+func TestStartARunFromTheForm(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	alice := s.browser()
+	alice.signIn(aliceToken)
+	if _, list := alice.get("/start"); !strings.Contains(list, `href="/start/echo"`) {
+		t.Errorf("the pipelines to start:\n%s", list)
+	}
+	_, form := alice.get("/start/echo")
+	for _, want := range []string{`name="input.task"`, "(string, required)", `name="input.tone"`, ">plain</textarea>"} {
+		if !strings.Contains(form, want) {
+			t.Errorf("the echo form lacks %q", want)
+		}
+	}
+	csrf := csrfOf(t, form)
+	if resp, _ := alice.post("/start/echo", url.Values{"input.task": {"x"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a start without the CSRF token: %d, want 403", resp.StatusCode)
+	}
+	resp, page := alice.post("/start/echo", url.Values{"csrf": {csrf}, "input.tone": {"bright"}})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "task") || !strings.Contains(page, ">bright</textarea>") {
+		t.Errorf("a start without its required input: %d\n%s", resp.StatusCode, page)
+	}
+	resp, _ = alice.post("/start/echo", url.Values{"csrf": {csrf}, "input.task": {"from the form"}, "input.tone": {"plain"}})
+	where := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(where, "/runs/") {
+		t.Fatalf("start: %d to %q", resp.StatusCode, where)
+	}
+	v := s.settle(strings.TrimPrefix(where, "/runs/"))
+	if v.Caller != "alice" || v.Inputs["task"] != "from the form" || v.Status != runstate.RunSucceeded {
+		t.Errorf("the run started from the form: %+v", v.Run)
+	}
+}
