@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -112,6 +113,11 @@ func (q *Quota) Watch(interval time.Duration, stop <-chan struct{}, kill func(re
 		}
 		u, err := q.measure()
 		if err != nil {
+			// Once more: a command removing files as they are walked can
+			// fail one walk (a build's temporary directories).
+			u, err = q.measure()
+		}
+		if err != nil {
 			// Fail closed: a workspace that cannot be measured cannot be
 			// held to its quota.
 			kill(err.Error())
@@ -186,6 +192,14 @@ func (q *Quota) measure() (usage, error) {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // removed while we walked
+			}
+			if path != q.root {
+				// Also removed while we walked, reported otherwise: gVisor
+				// answers the read of a directory removed under an open
+				// descriptor with EINVAL.
+				if _, lerr := os.Lstat(path); errors.Is(lerr, fs.ErrNotExist) {
+					return nil
+				}
 			}
 			if errors.Is(err, fs.ErrPermission) && path != q.root {
 				// A directory a command made unreadable (mode 0): its
