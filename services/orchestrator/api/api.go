@@ -3,9 +3,13 @@
 // plain types that depend on nothing but the standard library and
 // pkg/meshtype. meshctl and the API client (internal/apiclient) use these,
 // never the engine's or the database's types, so they link no database
-// driver, job queue or CEL. The server encodes its own types;
-// TestWireTypesMatchTheServer checks that every field it sends decodes into
-// these and back to the same JSON.
+// driver, job queue or CEL. Where the server's types have nothing of their
+// own (an attempt, an interrupt, an agent event) they are these; the others
+// (a run, which keeps its trace context, a node's state, which CEL knows by
+// its package's name, a run view, a checkpoint, an event, a pipeline) the
+// server encodes from its own types,
+// and TestWireTypesMatchTheServer checks that every field it sends decodes
+// into these and back to the same JSON.
 package api
 
 import (
@@ -54,11 +58,20 @@ type Run struct {
 
 // NodeState is a node's state in a run.
 type NodeState struct {
-	Output    string `json:"output"`
-	Status    string `json:"status"`
-	Attempts  int    `json:"attempts"`
-	Iteration int    `json:"iteration"`
-	Patch     string `json:"patch,omitempty"`
+	// Output is the node's output: its role's reply (through the node's
+	// output template, if any), or an approval's resume value.
+	Output string `json:"output"`
+	// Status is one of the Status constants.
+	Status string `json:"status"`
+	// Attempts counts the attempts of the node's latest iteration.
+	Attempts int `json:"attempts"`
+	// Iteration counts how many times the node has run, from 1; it grows
+	// when a next loop runs the node again.
+	Iteration int `json:"iteration"`
+	// Patch is the change the node's worker made to its workspace, as a
+	// git-format diff against its base: set for nodes of roles with a
+	// source, taken through the worker's result gate.
+	Patch string `json:"patch,omitempty"`
 }
 
 // NodeView is a node of a run: its place in the pipeline and its state.

@@ -4,20 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"time"
+
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 )
 
-// AgentEvent is one event an agent reported while it ran a node.
-type AgentEvent struct {
-	ID     int64  `json:"id"`
-	NodeID string `json:"node_id"`
-	meshtype.AgentEvent
-	At time.Time `json:"at"`
-}
+// AgentEvent is a stored event of a node's agent: the API's type (package
+// api).
+type AgentEvent = api.AgentEvent
 
 // Bounds on what one event may store: the texts are the agent's output.
 const (

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
+
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
@@ -413,22 +415,9 @@ func LoadState(ctx context.Context, q Querier, runID string, seq int) (runstate.
 	return st, nil
 }
 
-// Attempt is one row of node_attempts.
-type Attempt struct {
-	ID         int64      `json:"id"`
-	RunID      string     `json:"run_id"`
-	NodeID     string     `json:"node_id"`
-	Iteration  int        `json:"iteration"`
-	Attempt    int        `json:"attempt"`
-	JobID      int64      `json:"job_id,omitempty"`
-	Replica    string     `json:"replica"`
-	Status     string     `json:"status"`
-	Error      string     `json:"error,omitempty"`
-	SessionID  string     `json:"session_id,omitempty"`
-	CostUSD    float64    `json:"cost_usd,omitempty"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-}
+// Attempt is one attempt of a node: the API's type (package api), as the
+// node_attempts rows hold it.
+type Attempt = api.Attempt
 
 // InsertAttempt records a finished attempt.
 func InsertAttempt(ctx context.Context, q Execer, a Attempt) error {
@@ -510,18 +499,9 @@ func ListRoleSessions(ctx context.Context, q Querier, thread string) (map[string
 	return out, err
 }
 
-// Interrupt is one row of interrupts.
-type Interrupt struct {
-	ID        string          `json:"id"`
-	RunID     string          `json:"run_id"`
-	NodeID    string          `json:"node_id"`
-	Iteration int             `json:"iteration"`
-	Status    string          `json:"status"`
-	Value     json.RawMessage `json:"value,omitempty"`
-	DecidedBy string          `json:"decided_by,omitempty"`
-	CreatedAt time.Time       `json:"created_at"`
-	ResumedAt *time.Time      `json:"resumed_at,omitempty"`
-}
+// Interrupt is an approval node waiting for, or given, its decision: the
+// API's type (package api), as the interrupts rows hold it.
+type Interrupt = api.Interrupt
 
 const interruptColumns = `id::text, run_id::text, node_id, iteration, status, value, coalesce(decided_by, ''), created_at, resumed_at`
 
