@@ -1,15 +1,14 @@
-// Package api is the orchestrator's HTTP API as its clients see it: the
-// JSON of runs, checkpoints, interrupts, attempts, events and pipelines, as
-// plain types that depend on nothing but the standard library and
-// pkg/meshtype. meshctl and the API client (internal/apiclient) use these,
-// never the engine's or the database's types, so they link no database
-// driver, job queue or CEL. Where the server's types have nothing of their
-// own (an attempt, an interrupt, an agent event) they are these; the others
-// (a run, which keeps its trace context, a node's state, which CEL knows by
-// its package's name, a run view, a checkpoint, an event, a pipeline) the
-// server encodes from its own types,
-// and TestWireTypesMatchTheServer checks that every field it sends decodes
-// into these and back to the same JSON.
+// Package api is the orchestrator's HTTP API as its clients see it: the JSON
+// of runs, checkpoints, interrupts, attempts, events and pipelines, as plain
+// types that depend on nothing but the standard library and pkg/meshtype.
+// meshctl and the API client (internal/apiclient) use these, never the
+// engine's or the database's types, so they link no database driver, job
+// queue or CEL. Where the server's types have nothing of their own (an
+// attempt, an interrupt, an agent event) they are these; the others (a run,
+// which keeps its trace context, a node's state, which CEL knows by its
+// package's name, a run view, a checkpoint, an event, a pipeline) the server
+// encodes from its own types, and TestWireTypesMatchTheServer checks that
+// every field it sends decodes into these and back to the same JSON.
 package api
 
 import (
