@@ -7,13 +7,13 @@ import (
 	"path/filepath"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/process"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/process"
 )
 
 // newProcessRuntime builds the process runtime: meshworker as a plain
 // subprocess per journey, confined only to its workspace directory.
-func newProcessRuntime(cfg serveConfig, logger *slog.Logger) (runtime.Runtime, error) {
+func newProcessRuntime(cfg serveConfig, logger *slog.Logger) (workerruntime.Runtime, error) {
 	bin := cfg.Meshworker
 	if bin == "" {
 		self, err := os.Executable()

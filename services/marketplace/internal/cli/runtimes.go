@@ -6,14 +6,14 @@ import (
 	"log/slog"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/docker"
 )
 
 // newRuntimes builds the runtimes the configuration enables: Docker for
 // container isolation, and the process runtime only when opted in.
-func newRuntimes(ctx context.Context, cfg serveConfig, logger *slog.Logger) (map[meshtype.IsolationLevel]runtime.Runtime, error) {
-	rts := map[meshtype.IsolationLevel]runtime.Runtime{}
+func newRuntimes(ctx context.Context, cfg serveConfig, logger *slog.Logger) (map[meshtype.IsolationLevel]workerruntime.Runtime, error) {
+	rts := map[meshtype.IsolationLevel]workerruntime.Runtime{}
 	d, err := docker.NewFromEnv(ctx, logger)
 	switch {
 	case err == nil:

@@ -28,9 +28,9 @@ import (
 	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/docker"
 	"github.com/meshwork/meshwork/workers"
 )
 
@@ -242,7 +242,7 @@ func agentCredentials(getenv func(string) string) []string {
 // egress workers, and the nested workers' MCP endpoint. The network is the
 // marketplace's, not Compose's, so stopping the stack leaves it, and the
 // live journeys' workers on it, alone.
-func joinEgressNetwork(ctx context.Context, st *store.Store, runtimes map[meshtype.IsolationLevel]runtime.Runtime, network, alias string, labels map[string]string) error {
+func joinEgressNetwork(ctx context.Context, st *store.Store, runtimes map[meshtype.IsolationLevel]workerruntime.Runtime, network, alias string, labels map[string]string) error {
 	d, ok := runtimes[meshtype.IsolationContainer].(*docker.Runtime)
 	if !ok {
 		return errors.New("--egress-join needs the Docker runtime")

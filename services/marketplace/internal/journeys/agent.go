@@ -16,8 +16,8 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // agentResult is what mesh_execute returned, as the action's output.
@@ -64,7 +64,7 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 	// so a run that times out still returns its cost and session.
 	agentTimeout := max(m.cfg.ActionTimeout-30*time.Second, m.cfg.ActionTimeout/2)
 	args := map[string]any{
-		"repository": runtime.WorkspacePath,
+		"repository": workerruntime.WorkspacePath,
 		"task":       agentTask(a),
 		"timeout":    agentTimeout.Milliseconds(),
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 	"github.com/meshwork/meshwork/pkg/telemetry"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // channel is the one open MCP connection to a journey's worker: an exec
@@ -25,7 +25,7 @@ type channel struct {
 	// journey may have another since (a resume or fresh spawn, perhaps by
 	// another marketplace), and then this channel is stale.
 	container string
-	session   runtime.Session
+	session   workerruntime.Session
 	client    *mcp.ClientSession
 	broken    bool
 
@@ -38,13 +38,13 @@ type channel struct {
 
 // stdin adapts a session so that closing the MCP transport's writer closes
 // the process's stdin (it then exits) rather than the whole session.
-type stdin struct{ s runtime.Session }
+type stdin struct{ s workerruntime.Session }
 
 func (w stdin) Write(p []byte) (int, error) { return w.s.Write(p) }
 func (w stdin) Close() error                { return w.s.CloseWrite() }
 
 // openChannel starts argv in the worker and connects an MCP client to it.
-func openChannel(ctx context.Context, rt runtime.Runtime, h runtime.Handle, argv []string, maxLine int) (*channel, error) {
+func openChannel(ctx context.Context, rt workerruntime.Runtime, h workerruntime.Handle, argv []string, maxLine int) (*channel, error) {
 	// The session outlives the request that opened it.
 	sess, err := rt.Exec(context.WithoutCancel(ctx), h, argv)
 	if err != nil {

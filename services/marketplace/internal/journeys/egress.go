@@ -14,8 +14,8 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // DefaultEgressNetwork is the internal network egress workers join.
@@ -27,8 +27,8 @@ const AuditTypeEgress = "egress"
 // egressSpec puts an egress worker on the internal network, with the proxy
 // in its environment. It fails when this marketplace has no proxy or the
 // runtime has no internal networks (the process runtime).
-func (m *Manager) egressSpec(ctx context.Context, rt runtime.Runtime, spec *runtime.Spec) error {
-	nw, ok := rt.(runtime.Networker)
+func (m *Manager) egressSpec(ctx context.Context, rt workerruntime.Runtime, spec *workerruntime.Spec) error {
+	nw, ok := rt.(workerruntime.Networker)
 	if !ok || m.cfg.Egress == nil {
 		return unavailable("egress workers need the Docker runtime and the marketplace's egress proxy (--egress-proxy-addr)")
 	}
@@ -56,8 +56,8 @@ func (m *Manager) egressSpec(ctx context.Context, rt runtime.Runtime, spec *runt
 // egressGrant lets a started egress worker through the proxy, to its
 // list: its address on the egress network is recorded with the journey,
 // where every marketplace's proxy finds it (egressGrantOf).
-func (m *Manager) egressGrant(ctx context.Context, rt runtime.Runtime, h runtime.Handle, uid uuid.UUID, _ *meshtype.Definition) error {
-	nw, ok := rt.(runtime.Networker)
+func (m *Manager) egressGrant(ctx context.Context, rt workerruntime.Runtime, h workerruntime.Handle, uid uuid.UUID, _ *meshtype.Definition) error {
+	nw, ok := rt.(workerruntime.Networker)
 	if !ok || m.cfg.Egress == nil {
 		return fmt.Errorf("no egress proxy")
 	}
@@ -160,7 +160,7 @@ func (l *refusalLimiter) allow(uid uuid.UUID, now time.Time) bool {
 
 // regrantEgress gives the proxy the grants of running egress workers again,
 // after a restart of the marketplace.
-func (m *Manager) regrantEgress(ctx context.Context, rt runtime.Runtime, j store.Journey) {
+func (m *Manager) regrantEgress(ctx context.Context, rt workerruntime.Runtime, j store.Journey) {
 	e, ok := m.cfg.Catalog.Lookup(j.WorkerID)
 	if !ok || e.Definition.Isolation.Network != meshtype.NetworkEgress {
 		return

@@ -16,8 +16,8 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // WorkerState is the output of get_worker_state and one entry of list_journeys.
@@ -165,7 +165,7 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 		}
 	}
 	if h.ID != "" || h.Workspace != "" {
-		if err := rt.Remove(ctx, h, runtime.RemoveOptions{Workspace: mode != "keep"}); err != nil {
+		if err := rt.Remove(ctx, h, workerruntime.RemoveOptions{Workspace: mode != "keep"}); err != nil {
 			return StopResult{}, unavailable("stopping the worker: %v", err)
 		}
 	}
@@ -220,7 +220,7 @@ func (m *Manager) stopNested(ctx context.Context, parent store.Journey, mode str
 }
 
 // archive writes the workspace as a tarball into ArchiveDir, atomically.
-func (m *Manager) archive(ctx context.Context, rt runtime.Runtime, j store.Journey) (path string, size int64, sum string, err error) {
+func (m *Manager) archive(ctx context.Context, rt workerruntime.Runtime, j store.Journey) (path string, size int64, sum string, err error) {
 	if err := os.MkdirAll(m.cfg.ArchiveDir, 0o700); err != nil {
 		return "", 0, "", fmt.Errorf("creating the archive directory: %w", err)
 	}
@@ -286,7 +286,7 @@ func (m *Manager) Logs(ctx context.Context, caller, id string, tail int) (LogsRe
 		return LogsResult{JourneyID: j.ID}, nil
 	}
 	b, err := rt.Logs(ctx, handle(j), tail)
-	if errors.Is(err, runtime.ErrNotFound) {
+	if errors.Is(err, workerruntime.ErrNotFound) {
 		return LogsResult{JourneyID: j.ID}, nil
 	}
 	if err != nil {
@@ -313,7 +313,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		for _, w := range listed {
 			uid, err := uuid.Parse(w.Journey)
 			j, ok := known[uid]
-			if err == nil && ok && j.State.Live() && j.ContainerID == w.ID && w.State == runtime.StateRunning {
+			if err == nil && ok && j.State.Live() && j.ContainerID == w.ID && w.State == workerruntime.StateRunning {
 				running[uid] = true
 				m.regrantEgress(ctx, rt, j)
 				continue
@@ -346,7 +346,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 // on the database may have spawned it since. It reports whether the
 // worker is its journey's, running. A journey whose lock another holds is
 // being spawned or acted on there: its worker is left alone.
-func (m *Manager) reconcileWorker(ctx context.Context, rt runtime.Runtime, uid uuid.UUID, w runtime.Listed) bool {
+func (m *Manager) reconcileWorker(ctx context.Context, rt workerruntime.Runtime, uid uuid.UUID, w workerruntime.Listed) bool {
 	unlock, ok, err := m.tryLockJourney(ctx, uid)
 	if err != nil {
 		m.logger.WarnContext(ctx, "leaving a worker: its journey's lock could not be taken", slog.String("id", w.ID), slog.Any("error", err))
@@ -357,7 +357,7 @@ func (m *Manager) reconcileWorker(ctx context.Context, rt runtime.Runtime, uid u
 	}
 	defer unlock()
 	j, err := m.cfg.Store.JourneyByUID(ctx, uid)
-	if err == nil && j.State.Live() && j.ContainerID == w.ID && w.State == runtime.StateRunning {
+	if err == nil && j.State.Live() && j.ContainerID == w.ID && w.State == workerruntime.StateRunning {
 		m.regrantEgress(ctx, rt, j)
 		return true
 	}
@@ -371,9 +371,9 @@ func (m *Manager) reconcileWorker(ctx context.Context, rt runtime.Runtime, uid u
 
 // removeStale removes a worker without a live journey, and its workspace
 // when no journey has it.
-func (m *Manager) removeStale(ctx context.Context, rt runtime.Runtime, w runtime.Listed, workspace bool) {
+func (m *Manager) removeStale(ctx context.Context, rt workerruntime.Runtime, w workerruntime.Listed, workspace bool) {
 	m.logger.InfoContext(ctx, "removing a worker without a live journey", slog.String("journey", w.Journey), slog.String("id", w.ID), slog.Bool("workspace", workspace))
-	if err := rt.Remove(ctx, w.Handle, runtime.RemoveOptions{Workspace: workspace}); err != nil {
+	if err := rt.Remove(ctx, w.Handle, workerruntime.RemoveOptions{Workspace: workspace}); err != nil {
 		m.logger.WarnContext(ctx, "removing a stale worker failed", slog.String("id", w.ID), slog.Any("error", err))
 	}
 }

@@ -21,9 +21,9 @@ import (
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // MeshworkerPath is where builtin worker images carry meshworker: the
@@ -38,7 +38,7 @@ type Config struct {
 	Store *store.Store
 	// Runtimes by isolation level. "container" serves the default level;
 	// "process" is present only when the operator opted in.
-	Runtimes map[meshtype.IsolationLevel]runtime.Runtime
+	Runtimes map[meshtype.IsolationLevel]workerruntime.Runtime
 	// Labels are added to every worker container and volume (tests set
 	// meshwork.test). Defaults to none.
 	Labels map[string]string
@@ -220,7 +220,7 @@ func (m *Manager) Worker(workerID string) (*workerdef.Entry, error) {
 	return e, nil
 }
 
-func (m *Manager) runtimeFor(level string) (runtime.Runtime, meshtype.IsolationLevel, error) {
+func (m *Manager) runtimeFor(level string) (workerruntime.Runtime, meshtype.IsolationLevel, error) {
 	l := meshtype.IsolationLevel(level)
 	if l == "" {
 		l = meshtype.IsolationContainer
@@ -301,7 +301,7 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		}
 	}
 	if err == nil && mode != "fresh" {
-		// A journey keeps its isolation: its workspace lives in that runtime.
+		// A journey keeps its isolation: its workspace lives in that workerruntime.
 		if req.IsolationLevel != "" && req.IsolationLevel != j.IsolationLevel {
 			return SpawnResult{}, conflict("journey %q runs with isolation_level %s; use mode fresh to change it", j.ID, j.IsolationLevel)
 		}
@@ -378,7 +378,7 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 			}
 			m.dropChannel(j.UID)
 			if old, _, err := m.runtimeFor(j.IsolationLevel); err == nil {
-				if err := old.Remove(ctx, handle(j), runtime.RemoveOptions{Workspace: true}); err != nil {
+				if err := old.Remove(ctx, handle(j), workerruntime.RemoveOptions{Workspace: true}); err != nil {
 					// Reset cleared the handles: put them back, or the next
 					// fresh spawn would find nothing to remove and reuse the
 					// old workspace volume.
@@ -422,7 +422,7 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		if err := m.egressGrant(ctx, rt, h, j.UID, &entry.Definition); err != nil {
 			cleanup := context.WithoutCancel(ctx)
 			// The workspace is kept: it may hold a resumed journey's files.
-			if rerr := rt.Remove(cleanup, h, runtime.RemoveOptions{}); rerr != nil {
+			if rerr := rt.Remove(cleanup, h, workerruntime.RemoveOptions{}); rerr != nil {
 				m.logger.WarnContext(cleanup, "removing a worker whose egress grant failed", slog.String("journey", j.UID.String()), slog.Any("error", rerr))
 			}
 			_ = m.cfg.Store.SetState(cleanup, j.UID, store.StateFailed)
@@ -433,7 +433,7 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		if err := m.seed(ctx, rt, h, j, &entry.Definition, src); err != nil {
 			m.metrics.spawns.WithLabelValues(entry.Definition.ID, "error").Observe(time.Since(started).Seconds())
 			cleanup := context.WithoutCancel(ctx)
-			if rerr := rt.Remove(cleanup, h, runtime.RemoveOptions{Workspace: true}); rerr != nil {
+			if rerr := rt.Remove(cleanup, h, workerruntime.RemoveOptions{Workspace: true}); rerr != nil {
 				m.logger.WarnContext(cleanup, "removing a worker whose seeding failed", slog.String("journey", j.UID.String()), slog.Any("error", rerr))
 			}
 			m.dropBase(cleanup, j)
@@ -511,9 +511,9 @@ func (m *Manager) endSpawn(uid uuid.UUID) {
 }
 
 // spec turns a definition into what the runtime creates.
-func (m *Manager) spec(uid uuid.UUID, d *meshtype.Definition) runtime.Spec {
+func (m *Manager) spec(uid uuid.UUID, d *meshtype.Definition) workerruntime.Spec {
 	iso := d.Isolation
-	s := runtime.Spec{
+	s := workerruntime.Spec{
 		Journey:        uid.String(),
 		Worker:         d.ID,
 		Image:          d.Image,
@@ -545,7 +545,7 @@ func (m *Manager) spec(uid uuid.UUID, d *meshtype.Definition) runtime.Spec {
 }
 
 // agentHome is the agent's home directory, on the workspace volume.
-const agentHome = runtime.WorkspacePath + "/.meshwork/home"
+const agentHome = workerruntime.WorkspacePath + "/.meshwork/home"
 
 // serverArgv is the command a channel runs in the worker: meshworker with the
 // definition's limits, mesh-exec with its agent settings, or a kind: mcp
@@ -557,7 +557,7 @@ func serverArgv(e *workerdef.Entry) []string {
 		return d.MCP.Command
 	case meshtype.KindAgent:
 		a := d.Agent
-		argv := []string{MeshworkerPath, "serve", "--transport", "stdio", "--workspace-root", runtime.WorkspacePath, "--backend", a.Backend}
+		argv := []string{MeshworkerPath, "serve", "--transport", "stdio", "--workspace-root", workerruntime.WorkspacePath, "--backend", a.Backend}
 		if a.Model != "" {
 			argv = append(argv, "--model", a.Model)
 		}
@@ -572,14 +572,14 @@ func serverArgv(e *workerdef.Entry) []string {
 		}
 		// The agent's own tool calls are checked against the same
 		// definition by hooks inside the worker (mesh-exec hook).
-		policy, err := json.Marshal(map[string]any{"workspace": runtime.WorkspacePath, "definition": d})
+		policy, err := json.Marshal(map[string]any{"workspace": workerruntime.WorkspacePath, "definition": d})
 		if err != nil {
 			policy = []byte("{}") // refused by mesh-exec at start: fail closed
 		}
 		argv = append(argv, "--gate-policy", string(policy))
 		return append(argv, quotaArgs(d)...)
 	}
-	argv := []string{MeshworkerPath, "serve", "--root", runtime.WorkspacePath}
+	argv := []string{MeshworkerPath, "serve", "--root", workerruntime.WorkspacePath}
 	if d.Constraints.MaxFileSize > 0 {
 		argv = append(argv, "--max-file-size", strconv.FormatInt(int64(d.Constraints.MaxFileSize), 10))
 	}
@@ -617,8 +617,8 @@ func quotaArgs(d *meshtype.Definition) []string {
 	return argv
 }
 
-func handle(j store.Journey) runtime.Handle {
-	return runtime.Handle{ID: j.ContainerID, Workspace: j.Workspace}
+func handle(j store.Journey) workerruntime.Handle {
+	return workerruntime.Handle{ID: j.ContainerID, Workspace: j.Workspace}
 }
 
 // checkLive reports whether a journey the store thinks live has a running
@@ -633,7 +633,7 @@ func (m *Manager) checkLive(ctx context.Context, j store.Journey) bool {
 		m.logger.WarnContext(ctx, "checking worker state failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
 		return true // unknown: do not orphan on a transient error
 	}
-	if st == runtime.StateRunning {
+	if st == workerruntime.StateRunning {
 		return true
 	}
 	m.dropChannel(j.UID)

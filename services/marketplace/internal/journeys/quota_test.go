@@ -15,9 +15,9 @@ import (
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/process"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/process"
 	"github.com/meshwork/meshwork/workers"
 )
 
@@ -57,7 +57,7 @@ func setupQuota(t *testing.T, perCaller, total int) *quotaBundle {
 	}
 	b.mgr, err = journeys.New(journeys.Config{
 		Catalog: catalog, Store: store.New(b.pool), Labels: b.labels, ArchiveDir: t.TempDir(), Bases: baseStore,
-		Runtimes:             map[meshtype.IsolationLevel]runtime.Runtime{meshtype.IsolationProcess: b.rt},
+		Runtimes:             map[meshtype.IsolationLevel]workerruntime.Runtime{meshtype.IsolationProcess: b.rt},
 		MaxJourneysPerCaller: perCaller, MaxJourneys: total,
 	})
 	if err != nil {

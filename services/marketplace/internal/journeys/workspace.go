@@ -21,10 +21,10 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workdiff"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // pipeBuffer is the buffer on each side of a pipe that carries a tar.
@@ -108,7 +108,7 @@ func sourceError(err error) error {
 
 // seed records a prepared base for a created worker and unpacks it into the
 // workspace, owned by the worker's user.
-func (m *Manager) seed(ctx context.Context, rt runtime.Runtime, h runtime.Handle, j store.Journey, d *meshtype.Definition, src *preparedSource) error {
+func (m *Manager) seed(ctx context.Context, rt workerruntime.Runtime, h workerruntime.Handle, j store.Journey, d *meshtype.Definition, src *preparedSource) error {
 	// The base is written to the store while the files go into the
 	// workspace (both read the draft, which no longer changes); the .git,
 	// last in the tar, waits for it.

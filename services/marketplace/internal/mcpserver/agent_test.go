@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 const fakeAgentImage = "meshwork/claude-worker-fake:test"
@@ -37,7 +37,7 @@ func setupAgent(t *testing.T, nested bool) *bundle {
 func fakeInvocations(t *testing.T, b *bundle, containerID, volume string) []map[string]any {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := b.rt.ExportWorkspace(context.Background(), runtime.Handle{ID: containerID, Workspace: volume}, &buf); err != nil {
+	if err := b.rt.ExportWorkspace(context.Background(), workerruntime.Handle{ID: containerID, Workspace: volume}, &buf); err != nil {
 		t.Fatalf("exporting the workspace: %v", err)
 	}
 	tr := tar.NewReader(&buf)

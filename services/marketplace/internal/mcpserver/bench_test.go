@@ -21,8 +21,8 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/pkg/meshtype"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/runtimetest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/runtimetest"
 )
 
 // BenchmarkSpawnVsDockerRun times spawn_worker over MCP HTTP against a raw

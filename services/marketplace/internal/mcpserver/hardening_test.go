@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/runtimetest"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/runtimetest"
 )
 
 // The hardening suite: adversarial code run inside a real shell_v1 worker

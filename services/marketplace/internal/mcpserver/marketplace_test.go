@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
@@ -410,7 +410,7 @@ func TestReconcileAndIdleStop(t *testing.T) {
 	cs := b.client(t, aliceToken)
 	ctx := context.Background()
 
-	stray, err := b.rt.Create(ctx, runtime.Spec{
+	stray, err := b.rt.Create(ctx, workerruntime.Spec{
 		Journey: uuid.NewString(), Worker: "filesystem_write_v1", Image: "meshwork/worker:latest",
 		Cmd: []string{"idle"}, User: "65532:65532", Network: "none", CPUs: 0.5, MemoryBytes: 64 << 20, PIDs: 32, Labels: b.labels,
 	})
@@ -426,7 +426,7 @@ func TestReconcileAndIdleStop(t *testing.T) {
 
 	b.start(t) // reconciles
 	cs = b.client(t, aliceToken)
-	if st, err := b.rt.State(ctx, stray); err != nil || st != runtime.StateMissing {
+	if st, err := b.rt.State(ctx, stray); err != nil || st != workerruntime.StateMissing {
 		t.Errorf("stray worker: state %v, %v; want missing", st, err)
 	}
 	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "vanished"}); st["state"] != "orphaned" {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // Two marketplaces on one database serve the same journeys: concurrent
@@ -161,7 +161,7 @@ func TestReconcileLeavesASpawnUnderWay(t *testing.T) {
 	unlock := sync.OnceFunc(held)
 	t.Cleanup(unlock) // before spawner.Close, which waits for it
 	b := a.replica(t) // starts, reconciles
-	if st := containerState(t, b, container); st != runtime.StateRunning {
+	if st := containerState(t, b, container); st != workerruntime.StateRunning {
 		t.Fatalf("the worker of a spawn under way is %s after another marketplace started, want running", st)
 	}
 	var state string
@@ -171,7 +171,7 @@ func TestReconcileLeavesASpawnUnderWay(t *testing.T) {
 
 	unlock() // the spawner died
 	b.start(t)
-	if st := containerState(t, b, container); st != runtime.StateMissing {
+	if st := containerState(t, b, container); st != workerruntime.StateMissing {
 		t.Errorf("the stale spawn's worker is %s, want removed", st)
 	}
 	if err := a.pool.QueryRow(context.Background(), `SELECT state FROM journeys WHERE uid = $1`, uid).Scan(&state); err != nil || state != "orphaned" {
@@ -179,9 +179,9 @@ func TestReconcileLeavesASpawnUnderWay(t *testing.T) {
 	}
 }
 
-func containerState(t *testing.T, b *bundle, id string) runtime.State {
+func containerState(t *testing.T, b *bundle, id string) workerruntime.State {
 	t.Helper()
-	st, err := b.rt.State(context.Background(), runtime.Handle{ID: id})
+	st, err := b.rt.State(context.Background(), workerruntime.Handle{ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,10 @@ import (
 	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/docker"
 	"github.com/meshwork/meshwork/workers"
 )
 
@@ -42,24 +42,24 @@ const (
 )
 
 // countingRuntime records Exec calls: the seam where "the worker saw no
-// call" is observable. Everything else goes to the real runtime.
+// call" is observable. Everything else goes to the real workerruntime.
 type countingRuntime struct {
-	runtime.Runtime
+	workerruntime.Runtime
 	execs atomic.Int64
 }
 
-func (c *countingRuntime) Exec(ctx context.Context, h runtime.Handle, argv []string) (runtime.Session, error) {
+func (c *countingRuntime) Exec(ctx context.Context, h workerruntime.Handle, argv []string) (workerruntime.Session, error) {
 	c.execs.Add(1)
 	return c.Runtime.Exec(ctx, h, argv)
 }
 
 // The Docker runtime's internal networks, for egress workers.
 func (c *countingRuntime) EnsureInternalNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
-	return c.Runtime.(runtime.Networker).EnsureInternalNetwork(ctx, name, labels)
+	return c.Runtime.(workerruntime.Networker).EnsureInternalNetwork(ctx, name, labels)
 }
 
-func (c *countingRuntime) Address(ctx context.Context, h runtime.Handle, network string) (string, error) {
-	return c.Runtime.(runtime.Networker).Address(ctx, h, network)
+func (c *countingRuntime) Address(ctx context.Context, h workerruntime.Handle, network string) (string, error) {
+	return c.Runtime.(workerruntime.Networker).Address(ctx, h, network)
 }
 
 type bundle struct {
@@ -149,7 +149,7 @@ func (b *bundle) start(t testing.TB) {
 	}
 	cfg := journeys.Config{
 		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: t.TempDir(),
-		Runtimes: map[meshtype.IsolationLevel]runtime.Runtime{meshtype.IsolationContainer: b.rt},
+		Runtimes: map[meshtype.IsolationLevel]workerruntime.Runtime{meshtype.IsolationContainer: b.rt},
 		AgentEnv: b.agentEnv, NestedMCPURL: nested, Metrics: reg,
 		Bases: baseStore, Sources: b.sources, MaxJourneysPerCaller: b.maxPerCaller,
 	}
@@ -268,7 +268,7 @@ func removeLabelled(t testing.TB, value string) {
 	}
 }
 
-func dockerRuntime(t testing.TB) runtime.Runtime {
+func dockerRuntime(t testing.TB) workerruntime.Runtime {
 	t.Helper()
 	rt, err := docker.NewFromEnv(context.Background(), nil)
 	if err != nil {

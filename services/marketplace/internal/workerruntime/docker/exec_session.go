@@ -16,10 +16,10 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
-// Exec implements runtime.Runtime. The process runs without a TTY so its
+// Exec implements workerruntime.Runtime. The process runs without a TTY so its
 // stdout and stderr arrive multiplexed on one connection; the session
 // separates them, because stdout carries a protocol and must never see a
 // byte of stderr (which is logged at debug level instead).
@@ -31,18 +31,18 @@ import (
 // session closes the process's stdin and the connection; the engine has no
 // way to kill an exec'd process, so one that ignores end of input runs on
 // until it exits or the worker stops.
-func (r *Runtime) Exec(ctx context.Context, h runtime.Handle, argv []string) (runtime.Session, error) {
+func (r *Runtime) Exec(ctx context.Context, h workerruntime.Handle, argv []string) (workerruntime.Session, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("exec: empty argv")
 	}
 	if h.ID == "" {
-		return nil, fmt.Errorf("exec: no container: %w", runtime.ErrNotFound)
+		return nil, fmt.Errorf("exec: no container: %w", workerruntime.ErrNotFound)
 	}
 	created, err := r.engine.ExecCreate(ctx, h.ID, client.ExecCreateOptions{
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
-		WorkingDir:   runtime.WorkspacePath,
+		WorkingDir:   workerruntime.WorkspacePath,
 		Cmd:          argv,
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ type session struct {
 	writeMu    sync.Mutex
 }
 
-var _ runtime.Session = (*session)(nil)
+var _ workerruntime.Session = (*session)(nil)
 
 func (s *session) Read(p []byte) (int, error) { return s.stdout.Read(p) }
 

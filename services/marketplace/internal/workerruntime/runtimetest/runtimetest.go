@@ -1,4 +1,4 @@
-// Package runtimetest is the conformance suite of runtime.Runtime: every
+// Package runtimetest is the conformance suite of workerruntime.Runtime: every
 // implementation's tests call [Exercise], which drives the implementation
 // with real workers (containers, processes) and checks the behaviour the
 // marketplace relies on: lifecycle and states, exec sessions as clean byte
@@ -30,7 +30,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // LabelTest marks everything a test creates, so leftovers can be found and
@@ -53,7 +53,7 @@ type Options struct {
 	// Probe makes the probe binary (built by BuildProbe) runnable in the
 	// running worker h and returns the argv[0] that runs it. It may be
 	// called more than once per worker. Required.
-	Probe func(t *testing.T, rt runtime.Runtime, h runtime.Handle) string
+	Probe func(t *testing.T, rt workerruntime.Runtime, h workerruntime.Handle) string
 	// EnforcesUser says exec'd processes run as Spec.User; the suite then
 	// checks their uid. False for runtimes that cannot change user.
 	EnforcesUser bool
@@ -115,7 +115,7 @@ func BuildProbe(t *testing.T) string {
 // Exercise runs the conformance suite. newRuntime is called once per case
 // (the cases run in parallel) and must return a ready runtime; it should
 // release it with t.Cleanup.
-func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts Options) {
+func Exercise(t *testing.T, newRuntime func(t *testing.T) workerruntime.Runtime, opts Options) {
 	t.Helper()
 	if opts.Probe == nil {
 		t.Fatal("runtimetest: Options.Probe is required")
@@ -152,7 +152,7 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 		if h.ID == "" || h.Workspace == "" {
 			t.Fatalf("Create returned an incomplete handle %+v", h)
 		}
-		b.wantState(t, h, runtime.StateRunning)
+		b.wantState(t, h, workerruntime.StateRunning)
 		if got := b.rt.Name(); got == "" {
 			t.Error("Name() is empty")
 		}
@@ -160,7 +160,7 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 		if len(l) != 1 {
 			t.Fatalf("List found %d workers for journey %s, want 1: %+v", len(l), journey, l)
 		}
-		if l[0].ID != h.ID || l[0].Workspace != h.Workspace || l[0].Worker != testWorker || l[0].State != runtime.StateRunning {
+		if l[0].ID != h.ID || l[0].Workspace != h.Workspace || l[0].Worker != testWorker || l[0].State != workerruntime.StateRunning {
 			t.Errorf("List returned %+v, want handle %+v, worker %s, state running", l[0], h, testWorker)
 		}
 	})
@@ -241,8 +241,8 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 			t.Fatalf("probe whoami exited %d", code)
 		}
 		ids, cwd, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
-		if cwd != runtime.WorkspacePath && cwd != h.Workspace {
-			t.Errorf("exec ran in %q, want %s (or the workspace directory %s)", cwd, runtime.WorkspacePath, h.Workspace)
+		if cwd != workerruntime.WorkspacePath && cwd != h.Workspace {
+			t.Errorf("exec ran in %q, want %s (or the workspace directory %s)", cwd, workerruntime.WorkspacePath, h.Workspace)
 		}
 		if opts.EnforcesUser && ids != testUser {
 			t.Errorf("exec ran as %s, want %s", ids, testUser)
@@ -256,8 +256,8 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 		if err := b.rt.Stop(t.Context(), h, 10*time.Second); err != nil {
 			t.Fatalf("Stop: %v", err)
 		}
-		b.wantState(t, h, runtime.StateStopped)
-		if l := b.listed(t, journey); len(l) != 1 || l[0].State != runtime.StateStopped {
+		b.wantState(t, h, workerruntime.StateStopped)
+		if l := b.listed(t, journey); len(l) != 1 || l[0].State != workerruntime.StateStopped {
 			t.Errorf("List after Stop returned %+v, want one stopped worker", l)
 		}
 		if s, err := b.rt.Exec(t.Context(), h, []string{opts.App, "version"}); err == nil {
@@ -277,7 +277,7 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 		if err := b.rt.Start(t.Context(), h); err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		b.wantState(t, h, runtime.StateRunning)
+		b.wantState(t, h, workerruntime.StateRunning)
 		if got := b.export(t, h)["notes/kept.txt"]; got != "survives stop and start\n" {
 			t.Errorf("after Start, notes/kept.txt = %q", got)
 		}
@@ -318,10 +318,10 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 		b := setup(t)
 		journey, h := b.create(t)
 		b.writeFile(t, h, "resume.txt", "still here\n")
-		if err := b.rt.Remove(t.Context(), h, runtime.RemoveOptions{}); err != nil {
+		if err := b.rt.Remove(t.Context(), h, workerruntime.RemoveOptions{}); err != nil {
 			t.Fatalf("Remove without workspace: %v", err)
 		}
-		b.wantState(t, h, runtime.StateMissing)
+		b.wantState(t, h, workerruntime.StateMissing)
 		if l := b.listed(t, journey); len(l) != 0 {
 			t.Errorf("List after Remove returned %+v, want nothing", l)
 		}
@@ -333,7 +333,7 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 		if h2.Workspace != h.Workspace {
 			t.Errorf("resumed worker has workspace %q, want the old %q", h2.Workspace, h.Workspace)
 		}
-		b.wantState(t, h2, runtime.StateRunning)
+		b.wantState(t, h2, workerruntime.StateRunning)
 		if got := b.export(t, h2)["resume.txt"]; got != "still here\n" {
 			t.Errorf("resumed workspace has resume.txt = %q", got)
 		}
@@ -347,7 +347,7 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 		journey, h := b.create(t)
 		b.writeFile(t, h, "kept.txt", "kept\n")
 		h2 := b.createJourney(t, journey)
-		b.wantState(t, h2, runtime.StateRunning)
+		b.wantState(t, h2, workerruntime.StateRunning)
 		l := b.listed(t, journey)
 		if len(l) != 1 || l[0].ID != h2.ID {
 			t.Errorf("List after a second Create returned %+v, want only %s", l, h2.ID)
@@ -361,35 +361,35 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 		b := setup(t)
 		journey, h := b.create(t)
 		b.writeFile(t, h, "gone.txt", "soon gone\n")
-		if err := b.rt.Remove(t.Context(), h, runtime.RemoveOptions{Workspace: true}); err != nil {
+		if err := b.rt.Remove(t.Context(), h, workerruntime.RemoveOptions{Workspace: true}); err != nil {
 			t.Fatalf("Remove: %v", err)
 		}
-		b.wantState(t, h, runtime.StateMissing)
+		b.wantState(t, h, workerruntime.StateMissing)
 		if l := b.listed(t, journey); len(l) != 0 {
 			t.Errorf("List after Remove returned %+v", l)
 		}
-		if err := b.rt.Remove(t.Context(), h, runtime.RemoveOptions{Workspace: true}); err != nil {
+		if err := b.rt.Remove(t.Context(), h, workerruntime.RemoveOptions{Workspace: true}); err != nil {
 			t.Errorf("second Remove: %v", err)
 		}
-		if err := b.rt.Remove(t.Context(), runtime.Handle{Workspace: h.Workspace}, runtime.RemoveOptions{Workspace: true}); err != nil {
+		if err := b.rt.Remove(t.Context(), workerruntime.Handle{Workspace: h.Workspace}, workerruntime.RemoveOptions{Workspace: true}); err != nil {
 			t.Errorf("Remove of a workspace-only handle: %v", err)
 		}
-		if _, err := b.rt.Logs(t.Context(), h, 10); !errors.Is(err, runtime.ErrNotFound) {
+		if _, err := b.rt.Logs(t.Context(), h, 10); !errors.Is(err, workerruntime.ErrNotFound) {
 			t.Errorf("Logs of a removed worker: %v, want ErrNotFound", err)
 		}
-		if err := b.rt.ExportWorkspace(t.Context(), h, io.Discard); !errors.Is(err, runtime.ErrNotFound) {
+		if err := b.rt.ExportWorkspace(t.Context(), h, io.Discard); !errors.Is(err, workerruntime.ErrNotFound) {
 			t.Errorf("ExportWorkspace of a removed workspace: %v, want ErrNotFound", err)
 		}
-		if s, err := b.rt.Exec(t.Context(), h, []string{opts.App, "version"}); !errors.Is(err, runtime.ErrNotFound) {
+		if s, err := b.rt.Exec(t.Context(), h, []string{opts.App, "version"}); !errors.Is(err, workerruntime.ErrNotFound) {
 			if s != nil {
 				_ = s.Close()
 			}
 			t.Errorf("Exec in a removed worker: %v, want ErrNotFound", err)
 		}
-		if err := b.rt.Start(t.Context(), h); !errors.Is(err, runtime.ErrNotFound) {
+		if err := b.rt.Start(t.Context(), h); !errors.Is(err, workerruntime.ErrNotFound) {
 			t.Errorf("Start of a removed worker: %v, want ErrNotFound", err)
 		}
-		if err := b.rt.Stop(t.Context(), h, time.Second); !errors.Is(err, runtime.ErrNotFound) {
+		if err := b.rt.Stop(t.Context(), h, time.Second); !errors.Is(err, workerruntime.ErrNotFound) {
 			t.Errorf("Stop of a removed worker: %v, want ErrNotFound", err)
 		}
 		// The journey can start over, with an empty workspace.
@@ -467,25 +467,25 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 				t.Errorf("Logs(tail %d): %v", tail, err)
 			}
 		}
-		if _, err := b.rt.Logs(t.Context(), runtime.Handle{ID: "no-such-worker-" + uuid.NewString()}, 10); !errors.Is(err, runtime.ErrNotFound) {
+		if _, err := b.rt.Logs(t.Context(), workerruntime.Handle{ID: "no-such-worker-" + uuid.NewString()}, 10); !errors.Is(err, workerruntime.ErrNotFound) {
 			t.Errorf("Logs of an unknown worker: %v, want ErrNotFound", err)
 		}
 	})
 
 	t.Run("RefusesUnsafeSpecs", func(t *testing.T) {
 		b := setup(t)
-		for name, mutate := range map[string]func(*runtime.Spec){
-			"uid 0":             func(s *runtime.Spec) { s.User = "0" },
-			"uid 0 with gid":    func(s *runtime.Spec) { s.User = "0:65532" },
-			"root":              func(s *runtime.Spec) { s.User = "root" },
-			"root:root":         func(s *runtime.Spec) { s.User = "root:root" },
-			"host network":      func(s *runtime.Spec) { s.Network = "host" },
-			"container net":     func(s *runtime.Spec) { s.Network = "container:x" },
-			"path in journey":   func(s *runtime.Spec) { s.Journey = "../" + s.Journey },
-			"empty journey":     func(s *runtime.Spec) { s.Journey = "" },
-			"journey label":     func(s *runtime.Spec) { s.Labels = map[string]string{runtime.LabelJourney: "spoofed"} },
-			"negative memory":   func(s *runtime.Spec) { s.MemoryBytes = -1 },
-			"spaces in journey": func(s *runtime.Spec) { s.Journey = "a b" },
+		for name, mutate := range map[string]func(*workerruntime.Spec){
+			"uid 0":             func(s *workerruntime.Spec) { s.User = "0" },
+			"uid 0 with gid":    func(s *workerruntime.Spec) { s.User = "0:65532" },
+			"root":              func(s *workerruntime.Spec) { s.User = "root" },
+			"root:root":         func(s *workerruntime.Spec) { s.User = "root:root" },
+			"host network":      func(s *workerruntime.Spec) { s.Network = "host" },
+			"container net":     func(s *workerruntime.Spec) { s.Network = "container:x" },
+			"path in journey":   func(s *workerruntime.Spec) { s.Journey = "../" + s.Journey },
+			"empty journey":     func(s *workerruntime.Spec) { s.Journey = "" },
+			"journey label":     func(s *workerruntime.Spec) { s.Labels = map[string]string{workerruntime.LabelJourney: "spoofed"} },
+			"negative memory":   func(s *workerruntime.Spec) { s.MemoryBytes = -1 },
+			"spaces in journey": func(s *workerruntime.Spec) { s.Journey = "a b" },
 		} {
 			journey := uuid.NewString()
 			spec := b.spec(journey)
@@ -504,13 +504,13 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts 
 
 // bundle is one case's runtime and labels.
 type bundle struct {
-	rt     runtime.Runtime
+	rt     workerruntime.Runtime
 	opts   Options
 	labels map[string]string
 }
 
-func (b *bundle) spec(journey string) runtime.Spec {
-	return runtime.Spec{
+func (b *bundle) spec(journey string) workerruntime.Spec {
+	return workerruntime.Spec{
 		Journey:        journey,
 		Worker:         testWorker,
 		Image:          b.opts.Image,
@@ -527,13 +527,13 @@ func (b *bundle) spec(journey string) runtime.Spec {
 }
 
 // create creates a worker for a new journey.
-func (b *bundle) create(t *testing.T) (string, runtime.Handle) {
+func (b *bundle) create(t *testing.T) (string, workerruntime.Handle) {
 	t.Helper()
 	journey := uuid.NewString()
 	return journey, b.createJourney(t, journey)
 }
 
-func (b *bundle) createJourney(t *testing.T, journey string) runtime.Handle {
+func (b *bundle) createJourney(t *testing.T, journey string) workerruntime.Handle {
 	t.Helper()
 	h, err := b.rt.Create(t.Context(), b.spec(journey))
 	if err != nil {
@@ -543,11 +543,11 @@ func (b *bundle) createJourney(t *testing.T, journey string) runtime.Handle {
 	return h
 }
 
-func (b *bundle) cleanupHandle(t *testing.T, h runtime.Handle) {
+func (b *bundle) cleanupHandle(t *testing.T, h workerruntime.Handle) {
 	t.Helper()
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(t.Context())
-		if err := b.rt.Remove(ctx, h, runtime.RemoveOptions{Workspace: true}); err != nil {
+		if err := b.rt.Remove(ctx, h, workerruntime.RemoveOptions{Workspace: true}); err != nil {
 			t.Errorf("cleanup: removing %+v: %v", h, err)
 		}
 	})
@@ -564,16 +564,16 @@ func (b *bundle) sweep(t *testing.T) {
 	}
 	for _, w := range l {
 		t.Logf("cleanup: removing leftover worker %+v", w)
-		if err := b.rt.Remove(ctx, w.Handle, runtime.RemoveOptions{Workspace: true}); err != nil {
+		if err := b.rt.Remove(ctx, w.Handle, workerruntime.RemoveOptions{Workspace: true}); err != nil {
 			t.Errorf("cleanup: removing %+v: %v", w.Handle, err)
 		}
 	}
 }
 
-func (b *bundle) listed(t *testing.T, journey string) []runtime.Listed {
+func (b *bundle) listed(t *testing.T, journey string) []workerruntime.Listed {
 	t.Helper()
 	filter := maps.Clone(b.labels)
-	filter[runtime.LabelJourney] = journey
+	filter[workerruntime.LabelJourney] = journey
 	l, err := b.rt.List(t.Context(), filter)
 	if err != nil {
 		t.Fatalf("List: %v", err)
@@ -586,7 +586,7 @@ func (b *bundle) listed(t *testing.T, journey string) []runtime.Listed {
 	return l
 }
 
-func (b *bundle) wantState(t *testing.T, h runtime.Handle, want runtime.State) {
+func (b *bundle) wantState(t *testing.T, h workerruntime.Handle, want workerruntime.State) {
 	t.Helper()
 	got, err := b.rt.State(t.Context(), h)
 	if err != nil {
@@ -597,13 +597,13 @@ func (b *bundle) wantState(t *testing.T, h runtime.Handle, want runtime.State) {
 	}
 }
 
-func (b *bundle) probe(t *testing.T, h runtime.Handle) string {
+func (b *bundle) probe(t *testing.T, h workerruntime.Handle) string {
 	t.Helper()
 	return b.opts.Probe(t, b.rt, h)
 }
 
 // run execs argv with stdin and returns its stdout and exit code.
-func (b *bundle) run(t *testing.T, h runtime.Handle, stdin []byte, argv ...string) ([]byte, int) {
+func (b *bundle) run(t *testing.T, h workerruntime.Handle, stdin []byte, argv ...string) ([]byte, int) {
 	t.Helper()
 	s, err := b.rt.Exec(t.Context(), h, argv)
 	if err != nil {
@@ -650,16 +650,16 @@ func (b *bundle) run(t *testing.T, h runtime.Handle, stdin []byte, argv ...strin
 
 // writeFile writes a file into the workspace through the probe, as the
 // worker's user.
-func (b *bundle) writeFile(t *testing.T, h runtime.Handle, name, data string) {
+func (b *bundle) writeFile(t *testing.T, h workerruntime.Handle, name, data string) {
 	t.Helper()
-	if _, code := b.run(t, h, []byte(data), b.probe(t, h), "write", runtime.WorkspacePath+"/"+name); code != 0 {
+	if _, code := b.run(t, h, []byte(data), b.probe(t, h), "write", workerruntime.WorkspacePath+"/"+name); code != 0 {
 		t.Fatalf("writing %s: probe exited %d", name, code)
 	}
 }
 
 // export returns the workspace's regular files by name (and directories,
 // with a trailing slash, mapped to "").
-func (b *bundle) export(t *testing.T, h runtime.Handle) map[string]string {
+func (b *bundle) export(t *testing.T, h workerruntime.Handle) map[string]string {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := b.rt.ExportWorkspace(t.Context(), h, &buf); err != nil {

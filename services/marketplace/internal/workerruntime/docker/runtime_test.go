@@ -21,10 +21,10 @@ import (
 	"github.com/moby/moby/client"
 	"go.uber.org/goleak"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker/seccomp"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/runtimetest"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/docker"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/docker/seccomp"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/runtimetest"
 )
 
 func TestMain(m *testing.M) {
@@ -113,7 +113,7 @@ func newProbeInstaller(t *testing.T, c *client.Client) *probeInstaller {
 	return &probeInstaller{c: c, bin: bin, done: map[string]bool{}}
 }
 
-func (p *probeInstaller) install(t *testing.T, _ runtime.Runtime, h runtime.Handle) string {
+func (p *probeInstaller) install(t *testing.T, _ workerruntime.Runtime, h workerruntime.Handle) string {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -133,13 +133,13 @@ func (p *probeInstaller) install(t *testing.T, _ runtime.Runtime, h runtime.Hand
 			t.Fatal(err)
 		}
 		if _, err := p.c.CopyToContainer(t.Context(), h.ID, client.CopyToContainerOptions{
-			DestinationPath: runtime.WorkspacePath, Content: &buf,
+			DestinationPath: workerruntime.WorkspacePath, Content: &buf,
 		}); err != nil {
 			t.Fatalf("copying the probe into %s: %v", h.ID, err)
 		}
 		p.done[h.ID] = true
 	}
-	return runtime.WorkspacePath + "/" + probeName
+	return workerruntime.WorkspacePath + "/" + probeName
 }
 
 func TestConformance(t *testing.T) { conformance(t, "") }
@@ -158,7 +158,7 @@ func conformance(t *testing.T, ociRuntime string) {
 	c := engine(t)
 	labels := testLabels(t, c)
 	probe := newProbeInstaller(t, c)
-	runtimetest.Exercise(t, func(t *testing.T) runtime.Runtime {
+	runtimetest.Exercise(t, func(t *testing.T) workerruntime.Runtime {
 		t.Helper()
 		return newRuntime(t, c)
 	}, runtimetest.Options{
@@ -184,8 +184,8 @@ func setup(t *testing.T) *bundle {
 	return &bundle{c: c, rt: newRuntime(t, c), labels: testLabels(t, c)}
 }
 
-func (b *bundle) spec() runtime.Spec {
-	return runtime.Spec{
+func (b *bundle) spec() workerruntime.Spec {
+	return workerruntime.Spec{
 		Journey:        uuid.NewString(),
 		Worker:         "docker_test_v1",
 		Image:          workerImage,
@@ -200,14 +200,14 @@ func (b *bundle) spec() runtime.Spec {
 	}
 }
 
-func (b *bundle) create(t *testing.T, spec runtime.Spec) runtime.Handle {
+func (b *bundle) create(t *testing.T, spec workerruntime.Spec) workerruntime.Handle {
 	t.Helper()
 	h, err := b.rt.Create(t.Context(), spec)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := b.rt.Remove(context.WithoutCancel(t.Context()), h, runtime.RemoveOptions{Workspace: true}); err != nil {
+		if err := b.rt.Remove(context.WithoutCancel(t.Context()), h, workerruntime.RemoveOptions{Workspace: true}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
@@ -275,7 +275,7 @@ func TestContainerIsHardened(t *testing.T) {
 			t.Errorf("%s namespace is the host's", what)
 		}
 	}
-	if cfg.WorkingDir != runtime.WorkspacePath {
+	if cfg.WorkingDir != workerruntime.WorkspacePath {
 		t.Errorf("working dir %q", cfg.WorkingDir)
 	}
 	if !slices.Equal(cfg.Cmd, []string{"idle"}) || !slices.Contains(cfg.Env, "MESHWORK_TEST=1") {
@@ -284,7 +284,7 @@ func TestContainerIsHardened(t *testing.T) {
 	if !cfg.OpenStdin || cfg.StdinOnce || cfg.AttachStdin || cfg.Tty {
 		t.Errorf("KeepStdinOpen: OpenStdin %v, StdinOnce %v, AttachStdin %v, Tty %v; want an open, unattached stdin and no TTY", cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin, cfg.Tty)
 	}
-	wantLabels := map[string]string{runtime.LabelJourney: spec.Journey, runtime.LabelWorker: spec.Worker, runtimetest.LabelTest: b.labels[runtimetest.LabelTest]}
+	wantLabels := map[string]string{workerruntime.LabelJourney: spec.Journey, workerruntime.LabelWorker: spec.Worker, runtimetest.LabelTest: b.labels[runtimetest.LabelTest]}
 	for k, v := range wantLabels {
 		if cfg.Labels[k] != v {
 			t.Errorf("container label %s = %q, want %q", k, cfg.Labels[k], v)
@@ -296,7 +296,7 @@ func TestContainerIsHardened(t *testing.T) {
 		t.Fatalf("mounts %+v, want only the workspace volume", ctr.Mounts)
 	}
 	m := ctr.Mounts[0]
-	if m.Type != mount.TypeVolume || m.Name != docker.VolumeName(spec.Journey) || m.Destination != runtime.WorkspacePath || !m.RW {
+	if m.Type != mount.TypeVolume || m.Name != docker.VolumeName(spec.Journey) || m.Destination != workerruntime.WorkspacePath || !m.RW {
 		t.Errorf("mount %+v, want volume %s read-write at /workspace", m, docker.VolumeName(spec.Journey))
 	}
 	if h.Workspace != m.Name {
@@ -370,7 +370,7 @@ func TestJourneysMountOnlyTheirOwnVolume(t *testing.T) {
 	b := setup(t)
 	ha := b.create(t, b.spec())
 	hb := b.create(t, b.spec())
-	for _, pair := range [][2]runtime.Handle{{ha, hb}, {hb, ha}} {
+	for _, pair := range [][2]workerruntime.Handle{{ha, hb}, {hb, ha}} {
 		own, other := pair[0], pair[1]
 		for _, m := range b.inspect(t, own.ID).Mounts {
 			if m.Type == mount.TypeBind {
@@ -379,7 +379,7 @@ func TestJourneysMountOnlyTheirOwnVolume(t *testing.T) {
 			if m.Name == other.Workspace {
 				t.Errorf("container %s mounts the other journey's volume %s", own.ID, other.Workspace)
 			}
-			if m.Destination == runtime.WorkspacePath && m.Name != own.Workspace {
+			if m.Destination == workerruntime.WorkspacePath && m.Name != own.Workspace {
 				t.Errorf("container %s mounts %s at /workspace, want %s", own.ID, m.Name, own.Workspace)
 			}
 		}
@@ -397,7 +397,7 @@ func TestLogsOfTheMainProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st == runtime.StateStopped {
+		if st == workerruntime.StateStopped {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -441,10 +441,10 @@ func TestRemoveRefusesWhatIsNotAWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.rt.Remove(t.Context(), runtime.Handle{ID: ctr.ID}, runtime.RemoveOptions{}); err == nil {
+	if err := b.rt.Remove(t.Context(), workerruntime.Handle{ID: ctr.ID}, workerruntime.RemoveOptions{}); err == nil {
 		t.Error("Remove deleted a container without the journey label")
 	}
-	if err := b.rt.Remove(t.Context(), runtime.Handle{Workspace: vol.Volume.Name}, runtime.RemoveOptions{Workspace: true}); err == nil {
+	if err := b.rt.Remove(t.Context(), workerruntime.Handle{Workspace: vol.Volume.Name}, workerruntime.RemoveOptions{Workspace: true}); err == nil {
 		t.Error("Remove deleted a volume without the journey label")
 	}
 	if _, err := b.c.ContainerInspect(t.Context(), ctr.ID, client.ContainerInspectOptions{}); err != nil {
@@ -458,7 +458,7 @@ func TestRemoveRefusesWhatIsNotAWorker(t *testing.T) {
 func TestExportWithoutAContainerLeavesNoHelper(t *testing.T) {
 	b := setup(t)
 	h := b.create(t, b.spec())
-	if err := b.rt.Remove(t.Context(), h, runtime.RemoveOptions{}); err != nil {
+	if err := b.rt.Remove(t.Context(), h, workerruntime.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -568,12 +568,12 @@ func TestRemoveTakesAnonymousVolumes(t *testing.T) {
 		if anonymous == "" {
 			t.Fatal("the image's VOLUME made no volume")
 		}
-		if err := b.rt.Remove(t.Context(), h, runtime.RemoveOptions{Workspace: !keep}); err != nil {
+		if err := b.rt.Remove(t.Context(), h, workerruntime.RemoveOptions{Workspace: !keep}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := b.c.VolumeInspect(t.Context(), anonymous, client.VolumeInspectOptions{}); !cerrdefs.IsNotFound(err) {
 			t.Errorf("workspace kept %v: the anonymous volume %s outlives its worker (%v)", keep, anonymous, err)
 		}
-		_ = b.rt.Remove(context.WithoutCancel(t.Context()), h, runtime.RemoveOptions{Workspace: true})
+		_ = b.rt.Remove(context.WithoutCancel(t.Context()), h, workerruntime.RemoveOptions{Workspace: true})
 	}
 }

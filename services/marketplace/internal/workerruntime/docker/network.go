@@ -14,7 +14,7 @@ import (
 	apinetwork "github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // internalNetworkPattern names the internal networks a worker may join:
@@ -25,7 +25,7 @@ var internalNetworkPattern = regexp.MustCompile(`^meshwork-[a-z0-9][a-z0-9_.-]{0
 // labelNetwork marks the networks the runtime made.
 const labelNetwork = "meshwork.network"
 
-// EnsureInternalNetwork implements runtime.Networker: it creates the
+// EnsureInternalNetwork implements workerruntime.Networker: it creates the
 // internal network name (no route out of it: Docker's internal bridge) if
 // there is none, and returns its gateway, the host's address on it. A
 // network of that name that is not internal is refused: workers on it
@@ -135,11 +135,11 @@ func (r *Runtime) JoinNetwork(ctx context.Context, self, network, alias string) 
 	return nil
 }
 
-// Address implements runtime.Networker: the worker's address on network.
-func (r *Runtime) Address(ctx context.Context, h runtime.Handle, network string) (string, error) {
+// Address implements workerruntime.Networker: the worker's address on network.
+func (r *Runtime) Address(ctx context.Context, h workerruntime.Handle, network string) (string, error) {
 	res, err := r.engine.ContainerInspect(ctx, h.ID, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
-		return "", runtime.ErrNotFound
+		return "", workerruntime.ErrNotFound
 	}
 	if err != nil {
 		return "", fmt.Errorf("inspecting container %s: %w", h.ID, err)

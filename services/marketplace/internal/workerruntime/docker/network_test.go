@@ -7,7 +7,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/runtimetest"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/runtimetest"
 )
 
 // Runtimes ensuring one network at once, without the marketplaces' lock:

@@ -14,20 +14,20 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // closeGrace is how long a closed session's process gets to exit on end of
 // input, and then on SIGTERM, before the next step.
 const closeGrace = time.Second
 
-// Exec implements runtime.Runtime. argv[0] is mapped through
+// Exec implements workerruntime.Runtime. argv[0] is mapped through
 // Config.Binaries; every argument that is /workspace or below it is
 // rewritten to the journey's directory, which is also the working
 // directory. The process gets a minimal environment (plus the spec's Env)
 // and its own process group, which is killed when the session is closed,
 // the worker stopped or removed, or ctx done.
-func (r *Runtime) Exec(ctx context.Context, h runtime.Handle, argv []string) (runtime.Session, error) {
+func (r *Runtime) Exec(ctx context.Context, h workerruntime.Handle, argv []string) (workerruntime.Session, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("exec: empty argv")
 	}
@@ -40,9 +40,9 @@ func (r *Runtime) Exec(ctx context.Context, h runtime.Handle, argv []string) (ru
 	defer r.mu.Unlock()
 	rec := r.workers[h.ID]
 	if rec == nil {
-		return nil, fmt.Errorf("exec %s in %q: %w", argv[0], h.ID, runtime.ErrNotFound)
+		return nil, fmt.Errorf("exec %s in %q: %w", argv[0], h.ID, workerruntime.ErrNotFound)
 	}
-	if rec.State != runtime.StateRunning {
+	if rec.State != workerruntime.StateRunning {
 		return nil, fmt.Errorf("exec %s in %q: worker is not running", argv[0], h.ID)
 	}
 	dir := r.workspace(rec.Journey)
@@ -108,10 +108,10 @@ func (r *Runtime) Exec(ctx context.Context, h runtime.Handle, argv []string) (ru
 
 // rewritePath maps /workspace and paths below it into dir.
 func rewritePath(arg, dir string) string {
-	if arg == runtime.WorkspacePath {
+	if arg == workerruntime.WorkspacePath {
 		return dir
 	}
-	if rest, ok := strings.CutPrefix(arg, runtime.WorkspacePath+"/"); ok {
+	if rest, ok := strings.CutPrefix(arg, workerruntime.WorkspacePath+"/"); ok {
 		return dir + "/" + rest
 	}
 	return arg
@@ -170,7 +170,7 @@ type session struct {
 	closeOnce sync.Once
 }
 
-var _ runtime.Session = (*session)(nil)
+var _ workerruntime.Session = (*session)(nil)
 
 func (s *session) Read(p []byte) (int, error)  { return s.stdout.Read(p) }
 func (s *session) Write(p []byte) (int, error) { return s.stdin.Write(p) }

@@ -1,4 +1,4 @@
-// Package runtime is the seam between the marketplace and whatever runs
+// Package workerruntime is the seam between the marketplace and whatever runs
 // workers: one [Runtime] interface, with one subpackage per implementation
 // (docker: hardened containers through the Docker Engine API; process: plain
 // subprocesses for machines without Docker) and a conformance suite,
@@ -7,7 +7,7 @@
 // A worker is one long-lived main process (it idles) plus a workspace that
 // outlives it. The marketplace talks to the worker through [Runtime.Exec]
 // sessions: it keeps one open per journey and opens a new one if it breaks.
-package runtime
+package workerruntime
 
 import (
 	"context"

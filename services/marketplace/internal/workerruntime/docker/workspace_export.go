@@ -16,29 +16,29 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
-// ExportWorkspace implements runtime.Runtime. It reads the workspace through
+// ExportWorkspace implements workerruntime.Runtime. It reads the workspace through
 // the worker's container, running or stopped. When the container is gone (a
 // journey stopped with its workspace kept) it mounts the volume, read-only,
 // in a helper container that is created but never started, and removes it.
-func (r *Runtime) ExportWorkspace(ctx context.Context, h runtime.Handle, w io.Writer) error {
+func (r *Runtime) ExportWorkspace(ctx context.Context, h workerruntime.Handle, w io.Writer) error {
 	if h.ID != "" {
 		err := r.copyWorkspace(ctx, h.ID, w)
-		if !errors.Is(err, runtime.ErrNotFound) {
+		if !errors.Is(err, workerruntime.ErrNotFound) {
 			return err
 		}
 	}
 	if h.Workspace == "" {
-		return fmt.Errorf("exporting workspace: no container and no volume: %w", runtime.ErrNotFound)
+		return fmt.Errorf("exporting workspace: no container and no volume: %w", workerruntime.ErrNotFound)
 	}
 	vol, err := r.engine.VolumeInspect(ctx, h.Workspace, client.VolumeInspectOptions{})
 	if err != nil {
 		return fmt.Errorf("exporting workspace: inspecting volume %s: %w", h.Workspace, notFound(err))
 	}
-	if vol.Volume.Labels[runtime.LabelJourney] == "" {
-		return fmt.Errorf("exporting workspace: volume %s is not a workspace (no %s label)", h.Workspace, runtime.LabelJourney)
+	if vol.Volume.Labels[workerruntime.LabelJourney] == "" {
+		return fmt.Errorf("exporting workspace: volume %s is not a workspace (no %s label)", h.Workspace, workerruntime.LabelJourney)
 	}
 	image := vol.Volume.Labels[LabelImage]
 	if image == "" {
@@ -56,7 +56,7 @@ func (r *Runtime) ExportWorkspace(ctx context.Context, h runtime.Handle, w io.Wr
 			CapDrop:     []string{"ALL"},
 			SecurityOpt: securityOpt,
 			Mounts: []mount.Mount{{
-				Type: mount.TypeVolume, Source: h.Workspace, Target: runtime.WorkspacePath, ReadOnly: true,
+				Type: mount.TypeVolume, Source: h.Workspace, Target: workerruntime.WorkspacePath, ReadOnly: true,
 				// NoCopy: an empty workspace must stay empty, not receive
 				// the helper image's /workspace.
 				VolumeOptions: &mount.VolumeOptions{NoCopy: true},
@@ -78,7 +78,7 @@ func (r *Runtime) ExportWorkspace(ctx context.Context, h runtime.Handle, w io.Wr
 // copyWorkspace writes the tar of a container's /workspace, with names
 // relative to the workspace.
 func (r *Runtime) copyWorkspace(ctx context.Context, id string, w io.Writer) error {
-	res, err := r.engine.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: runtime.WorkspacePath + "/."})
+	res, err := r.engine.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: workerruntime.WorkspacePath + "/."})
 	if err != nil {
 		return fmt.Errorf("exporting workspace of container %s: %w", id, notFound(err))
 	}
@@ -144,8 +144,8 @@ func helperLabels(volLabels map[string]string, purpose string) map[string]string
 	if l == nil {
 		l = map[string]string{}
 	}
-	delete(l, runtime.LabelJourney)
-	delete(l, runtime.LabelWorker)
+	delete(l, workerruntime.LabelJourney)
+	delete(l, workerruntime.LabelWorker)
 	delete(l, LabelImage)
 	l[labelHelper] = purpose
 	return l

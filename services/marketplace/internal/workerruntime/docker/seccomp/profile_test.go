@@ -9,7 +9,7 @@ import (
 
 	moby "github.com/moby/profiles/seccomp"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker/seccomp"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/docker/seccomp"
 )
 
 var update = flag.Bool("update", false, "rewrite worker.json from Docker's default profile")

@@ -11,21 +11,21 @@ import (
 	"path"
 	"strings"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
-// SeedWorkspace implements runtime.Runtime: it unpacks the tar into the
+// SeedWorkspace implements workerruntime.Runtime: it unpacks the tar into the
 // workspace directory through an os.Root, so no entry, link or name can
 // land outside it. Owners are not changed: the worker runs as the
 // marketplace's own user.
-func (r *Runtime) SeedWorkspace(ctx context.Context, h runtime.Handle, tr io.Reader) error {
+func (r *Runtime) SeedWorkspace(ctx context.Context, h workerruntime.Handle, tr io.Reader) error {
 	journey, err := r.journeyOf(h)
 	if err != nil {
 		return err
 	}
 	root, err := os.OpenRoot(r.workspace(journey))
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("seeding workspace of %s: %w", journey, runtime.ErrNotFound)
+		return fmt.Errorf("seeding workspace of %s: %w", journey, workerruntime.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("seeding workspace of %s: %w", journey, err)

@@ -24,7 +24,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // EngineClient is the part of the Docker Engine client the runtime uses;
@@ -53,7 +53,7 @@ type EngineClient interface {
 	NetworkRemove(ctx context.Context, networkID string, options client.NetworkRemoveOptions) (client.NetworkRemoveResult, error)
 }
 
-// Runtime is the Docker implementation of runtime.Runtime. It is safe for
+// Runtime is the Docker implementation of workerruntime.Runtime. It is safe for
 // concurrent use; it keeps no state of its own, the engine is the truth.
 type Runtime struct {
 	engine EngineClient
@@ -62,7 +62,7 @@ type Runtime struct {
 	owned io.Closer
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var _ workerruntime.Runtime = (*Runtime)(nil)
 
 // New returns a runtime on an engine client the caller owns. A nil logger
 // discards logs.
@@ -99,16 +99,16 @@ func (r *Runtime) Close() error {
 	return r.owned.Close()
 }
 
-// Name implements runtime.Runtime.
+// Name implements workerruntime.Runtime.
 func (r *Runtime) Name() string { return "docker" }
 
-// Create implements runtime.Runtime: it reuses or creates the journey's
+// Create implements workerruntime.Runtime: it reuses or creates the journey's
 // volume, replaces any container left under the journey's name, and creates
 // and starts a hardened container.
-func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
+func (r *Runtime) Create(ctx context.Context, spec workerruntime.Spec) (workerruntime.Handle, error) {
 	spec, err := withDefaults(spec)
 	if err != nil {
-		return runtime.Handle{}, err
+		return workerruntime.Handle{}, err
 	}
 	log := r.logger.With(slog.String("journey", spec.Journey), slog.String("worker", spec.Worker))
 	name, vol := containerName(spec.Journey), VolumeName(spec.Journey)
@@ -116,11 +116,11 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Handle
 	// A container under this name is from an earlier life of the journey
 	// (a crash, or a create that failed half-way): it is stale.
 	if err := r.removeStale(ctx, name, spec.Journey); err != nil {
-		return runtime.Handle{}, err
+		return workerruntime.Handle{}, err
 	}
 	createdVolume, err := r.ensureVolume(ctx, vol, spec)
 	if err != nil {
-		return runtime.Handle{}, err
+		return workerruntime.Handle{}, err
 	}
 	// Undo what this call made if a later step fails; a reused volume holds
 	// a resumed journey's files and is never removed here.
@@ -143,19 +143,19 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Handle
 	if err != nil {
 		cleanup("")
 		if cerrdefs.IsNotFound(err) {
-			return runtime.Handle{}, fmt.Errorf("creating container %s: image %q is not present locally (this runtime never pulls): %w", name, spec.Image, err)
+			return workerruntime.Handle{}, fmt.Errorf("creating container %s: image %q is not present locally (this runtime never pulls): %w", name, spec.Image, err)
 		}
-		return runtime.Handle{}, fmt.Errorf("creating container %s: %w", name, err)
+		return workerruntime.Handle{}, fmt.Errorf("creating container %s: %w", name, err)
 	}
 	for _, w := range created.Warnings {
 		log.WarnContext(ctx, "engine warning on container create", slog.String("container", created.ID), slog.String("warning", w))
 	}
 	if _, err := r.engine.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		cleanup(created.ID)
-		return runtime.Handle{}, fmt.Errorf("starting container %s: %w", name, err)
+		return workerruntime.Handle{}, fmt.Errorf("starting container %s: %w", name, err)
 	}
 	log.InfoContext(ctx, "worker container started", slog.String("container", created.ID), slog.String("volume", vol), slog.Bool("volume_created", createdVolume))
-	return runtime.Handle{ID: created.ID, Workspace: vol}, nil
+	return workerruntime.Handle{ID: created.ID, Workspace: vol}, nil
 }
 
 // removeStale force-removes the container named name, if there is one and it
@@ -168,9 +168,9 @@ func (r *Runtime) removeStale(ctx context.Context, name, journey string) error {
 	if err != nil {
 		return fmt.Errorf("inspecting container %s: %w", name, err)
 	}
-	if got := containerLabels(res.Container)[runtime.LabelJourney]; got != journey {
+	if got := containerLabels(res.Container)[workerruntime.LabelJourney]; got != journey {
 		// Not ours: removing it could destroy someone else's work.
-		return fmt.Errorf("container %s exists but is not journey %s's (label %s=%q); remove it by hand", name, journey, runtime.LabelJourney, got)
+		return fmt.Errorf("container %s exists but is not journey %s's (label %s=%q); remove it by hand", name, journey, workerruntime.LabelJourney, got)
 	}
 	r.logger.InfoContext(ctx, "removing stale worker container", slog.String("journey", journey), slog.String("container", res.Container.ID))
 	if _, err := r.engine.ContainerRemove(ctx, res.Container.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
@@ -182,11 +182,11 @@ func (r *Runtime) removeStale(ctx context.Context, name, journey string) error {
 // ensureVolume creates the workspace volume or reuses the existing one
 // (that is how a resumed journey keeps its files). It reports whether it
 // created it.
-func (r *Runtime) ensureVolume(ctx context.Context, vol string, spec runtime.Spec) (bool, error) {
+func (r *Runtime) ensureVolume(ctx context.Context, vol string, spec workerruntime.Spec) (bool, error) {
 	res, err := r.engine.VolumeInspect(ctx, vol, client.VolumeInspectOptions{})
 	if err == nil {
-		if got := res.Volume.Labels[runtime.LabelJourney]; got != spec.Journey {
-			return false, fmt.Errorf("volume %s exists but is not journey %s's (label %s=%q); remove it by hand", vol, spec.Journey, runtime.LabelJourney, got)
+		if got := res.Volume.Labels[workerruntime.LabelJourney]; got != spec.Journey {
+			return false, fmt.Errorf("volume %s exists but is not journey %s's (label %s=%q); remove it by hand", vol, spec.Journey, workerruntime.LabelJourney, got)
 		}
 		return false, nil
 	}
@@ -201,10 +201,10 @@ func (r *Runtime) ensureVolume(ctx context.Context, vol string, spec runtime.Spe
 	return true, nil
 }
 
-// Start implements runtime.Runtime.
-func (r *Runtime) Start(ctx context.Context, h runtime.Handle) error {
+// Start implements workerruntime.Runtime.
+func (r *Runtime) Start(ctx context.Context, h workerruntime.Handle) error {
 	if h.ID == "" {
-		return fmt.Errorf("starting worker: no container: %w", runtime.ErrNotFound)
+		return fmt.Errorf("starting worker: no container: %w", workerruntime.ErrNotFound)
 	}
 	if _, err := r.engine.ContainerStart(ctx, h.ID, client.ContainerStartOptions{}); err != nil {
 		return fmt.Errorf("starting container %s: %w", h.ID, notFound(err))
@@ -212,11 +212,11 @@ func (r *Runtime) Start(ctx context.Context, h runtime.Handle) error {
 	return nil
 }
 
-// Stop implements runtime.Runtime: the engine sends the image's stop signal
+// Stop implements workerruntime.Runtime: the engine sends the image's stop signal
 // (SIGTERM) and kills after grace, rounded up to whole seconds.
-func (r *Runtime) Stop(ctx context.Context, h runtime.Handle, grace time.Duration) error {
+func (r *Runtime) Stop(ctx context.Context, h workerruntime.Handle, grace time.Duration) error {
 	if h.ID == "" {
-		return fmt.Errorf("stopping worker: no container: %w", runtime.ErrNotFound)
+		return fmt.Errorf("stopping worker: no container: %w", workerruntime.ErrNotFound)
 	}
 	secs := max(0, int(math.Ceil(grace.Seconds())))
 	if _, err := r.engine.ContainerStop(ctx, h.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil {
@@ -225,18 +225,18 @@ func (r *Runtime) Stop(ctx context.Context, h runtime.Handle, grace time.Duratio
 	return nil
 }
 
-// Remove implements runtime.Runtime. It refuses to delete a container or a
+// Remove implements workerruntime.Runtime. It refuses to delete a container or a
 // volume that does not carry LabelJourney: handles come from the database
 // and a wrong one must not destroy something that is not a worker's.
-func (r *Runtime) Remove(ctx context.Context, h runtime.Handle, opts runtime.RemoveOptions) error {
+func (r *Runtime) Remove(ctx context.Context, h workerruntime.Handle, opts workerruntime.RemoveOptions) error {
 	if h.ID != "" {
 		res, err := r.engine.ContainerInspect(ctx, h.ID, client.ContainerInspectOptions{})
 		switch {
 		case cerrdefs.IsNotFound(err):
 		case err != nil:
 			return fmt.Errorf("inspecting container %s: %w", h.ID, err)
-		case containerLabels(res.Container)[runtime.LabelJourney] == "":
-			return fmt.Errorf("container %s is not a worker (no %s label); not removing it", h.ID, runtime.LabelJourney)
+		case containerLabels(res.Container)[workerruntime.LabelJourney] == "":
+			return fmt.Errorf("container %s is not a worker (no %s label); not removing it", h.ID, workerruntime.LabelJourney)
 		default:
 			if _, err := r.engine.ContainerRemove(ctx, h.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 				return fmt.Errorf("removing container %s: %w", h.ID, err)
@@ -253,8 +253,8 @@ func (r *Runtime) Remove(ctx context.Context, h runtime.Handle, opts runtime.Rem
 	if err != nil {
 		return fmt.Errorf("inspecting volume %s: %w", h.Workspace, err)
 	}
-	if res.Volume.Labels[runtime.LabelJourney] == "" {
-		return fmt.Errorf("volume %s is not a workspace (no %s label); not removing it", h.Workspace, runtime.LabelJourney)
+	if res.Volume.Labels[workerruntime.LabelJourney] == "" {
+		return fmt.Errorf("volume %s is not a workspace (no %s label); not removing it", h.Workspace, workerruntime.LabelJourney)
 	}
 	if _, err := r.engine.VolumeRemove(ctx, h.Workspace, client.VolumeRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("removing volume %s: %w", h.Workspace, err)
@@ -262,30 +262,30 @@ func (r *Runtime) Remove(ctx context.Context, h runtime.Handle, opts runtime.Rem
 	return nil
 }
 
-// State implements runtime.Runtime. A paused or restarting container counts
+// State implements workerruntime.Runtime. A paused or restarting container counts
 // as stopped: nothing can be exec'd in it.
-func (r *Runtime) State(ctx context.Context, h runtime.Handle) (runtime.State, error) {
+func (r *Runtime) State(ctx context.Context, h workerruntime.Handle) (workerruntime.State, error) {
 	if h.ID == "" {
-		return runtime.StateMissing, nil
+		return workerruntime.StateMissing, nil
 	}
 	res, err := r.engine.ContainerInspect(ctx, h.ID, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
-		return runtime.StateMissing, nil
+		return workerruntime.StateMissing, nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("inspecting container %s: %w", h.ID, err)
 	}
 	s := res.Container.State
 	if s != nil && s.Running && !s.Paused && !s.Restarting {
-		return runtime.StateRunning, nil
+		return workerruntime.StateRunning, nil
 	}
-	return runtime.StateStopped, nil
+	return workerruntime.StateStopped, nil
 }
 
-// List implements runtime.Runtime. Only containers are listed: a workspace
+// List implements workerruntime.Runtime. Only containers are listed: a workspace
 // volume without a container is a stopped journey's, not a worker.
-func (r *Runtime) List(ctx context.Context, extra map[string]string) ([]runtime.Listed, error) {
-	f := client.Filters{}.Add("label", runtime.LabelJourney)
+func (r *Runtime) List(ctx context.Context, extra map[string]string) ([]workerruntime.Listed, error) {
+	f := client.Filters{}.Add("label", workerruntime.LabelJourney)
 	for k, v := range extra {
 		f.Add("label", k+"="+v)
 	}
@@ -293,34 +293,34 @@ func (r *Runtime) List(ctx context.Context, extra map[string]string) ([]runtime.
 	if err != nil {
 		return nil, fmt.Errorf("listing worker containers: %w", err)
 	}
-	out := make([]runtime.Listed, 0, len(res.Items))
+	out := make([]workerruntime.Listed, 0, len(res.Items))
 	for _, c := range res.Items {
-		journey := c.Labels[runtime.LabelJourney]
+		journey := c.Labels[workerruntime.LabelJourney]
 		ws := VolumeName(journey)
 		for _, m := range c.Mounts {
-			if m.Destination == runtime.WorkspacePath && m.Name != "" {
+			if m.Destination == workerruntime.WorkspacePath && m.Name != "" {
 				ws = m.Name
 			}
 		}
-		state := runtime.StateStopped
+		state := workerruntime.StateStopped
 		if c.State == container.StateRunning {
-			state = runtime.StateRunning
+			state = workerruntime.StateRunning
 		}
-		out = append(out, runtime.Listed{
-			Handle:  runtime.Handle{ID: c.ID, Workspace: ws},
+		out = append(out, workerruntime.Listed{
+			Handle:  workerruntime.Handle{ID: c.ID, Workspace: ws},
 			Journey: journey,
-			Worker:  c.Labels[runtime.LabelWorker],
+			Worker:  c.Labels[workerruntime.LabelWorker],
 			State:   state,
 		})
 	}
 	return out, nil
 }
 
-// Logs implements runtime.Runtime: the main process's stdout and stderr,
+// Logs implements workerruntime.Runtime: the main process's stdout and stderr,
 // interleaved as the engine stored them. tail <= 0 returns everything.
-func (r *Runtime) Logs(ctx context.Context, h runtime.Handle, tail int) ([]byte, error) {
+func (r *Runtime) Logs(ctx context.Context, h workerruntime.Handle, tail int) ([]byte, error) {
 	if h.ID == "" {
-		return nil, fmt.Errorf("reading logs: no container: %w", runtime.ErrNotFound)
+		return nil, fmt.Errorf("reading logs: no container: %w", workerruntime.ErrNotFound)
 	}
 	t := "all"
 	if tail > 0 {
@@ -339,11 +339,11 @@ func (r *Runtime) Logs(ctx context.Context, h runtime.Handle, tail int) ([]byte,
 	return buf.Bytes(), nil
 }
 
-// notFound adds runtime.ErrNotFound to an engine "not found" error, so
+// notFound adds workerruntime.ErrNotFound to an engine "not found" error, so
 // callers can branch on it without knowing the engine's error types.
 func notFound(err error) error {
 	if cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("%w: %w", runtime.ErrNotFound, err)
+		return fmt.Errorf("%w: %w", workerruntime.ErrNotFound, err)
 	}
 	return err
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/docker/seccomp"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/docker/seccomp"
 )
 
 // Defaults for a Spec's zero fields. They are the hardened defaults of worker
@@ -52,7 +52,7 @@ func VolumeName(journey string) string { return "meshwork-ws-" + journey }
 // withDefaults validates a spec and fills its zero fields. A refused spec is
 // an error naming every problem, since the caller usually built it from a
 // worker definition and wants to fix them all at once.
-func withDefaults(spec runtime.Spec) (runtime.Spec, error) {
+func withDefaults(spec workerruntime.Spec) (workerruntime.Spec, error) {
 	var errs []error
 	if !meshapi.ValidID(spec.Journey) {
 		errs = append(errs, fmt.Errorf("journey %q must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", spec.Journey))
@@ -89,7 +89,7 @@ func withDefaults(spec runtime.Spec) (runtime.Spec, error) {
 		spec.PIDs = DefaultPIDs
 	}
 	for k := range spec.Labels {
-		if k == runtime.LabelJourney || k == runtime.LabelWorker || k == LabelImage || k == labelHelper {
+		if k == workerruntime.LabelJourney || k == workerruntime.LabelWorker || k == LabelImage || k == labelHelper {
 			errs = append(errs, fmt.Errorf("label %q is set by the runtime", k))
 		}
 	}
@@ -123,24 +123,24 @@ func checkUser(user string) error {
 }
 
 // labels returns the extra labels plus the runtime's own, which win.
-func labels(spec runtime.Spec) map[string]string {
+func labels(spec workerruntime.Spec) map[string]string {
 	l := make(map[string]string, len(spec.Labels)+2)
 	maps.Copy(l, spec.Labels)
-	l[runtime.LabelJourney] = spec.Journey
-	l[runtime.LabelWorker] = spec.Worker
+	l[workerruntime.LabelJourney] = spec.Journey
+	l[workerruntime.LabelWorker] = spec.Worker
 	return l
 }
 
 // containerConfig builds the hardened container. Everything a worker could
 // use to reach the host is off: no capabilities, no privilege escalation, no
 // host namespaces, no bind mounts, no published ports.
-func containerConfig(spec runtime.Spec, volume string) (*container.Config, *container.HostConfig) {
+func containerConfig(spec workerruntime.Spec, volume string) (*container.Config, *container.HostConfig) {
 	cfg := &container.Config{
 		Image:      spec.Image,
 		Cmd:        spec.Cmd,
 		User:       spec.User,
 		Env:        spec.Env,
-		WorkingDir: runtime.WorkspacePath,
+		WorkingDir: workerruntime.WorkspacePath,
 		Labels:     labels(spec),
 		// Stdin left open but never attached: a stdio server as the main
 		// process blocks on it instead of seeing end of input.
@@ -161,7 +161,7 @@ func containerConfig(spec runtime.Spec, volume string) (*container.Config, *cont
 		Mounts: []mount.Mount{{
 			Type:   mount.TypeVolume,
 			Source: volume,
-			Target: runtime.WorkspacePath,
+			Target: workerruntime.WorkspacePath,
 		}},
 		Resources: container.Resources{
 			NanoCPUs: int64(spec.CPUs * 1e9),

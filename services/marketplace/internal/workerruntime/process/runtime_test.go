@@ -17,9 +17,9 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/process"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime/runtimetest"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/process"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/runtimetest"
 )
 
 func TestMain(m *testing.M) {
@@ -37,7 +37,7 @@ func meshworker(t *testing.T) string {
 	if p := os.Getenv("MESHWORKER_BIN"); p != "" {
 		return p
 	}
-	// services/marketplace/internal/runtime/process -> repository root.
+	// services/marketplace/internal/workerruntime/process -> repository root.
 	p, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "..", "bin", "linux_"+goruntime.GOARCH, "meshworker"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,12 +77,12 @@ func setup(t *testing.T, probe string) (*process.Runtime, *bundle) {
 
 func TestConformance(t *testing.T) {
 	probe := runtimetest.BuildProbe(t)
-	runtimetest.Exercise(t, func(t *testing.T) runtime.Runtime {
+	runtimetest.Exercise(t, func(t *testing.T) workerruntime.Runtime {
 		t.Helper()
 		rt, _ := setup(t, probe)
 		return rt
 	}, runtimetest.Options{
-		Probe: func(*testing.T, runtime.Runtime, runtime.Handle) string { return probePath },
+		Probe: func(*testing.T, workerruntime.Runtime, workerruntime.Handle) string { return probePath },
 	})
 }
 
@@ -120,8 +120,8 @@ func writeFile(t *testing.T, name string, mode os.FileMode) string {
 	return p
 }
 
-func spec(journey string) runtime.Spec {
-	return runtime.Spec{Journey: journey, Worker: "process_test_v1", Image: "ignored", User: "65532:65532", Network: "none", Labels: map[string]string{"meshwork.test": "process"}}
+func spec(journey string) workerruntime.Spec {
+	return workerruntime.Spec{Journey: journey, Worker: "process_test_v1", Image: "ignored", User: "65532:65532", Network: "none", Labels: map[string]string{"meshwork.test": "process"}}
 }
 
 func TestListSurvivesARestart(t *testing.T) {
@@ -143,7 +143,7 @@ func TestListSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := runtime.Listed{Handle: h, Journey: journey, Worker: "process_test_v1", State: runtime.StateStopped}
+	want := workerruntime.Listed{Handle: h, Journey: journey, Worker: "process_test_v1", State: workerruntime.StateStopped}
 	if len(l) != 1 || l[0] != want {
 		t.Errorf("List after restart = %+v, want [%+v]", l, want)
 	}
@@ -280,12 +280,12 @@ func TestRemoveRefusesForeignWorkspaces(t *testing.T) {
 	if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []runtime.Handle{
+	for _, h := range []workerruntime.Handle{
 		{Workspace: outside},
 		{ID: "../..", Workspace: ""},
 		{ID: "ok", Workspace: outside},
 	} {
-		if err := rt.Remove(t.Context(), h, runtime.RemoveOptions{Workspace: true}); err == nil {
+		if err := rt.Remove(t.Context(), h, workerruntime.RemoveOptions{Workspace: true}); err == nil {
 			t.Errorf("Remove(%+v) succeeded", h)
 		}
 	}

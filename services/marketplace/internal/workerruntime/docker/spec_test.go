@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 func TestWithDefaults(t *testing.T) {
 	t.Parallel()
-	got, err := withDefaults(runtime.Spec{Journey: "j1", Worker: "w_v1", Image: "img"})
+	got, err := withDefaults(workerruntime.Spec{Journey: "j1", Worker: "w_v1", Image: "img"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,16 +20,16 @@ func TestWithDefaults(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", got)
 	}
 	for _, user := range []string{"1000", "1000:1000", "65532:0"} {
-		if _, err := withDefaults(runtime.Spec{Journey: "j1", Worker: "w_v1", Image: "img", User: user}); err != nil {
+		if _, err := withDefaults(workerruntime.Spec{Journey: "j1", Worker: "w_v1", Image: "img", User: user}); err != nil {
 			t.Errorf("user %q refused: %v", user, err)
 		}
 	}
 	for _, user := range []string{"0", "00", "0:0", "root", "root:1000", "nobody", "1000:staff", "-1", "1000:"} {
-		if _, err := withDefaults(runtime.Spec{Journey: "j1", Worker: "w_v1", Image: "img", User: user}); err == nil {
+		if _, err := withDefaults(workerruntime.Spec{Journey: "j1", Worker: "w_v1", Image: "img", User: user}); err == nil {
 			t.Errorf("user %q accepted", user)
 		}
 	}
-	_, err = withDefaults(runtime.Spec{Journey: "../x", Network: "host", User: "root"})
+	_, err = withDefaults(workerruntime.Spec{Journey: "../x", Network: "host", User: "root"})
 	for _, want := range []string{"journey", "worker is required", "image is required", "root", "network \"host\""} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %q", err, want)

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
-	"github.com/meshwork/meshwork/services/marketplace/internal/runtime"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // Config configures a Runtime.
@@ -43,7 +43,7 @@ type Config struct {
 	Binaries map[string]string
 }
 
-// Runtime is the subprocess implementation of runtime.Runtime. It is safe
+// Runtime is the subprocess implementation of workerruntime.Runtime. It is safe
 // for concurrent use.
 type Runtime struct {
 	cfg       Config
@@ -57,17 +57,17 @@ type Runtime struct {
 	logs     map[string]*tailBuffer
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var _ workerruntime.Runtime = (*Runtime)(nil)
 
 // record is what the runtime remembers of a worker, and what workers.json
 // holds so that List works across restarts of the marketplace.
 type record struct {
-	Journey string            `json:"journey"`
-	Worker  string            `json:"worker"`
-	State   runtime.State     `json:"state"`
-	Labels  map[string]string `json:"labels"`
-	Env     []string          `json:"env,omitempty"`
-	Created time.Time         `json:"created"`
+	Journey string              `json:"journey"`
+	Worker  string              `json:"worker"`
+	State   workerruntime.State `json:"state"`
+	Labels  map[string]string   `json:"labels"`
+	Env     []string            `json:"env,omitempty"`
+	Created time.Time           `json:"created"`
 }
 
 type stateFile struct {
@@ -125,13 +125,13 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 	return r, nil
 }
 
-// Name implements runtime.Runtime.
+// Name implements workerruntime.Runtime.
 func (r *Runtime) Name() string { return "process" }
 
 // checkSpec refuses what the docker runtime refuses, so a spec that works
 // here works in a container too; the fields only a container can honour are
 // then ignored.
-func checkSpec(spec runtime.Spec) error {
+func checkSpec(spec workerruntime.Spec) error {
 	var errs []error
 	if !meshapi.ValidID(spec.Journey) {
 		errs = append(errs, fmt.Errorf("journey %q must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", spec.Journey))
@@ -160,7 +160,7 @@ func checkSpec(spec runtime.Spec) error {
 		errs = append(errs, errors.New("limits must not be negative"))
 	}
 	for k := range spec.Labels {
-		if k == runtime.LabelJourney || k == runtime.LabelWorker {
+		if k == workerruntime.LabelJourney || k == workerruntime.LabelWorker {
 			errs = append(errs, fmt.Errorf("label %q is set by the runtime", k))
 		}
 	}
@@ -170,12 +170,12 @@ func checkSpec(spec runtime.Spec) error {
 	return nil
 }
 
-// Create implements runtime.Runtime: it creates (or reuses) the workspace
+// Create implements workerruntime.Runtime: it creates (or reuses) the workspace
 // directory and records the worker as running. Live sessions of an earlier
 // life of the journey are killed.
-func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Handle, error) {
+func (r *Runtime) Create(ctx context.Context, spec workerruntime.Spec) (workerruntime.Handle, error) {
 	if err := checkSpec(spec); err != nil {
-		return runtime.Handle{}, err
+		return workerruntime.Handle{}, err
 	}
 	r.logger.DebugContext(ctx, "ignoring spec fields that need a container",
 		slog.String("journey", spec.Journey), slog.String("image", spec.Image), slog.String("user", spec.User),
@@ -187,50 +187,50 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Handle
 
 	dir := r.workspace(spec.Journey)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return runtime.Handle{}, fmt.Errorf("creating workspace %s: %w", dir, err)
+		return workerruntime.Handle{}, fmt.Errorf("creating workspace %s: %w", dir, err)
 	}
 	l := maps.Clone(spec.Labels)
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[runtime.LabelJourney] = spec.Journey
-	l[runtime.LabelWorker] = spec.Worker
+	l[workerruntime.LabelJourney] = spec.Journey
+	l[workerruntime.LabelWorker] = spec.Worker
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.workers[spec.Journey] = &record{
-		Journey: spec.Journey, Worker: spec.Worker, State: runtime.StateRunning,
+		Journey: spec.Journey, Worker: spec.Worker, State: workerruntime.StateRunning,
 		Labels: l, Env: slices.Clone(spec.Env), Created: time.Now().UTC(),
 	}
 	if err := r.saveLocked(); err != nil {
 		delete(r.workers, spec.Journey)
-		return runtime.Handle{}, err
+		return workerruntime.Handle{}, err
 	}
 	r.logger.InfoContext(ctx, "process worker created", slog.String("journey", spec.Journey), slog.String("worker", spec.Worker), slog.String("workspace", dir))
-	return runtime.Handle{ID: spec.Journey, Workspace: dir}, nil
+	return workerruntime.Handle{ID: spec.Journey, Workspace: dir}, nil
 }
 
-// Start implements runtime.Runtime.
-func (r *Runtime) Start(ctx context.Context, h runtime.Handle) error {
-	return r.setState(ctx, h, runtime.StateRunning)
+// Start implements workerruntime.Runtime.
+func (r *Runtime) Start(ctx context.Context, h workerruntime.Handle) error {
+	return r.setState(ctx, h, workerruntime.StateRunning)
 }
 
-// Stop implements runtime.Runtime: live sessions get SIGTERM, then SIGKILL
+// Stop implements workerruntime.Runtime: live sessions get SIGTERM, then SIGKILL
 // after grace.
-func (r *Runtime) Stop(ctx context.Context, h runtime.Handle, grace time.Duration) error {
-	if err := r.setState(ctx, h, runtime.StateStopped); err != nil {
+func (r *Runtime) Stop(ctx context.Context, h workerruntime.Handle, grace time.Duration) error {
+	if err := r.setState(ctx, h, workerruntime.StateStopped); err != nil {
 		return err
 	}
 	r.killSessions(h.ID, grace)
 	return nil
 }
 
-func (r *Runtime) setState(ctx context.Context, h runtime.Handle, s runtime.State) error {
+func (r *Runtime) setState(ctx context.Context, h workerruntime.Handle, s workerruntime.State) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.workers[h.ID]
 	if rec == nil {
-		return fmt.Errorf("setting worker %q %s: %w", h.ID, s, runtime.ErrNotFound)
+		return fmt.Errorf("setting worker %q %s: %w", h.ID, s, workerruntime.ErrNotFound)
 	}
 	if rec.State == s {
 		return nil
@@ -245,9 +245,9 @@ func (r *Runtime) setState(ctx context.Context, h runtime.Handle, s runtime.Stat
 	return nil
 }
 
-// Remove implements runtime.Runtime. Sessions are killed at once; the
+// Remove implements workerruntime.Runtime. Sessions are killed at once; the
 // workspace is deleted only if asked, and only inside StateDir.
-func (r *Runtime) Remove(ctx context.Context, h runtime.Handle, opts runtime.RemoveOptions) error {
+func (r *Runtime) Remove(ctx context.Context, h workerruntime.Handle, opts workerruntime.RemoveOptions) error {
 	journey, err := r.journeyOf(h)
 	if err != nil {
 		return err
@@ -275,42 +275,42 @@ func (r *Runtime) Remove(ctx context.Context, h runtime.Handle, opts runtime.Rem
 	return nil
 }
 
-// State implements runtime.Runtime. A worker whose workspace directory has
+// State implements workerruntime.Runtime. A worker whose workspace directory has
 // vanished is missing, whatever its record says.
-func (r *Runtime) State(_ context.Context, h runtime.Handle) (runtime.State, error) {
+func (r *Runtime) State(_ context.Context, h workerruntime.Handle) (workerruntime.State, error) {
 	r.mu.Lock()
 	rec := r.workers[h.ID]
-	var s runtime.State
+	var s workerruntime.State
 	if rec != nil {
 		s = rec.State
 	}
 	r.mu.Unlock()
 	if rec == nil {
-		return runtime.StateMissing, nil
+		return workerruntime.StateMissing, nil
 	}
 	if _, err := os.Stat(r.workspace(h.ID)); errors.Is(err, fs.ErrNotExist) {
-		return runtime.StateMissing, nil
+		return workerruntime.StateMissing, nil
 	}
 	return s, nil
 }
 
-// List implements runtime.Runtime.
-func (r *Runtime) List(_ context.Context, labels map[string]string) ([]runtime.Listed, error) {
+// List implements workerruntime.Runtime.
+func (r *Runtime) List(_ context.Context, labels map[string]string) ([]workerruntime.Listed, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []runtime.Listed
+	var out []workerruntime.Listed
 	for _, rec := range r.workers {
 		if !matches(rec.Labels, labels) {
 			continue
 		}
-		out = append(out, runtime.Listed{
-			Handle:  runtime.Handle{ID: rec.Journey, Workspace: r.workspace(rec.Journey)},
+		out = append(out, workerruntime.Listed{
+			Handle:  workerruntime.Handle{ID: rec.Journey, Workspace: r.workspace(rec.Journey)},
 			Journey: rec.Journey,
 			Worker:  rec.Worker,
 			State:   rec.State,
 		})
 	}
-	slices.SortFunc(out, func(a, b runtime.Listed) int { return strings.Compare(a.Journey, b.Journey) })
+	slices.SortFunc(out, func(a, b workerruntime.Listed) int { return strings.Compare(a.Journey, b.Journey) })
 	return out, nil
 }
 
@@ -323,13 +323,13 @@ func matches(have, want map[string]string) bool {
 	return true
 }
 
-// Logs implements runtime.Runtime. There is no main process, so the logs
+// Logs implements workerruntime.Runtime. There is no main process, so the logs
 // are what exec'd processes wrote to stderr (the last MiB, kept in memory).
-func (r *Runtime) Logs(_ context.Context, h runtime.Handle, tail int) ([]byte, error) {
+func (r *Runtime) Logs(_ context.Context, h workerruntime.Handle, tail int) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.workers[h.ID] == nil {
-		return nil, fmt.Errorf("reading logs of %q: %w", h.ID, runtime.ErrNotFound)
+		return nil, fmt.Errorf("reading logs of %q: %w", h.ID, workerruntime.ErrNotFound)
 	}
 	b := r.logs[h.ID]
 	if b == nil {
@@ -338,10 +338,10 @@ func (r *Runtime) Logs(_ context.Context, h runtime.Handle, tail int) ([]byte, e
 	return b.tail(tail), nil
 }
 
-// ExportWorkspace implements runtime.Runtime: a tar of the directory's
+// ExportWorkspace implements workerruntime.Runtime: a tar of the directory's
 // contents, names relative to it. Symbolic links are stored, not followed;
 // sockets, devices and pipes are skipped.
-func (r *Runtime) ExportWorkspace(ctx context.Context, h runtime.Handle, w io.Writer) error {
+func (r *Runtime) ExportWorkspace(ctx context.Context, h workerruntime.Handle, w io.Writer) error {
 	journey, err := r.journeyOf(h)
 	if err != nil {
 		return err
@@ -349,7 +349,7 @@ func (r *Runtime) ExportWorkspace(ctx context.Context, h runtime.Handle, w io.Wr
 	dir := r.workspace(journey)
 	if _, err := os.Stat(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("exporting workspace of %s: %w", journey, runtime.ErrNotFound)
+			return fmt.Errorf("exporting workspace of %s: %w", journey, workerruntime.ErrNotFound)
 		}
 		return fmt.Errorf("exporting workspace of %s: %w", journey, err)
 	}
@@ -426,7 +426,7 @@ func (r *Runtime) workspace(journey string) string { return filepath.Join(r.wsRo
 // only a workspace, the workspace directory's name if it lies in StateDir.
 // Anything else is refused, so a bad handle can never point Remove at an
 // arbitrary directory.
-func (r *Runtime) journeyOf(h runtime.Handle) (string, error) {
+func (r *Runtime) journeyOf(h workerruntime.Handle) (string, error) {
 	j := h.ID
 	if j == "" && h.Workspace != "" {
 		if filepath.Dir(filepath.Clean(h.Workspace)) != r.wsRoot {
