@@ -249,7 +249,7 @@ func joinEgressNetwork(ctx context.Context, st *store.Store, runtimes map[meshty
 	}
 	// Under the network's lock: marketplaces starting at once (replicas)
 	// would otherwise each create one.
-	unlock, err := st.LockName(ctx, "network/"+network)
+	unlock, err := st.LockNetwork(ctx, network)
 	if err != nil {
 		return fmt.Errorf("--egress-join: %w", err)
 	}

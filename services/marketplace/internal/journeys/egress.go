@@ -32,7 +32,7 @@ func (m *Manager) egressSpec(ctx context.Context, rt workerruntime.Runtime, spec
 	if !ok || m.cfg.Egress == nil {
 		return unavailable("egress workers need the Docker runtime and the marketplace's egress proxy (--egress-proxy-addr)")
 	}
-	unlock, err := m.cfg.Store.LockName(ctx, "network/"+m.cfg.EgressNetwork)
+	unlock, err := m.cfg.Store.LockNetwork(ctx, m.cfg.EgressNetwork)
 	if err != nil {
 		return unavailable("preparing the egress network: %v", err)
 	}
@@ -56,7 +56,7 @@ func (m *Manager) egressSpec(ctx context.Context, rt workerruntime.Runtime, spec
 // egressGrant lets a started egress worker through the proxy, to its
 // list: its address on the egress network is recorded with the journey,
 // where every marketplace's proxy finds it (egressGrantOf).
-func (m *Manager) egressGrant(ctx context.Context, rt workerruntime.Runtime, h workerruntime.Handle, uid uuid.UUID, _ *meshtype.Definition) error {
+func (m *Manager) egressGrant(ctx context.Context, rt workerruntime.Runtime, h workerruntime.Handle, uid uuid.UUID) error {
 	nw, ok := rt.(workerruntime.Networker)
 	if !ok || m.cfg.Egress == nil {
 		return fmt.Errorf("no egress proxy")
@@ -165,7 +165,7 @@ func (m *Manager) regrantEgress(ctx context.Context, rt workerruntime.Runtime, j
 	if !ok || e.Definition.Isolation.Network != meshtype.NetworkEgress {
 		return
 	}
-	if err := m.egressGrant(ctx, rt, handle(j), j.UID, &e.Definition); err != nil {
+	if err := m.egressGrant(ctx, rt, handle(j), j.UID); err != nil {
 		m.logger.WarnContext(ctx, "granting egress to a running worker failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
 	}
 }

@@ -419,7 +419,7 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		return SpawnResult{}, unavailable("could not start worker %s: %v", entry.Definition.ID, err)
 	}
 	if entry.Definition.Isolation.Network == meshtype.NetworkEgress {
-		if err := m.egressGrant(ctx, rt, h, j.UID, &entry.Definition); err != nil {
+		if err := m.egressGrant(ctx, rt, h, j.UID); err != nil {
 			cleanup := context.WithoutCancel(ctx)
 			// The workspace is kept: it may hold a resumed journey's files.
 			if rerr := rt.Remove(cleanup, h, workerruntime.RemoveOptions{}); rerr != nil {

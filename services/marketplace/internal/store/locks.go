@@ -18,7 +18,7 @@ const LockConns = 32
 
 // The first keys of the marketplace's advisory locks
 // (pg_advisory_lock(int, int), a key space apart from one-key locks such as
-// River's): a journey's, and a named resource's (LockName).
+// River's): a journey's, and a network's (LockNetwork).
 const (
 	journeyLockClass int32 = 0x4d570001
 	nameLockClass    int32 = 0x4d570002
@@ -32,11 +32,11 @@ func lockKey(b []byte) int32 {
 	return int32(h.Sum32()) //nolint:gosec // a hash: the wrap is intended
 }
 
-// LockName takes the lock of a named resource shared by every marketplace
-// on the database, such as the egress network, which two marketplaces
+// LockNetwork takes the lock of a Docker network shared by every
+// marketplace on the database (the egress network), which two marketplaces
 // starting at once would otherwise both create; as LockJourney.
-func (s *Store) LockName(ctx context.Context, name string) (unlock func(), err error) {
-	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte(name)), `SELECT true FROM pg_advisory_lock($1, $2)`)
+func (s *Store) LockNetwork(ctx context.Context, network string) (unlock func(), err error) {
+	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte("network/"+network)), `SELECT true FROM pg_advisory_lock($1, $2)`)
 }
 
 // lockPool is the pool journey locks are held on, made on first use with

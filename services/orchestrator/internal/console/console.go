@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -194,15 +196,14 @@ func (c *console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // failErr shows an engine error: its message when it is meant for callers,
 // else a plain one (logged).
 func (c *console) failErr(w http.ResponseWriter, r *http.Request, err error) {
-	var inv *engine.InvalidError
-	switch {
-	case errors.Is(err, engine.ErrNotFound):
+	switch engine.ErrorCode(err) {
+	case meshapi.CodeNotFound:
 		c.fail(w, r, http.StatusNotFound, "No such run or approval for you: it may belong to another caller. Go back to the runs.")
-	case errors.As(err, &inv):
+	case meshapi.CodeInvalidArgument:
 		c.fail(w, r, http.StatusBadRequest, err.Error())
-	case errors.Is(err, engine.ErrForbidden):
+	case meshapi.CodePermissionDenied:
 		c.fail(w, r, http.StatusForbidden, err.Error())
-	case errors.Is(err, engine.ErrConflict), errors.Is(err, engine.ErrPipelineChanged):
+	case meshapi.CodeConflict, meshapi.CodePipelineChanged:
 		c.fail(w, r, http.StatusConflict, err.Error())
 	default:
 		c.cfg.Logger.ErrorContext(r.Context(), "console: request failed", slog.String("path", r.URL.Path), slog.Any("error", err))

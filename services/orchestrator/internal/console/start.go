@@ -2,13 +2,14 @@ package console
 
 import (
 	"encoding/json"
-	"errors"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/meshwork/meshwork/pkg/meshapi"
 
 	"github.com/go-chi/chi/v5"
 
@@ -140,12 +141,12 @@ func (c *console) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := c.cfg.Engine.StartRun(r.Context(), engine.StartRequest{Pipeline: p.Name, Inputs: inputs, Thread: strings.TrimSpace(r.PostFormValue("thread")), Caller: sessionOf(r).caller})
-	var inv *engine.InvalidError
-	switch {
-	case errors.As(err, &inv), errors.Is(err, engine.ErrConflict):
+	switch code := engine.ErrorCode(err); {
+	case err == nil:
+	case code == meshapi.CodeInvalidArgument, code == meshapi.CodeConflict:
 		again(http.StatusBadRequest, err.Error())
 		return
-	case err != nil:
+	default:
 		c.failErr(w, r, err)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
@@ -118,4 +119,25 @@ func (e *Engine) mayDecide(ctx context.Context, run store.Run, in store.Interrup
 		return fmt.Errorf("%w: approval %s of node %s is decided by %s", ErrForbidden, in.ID, in.NodeID, strings.Join(approvers, ", "))
 	}
 	return fmt.Errorf("interrupt %q: %w", in.ID, ErrNotFound)
+}
+
+// ErrorCode is the code (package meshapi) of an error the engine returns
+// for callers, the one place its errors are classified: the API, the MCP
+// tools and the console all ask it. Anything else is CodeInternal, whose
+// message is not for callers.
+func ErrorCode(err error) meshapi.Code {
+	var inv *InvalidError
+	switch {
+	case errors.As(err, &inv):
+		return meshapi.CodeInvalidArgument
+	case errors.Is(err, ErrNotFound):
+		return meshapi.CodeNotFound
+	case errors.Is(err, ErrPipelineChanged):
+		return meshapi.CodePipelineChanged
+	case errors.Is(err, ErrConflict):
+		return meshapi.CodeConflict
+	case errors.Is(err, ErrForbidden):
+		return meshapi.CodePermissionDenied
+	}
+	return meshapi.CodeInternal
 }

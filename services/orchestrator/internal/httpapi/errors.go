@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
+
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
 
@@ -58,17 +60,16 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // classify maps an engine error to a status and code; ok is false for an
 // unexpected error, whose message is not for clients.
 func classify(err error) (status int, code string, ok bool) {
-	var inv *engine.InvalidError
-	switch {
-	case errors.As(err, &inv):
+	switch engine.ErrorCode(err) {
+	case meshapi.CodeInvalidArgument:
 		return http.StatusBadRequest, codeInvalid, true
-	case errors.Is(err, engine.ErrNotFound):
+	case meshapi.CodeNotFound:
 		return http.StatusNotFound, codeNotFound, true
-	case errors.Is(err, engine.ErrPipelineChanged):
+	case meshapi.CodePipelineChanged:
 		return http.StatusConflict, codePipelineChanged, true
-	case errors.Is(err, engine.ErrConflict):
+	case meshapi.CodeConflict:
 		return http.StatusConflict, codeConflict, true
-	case errors.Is(err, engine.ErrForbidden):
+	case meshapi.CodePermissionDenied:
 		return http.StatusForbidden, codeForbidden, true
 	}
 	return http.StatusInternalServerError, codeInternal, false

@@ -154,18 +154,8 @@ type tools struct {
 // reported plainly; the code (meshapi.Code) goes to the client in the
 // error's structured content.
 func (t *tools) clientError(ctx context.Context, tool string, err error) error {
-	var inv *engine.InvalidError
-	switch {
-	case errors.As(err, &inv):
-		return &meshapi.Error{Code: meshapi.CodeInvalidArgument, Message: err.Error()}
-	case errors.Is(err, engine.ErrNotFound):
-		return &meshapi.Error{Code: meshapi.CodeNotFound, Message: err.Error()}
-	case errors.Is(err, engine.ErrConflict):
-		return &meshapi.Error{Code: meshapi.CodeConflict, Message: err.Error()}
-	case errors.Is(err, engine.ErrPipelineChanged):
-		return &meshapi.Error{Code: meshapi.CodePipelineChanged, Message: err.Error()}
-	case errors.Is(err, engine.ErrForbidden):
-		return &meshapi.Error{Code: meshapi.CodePermissionDenied, Message: err.Error()}
+	if code := engine.ErrorCode(err); code != meshapi.CodeInternal {
+		return &meshapi.Error{Code: code, Message: err.Error()}
 	}
 	t.logger.ErrorContext(ctx, "tool failed", slog.String("tool", tool), slog.Any("error", err))
 	return meshapi.Errorf(meshapi.CodeInternal, "internal error; the orchestrator logged it")

@@ -32,7 +32,7 @@ const labelNetwork = "meshwork.network"
 // could reach anything.
 //
 // Docker lets two networks have one name. Marketplaces on one database
-// create the network under a lock of theirs (store.LockName); should twins
+// create the network under a lock of theirs (store.LockNetwork); should twins
 // exist all the same (marketplaces on different databases), each keeps the
 // first one made and removes the others, so the name means one network
 // again.
