@@ -62,6 +62,20 @@ type Definition struct {
 	Result ResultConstraints `yaml:"result,omitempty" json:"result,omitzero"`
 	Agent  *AgentSpec        `yaml:"agent,omitempty" json:"agent,omitempty" jsonschema:"agent settings; kind agent only"`
 	MCP    *MCPSpec          `yaml:"mcp,omitempty" json:"mcp,omitempty" jsonschema:"MCP server settings; kind mcp only"`
+	// Pool keeps workers of this definition created and started ahead of
+	// any spawn, for spawn_worker to claim.
+	Pool PoolSpec `yaml:"pool,omitempty" json:"pool,omitzero" jsonschema:"warm pool: workers kept started ahead of spawns, each claimed by one journey only"`
+}
+
+// PoolSpec is a warm pool: Size workers created, started and hardened as a
+// spawn would make them, each with a fresh empty workspace, that
+// spawn_worker hands out (and the marketplace replaces) instead of creating
+// one. A pool member is never handed to a second journey.
+type PoolSpec struct {
+	Size int `yaml:"size,omitempty" json:"size,omitempty" jsonschema:"workers kept ready (0: no pool; at most 64)"`
+	// MaxAge bounds how long a member waits unclaimed; older ones are
+	// replaced, so a pool follows a rebuilt image within MaxAge.
+	MaxAge Duration `yaml:"max_age,omitempty" json:"max_age,omitzero" jsonschema:"replace a member unclaimed this long (default 1h, at least 1m)"`
 }
 
 // Isolation is how a worker's container is confined.

@@ -204,13 +204,16 @@ func TestLoadErrorsHavePositions(t *testing.T) {
 		files map[string]string
 		want  string // one of the errors, exactly
 	}{
-		{"unknown field", map[string]string{"a.yaml": ok + "colour: blue\n"}, "a.yaml:6:1: unknown field \"colour\" (known: abstract, agent, constraints, description, extends, id, image, isolation, kind, mcp, name, result, tools)"},
+		{"unknown field", map[string]string{"a.yaml": ok + "colour: blue\n"}, "a.yaml:6:1: unknown field \"colour\" (known: abstract, agent, constraints, description, extends, id, image, isolation, kind, mcp, name, pool, result, tools)"},
 		{"unknown nested field with hint", map[string]string{"a.yaml": ok + "constraints:\n  maxFileSize: 1MB\n"}, "a.yaml:7:3: unknown field \"maxFileSize\" in constraints (did you mean \"max_file_size\"?)"},
 		{"bad size unit", map[string]string{"a.yaml": ok + "constraints:\n  max_file_size: 1XB\n"}, "a.yaml:7:18: constraints.max_file_size: invalid size \"1XB\": unknown unit \"XB\" (use B, kB, MB, GB, TB, KiB, MiB, GiB or TiB)"},
 		{"negative size", map[string]string{"a.yaml": ok + "constraints:\n  max_file_size: -1MB\n"}, "a.yaml:7:18: constraints.max_file_size: invalid size \"-1MB\": want a number with an optional unit such as 10MB or 256Mi"},
 		{"fractional bytes", map[string]string{"a.yaml": ok + "isolation:\n  resources: {memory: 1.5B}\n"}, "a.yaml:7:23: isolation.resources.memory: invalid size \"1.5B\": not a whole number of bytes"},
 		{"bad duration", map[string]string{"a.yaml": ok + "isolation:\n  idle_timeout: 30 minutes\n"}, "a.yaml:7:17: isolation.idle_timeout: invalid duration \"30 minutes\": want a duration such as 30s, 5m or 1h30m"},
 		{"negative duration", map[string]string{"a.yaml": ok + "isolation:\n  idle_timeout: -5m\n"}, "a.yaml:7:17: isolation.idle_timeout: invalid duration \"-5m\": must not be negative"},
+		{"pool too big", map[string]string{"a.yaml": ok + "pool: {size: 65}\n"}, "a.yaml:6:14: pool.size must be from 0 to 64, got 65"},
+		{"pool max_age too short", map[string]string{"a.yaml": ok + "pool: {size: 2, max_age: 30s}\n"}, "a.yaml:6:26: pool.max_age must be at least 1m, got 30s"},
+		{"pool of a process worker", map[string]string{"a.yaml": ok + "isolation: {level: process}\npool: {size: 2}\n"}, "a.yaml:7:14: a pool needs isolation.level container (it is process)"},
 		{"list for scalar", map[string]string{"a.yaml": ok + "name: [a]\n"}, ""},
 		{"scalar for list", map[string]string{"a.yaml": "id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: read\n"}, "a.yaml:5:8: tools: want a list, got \"read\""},
 		{"string for bool", map[string]string{"a.yaml": ok + "constraints: {readonly: \"yes\"}\n"}, "a.yaml:6:25: constraints.readonly: want true or false, got \"yes\""},

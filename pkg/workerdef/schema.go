@@ -13,25 +13,33 @@ import (
 // SchemaID is the $id of the definition format's JSON Schema.
 const SchemaID = "https://meshwork.dev/schemas/worker.schema.json"
 
+// TypeSchemas are the schemas of the definition's own value types, as
+// their JSON and YAML forms are written (a duration is text such as "30m";
+// a size is a number of bytes or text such as "10MB"), for any schema that
+// holds a definition (jsonschema.ForOptions.TypeSchemas).
+func TypeSchemas() map[reflect.Type]*jsonschema.Schema {
+	str := func(enum ...any) *jsonschema.Schema {
+		return &jsonschema.Schema{Type: "string", Enum: enum}
+	}
+	return map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[meshtype.Kind]():           str("builtin", "agent", "mcp"),
+		reflect.TypeFor[meshtype.IsolationLevel](): str("container", "process"),
+		reflect.TypeFor[meshtype.NetworkMode]():    str("none", "egress", "bridge"),
+		reflect.TypeFor[meshtype.ByteSize](): {OneOf: []*jsonschema.Schema{
+			{Type: "integer", Minimum: new(0.0)},
+			{Type: "string", Pattern: `^\s*[0-9]+(\.[0-9]+)?\s*(B|k|K|kB|KB|M|MB|G|GB|T|TB|Ki|KiB|Mi|MiB|Gi|GiB|Ti|TiB)?\s*$`},
+		}},
+		reflect.TypeFor[meshtype.Duration](): {Type: "string", Pattern: `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`},
+	}
+}
+
 // Schema generates the JSON Schema of one definition file, for editors (the
 // catalog's files name it in a yaml-language-server comment). It describes
 // what a file may contain: every field but id is optional in a file, because
 // extends and the defaults fill them in; required fields of the resolved
 // definition are checked by Load.
 func Schema() ([]byte, error) {
-	str := func(desc string, enum ...any) *jsonschema.Schema {
-		return &jsonschema.Schema{Type: "string", Description: desc, Enum: enum}
-	}
-	s, err := jsonschema.For[meshtype.Definition](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[meshtype.Kind]():           str("", "builtin", "agent", "mcp"),
-		reflect.TypeFor[meshtype.IsolationLevel](): str("", "container", "process"),
-		reflect.TypeFor[meshtype.NetworkMode]():    str("", "none", "egress", "bridge"),
-		reflect.TypeFor[meshtype.ByteSize](): {OneOf: []*jsonschema.Schema{
-			{Type: "integer", Minimum: new(0.0)},
-			{Type: "string", Pattern: `^\s*[0-9]+(\.[0-9]+)?\s*(B|k|K|kB|KB|M|MB|G|GB|T|TB|Ki|KiB|Mi|MiB|Gi|GiB|Ti|TiB)?\s*$`},
-		}},
-		reflect.TypeFor[meshtype.Duration](): {Type: "string", Pattern: `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`},
-	}})
+	s, err := jsonschema.For[meshtype.Definition](&jsonschema.ForOptions{TypeSchemas: TypeSchemas()})
 	if err != nil {
 		return nil, err
 	}

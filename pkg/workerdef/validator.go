@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"go.yaml.in/yaml/v4"
@@ -81,6 +82,7 @@ func (v *validator) validate(d *meshtype.Definition) {
 	v.validateIsolation(&d.Isolation)
 	v.validateConstraints(&d.Constraints)
 	v.validateResult(&d.Result)
+	v.validatePool(d)
 }
 
 func (v *validator) validateKind(d *meshtype.Definition) {
@@ -211,6 +213,22 @@ func (v *validator) validateIsolation(iso *meshtype.Isolation) {
 	}
 	if r.WorkspaceFiles <= 0 {
 		v.fail("isolation.resources.workspace_files", "isolation.resources.workspace_files must be above 0, got %d", r.WorkspaceFiles)
+	}
+}
+
+// MaxPoolSize bounds a definition's warm pool.
+const MaxPoolSize = 64
+
+func (v *validator) validatePool(d *meshtype.Definition) {
+	p := d.Pool
+	if p.Size < 0 || p.Size > MaxPoolSize {
+		v.fail("pool.size", "pool.size must be from 0 to %d, got %d", MaxPoolSize, p.Size)
+	}
+	if p.MaxAge < meshtype.Duration(time.Minute) {
+		v.fail("pool.max_age", "pool.max_age must be at least 1m, got %s", p.MaxAge)
+	}
+	if p.Size > 0 && d.Isolation.Level != meshtype.IsolationContainer {
+		v.fail("pool.size", "a pool needs isolation.level container (it is %s)", d.Isolation.Level)
 	}
 }
 

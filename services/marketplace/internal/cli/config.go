@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,6 +87,11 @@ type serveConfig struct {
 	// workers reach the proxy there. Defaults to none (a marketplace on the
 	// host is reached at the network's gateway).
 	EgressJoin string
+	// PoolSizes overrides the definitions' warm pool sizes, "worker=size,..."
+	// (0 turns a definition's pool off). Defaults to none.
+	PoolSizes string
+	// MaxPoolMembers bounds all warm pools' members together. Defaults to 16.
+	MaxPoolMembers int
 }
 
 func defaultServeConfig() serveConfig {
@@ -93,6 +99,7 @@ func defaultServeConfig() serveConfig {
 		Transport: "stdio", Addr: ":8080", Caller: "local", IdleCheck: time.Minute,
 		MaxJourneysPerCaller: journeys.DefaultMaxJourneysPerCaller, MaxJourneys: journeys.DefaultMaxJourneys,
 		EgressProxyAddr: ":0", EgressNetwork: journeys.DefaultEgressNetwork,
+		MaxPoolMembers: journeys.DefaultMaxPoolMembers,
 	}
 }
 
@@ -137,6 +144,8 @@ func (c *serveConfig) fields() []configField {
 		{flag: "egress-proxy-host", usage: "the egress proxy's host as egress workers reach it (default: the egress network's gateway)", str: &c.EgressProxyHost},
 		{flag: "egress-no-proxy", usage: "egress workers' NO_PROXY: hosts on the egress network itself (default localhost,127.0.0.1)", str: &c.EgressNoProxy},
 		{flag: "egress-join", usage: "in a container: join it to the egress network under this alias at start, as the proxy's host (default: no)", str: &c.EgressJoin},
+		{flag: "pool-sizes", usage: `warm pool sizes by worker, overriding the definitions' pool.size, "worker=size,worker=size" (0: no pool)`, str: &c.PoolSizes},
+		{flag: "max-pool-members", usage: "most warm pool members of all workers together (started workers no journey holds yet)", num: &c.MaxPoolMembers},
 	}
 }
 
@@ -174,7 +183,29 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 			return fmt.Errorf("%s must be at least 1, got %d from %s", f.flag, *f.num, from.Of(f.flag))
 		}
 	}
+	if _, err := parsePoolSizes(c.PoolSizes); err != nil {
+		return fmt.Errorf("pool-sizes %q (from %s): %w", c.PoolSizes, from.Of("pool-sizes"), err)
+	}
 	return nil
+}
+
+// parsePoolSizes reads "worker=size,worker=size"; the workers are checked
+// against the catalog when the marketplace starts.
+func parsePoolSizes(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if !ok || strings.TrimSpace(k) == "" || err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not worker=size with a size of 0 or more", kv)
+		}
+		out[strings.TrimSpace(k)] = n
+	}
+	return out, nil
 }
 
 // parseLabels reads "k=v,k=v".

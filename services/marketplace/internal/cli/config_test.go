@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +122,85 @@ func TestLoadTokens(t *testing.T) {
 		if _, err := loadTokens(bad, ""); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
+	}
+}
+
+// Pool sizes are "worker=size" pairs; anything else is refused, naming
+// where it came from.
+func TestServeConfigPoolSizes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  string
+		want map[string]int
+		err  string
+	}{
+		{"", map[string]int{}, ""},
+		{"shell_v1=2, git_v1=0", map[string]int{"shell_v1": 2, "git_v1": 0}, ""},
+		{"shell_v1", nil, `pool-sizes "shell_v1" (from MESHWORK_POOL_SIZES): "shell_v1" is not worker=size with a size of 0 or more`},
+		{"shell_v1=-1", nil, `"shell_v1=-1" is not worker=size`},
+		{"=3", nil, `"=3" is not worker=size`},
+	} {
+		cfg := defaultServeConfig()
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		cfg.bindFlags(fs)
+		err := cfg.resolve(fs, "", func(k string) string {
+			if k == "MESHWORK_POOL_SIZES" {
+				return tc.env
+			}
+			return ""
+		})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, want %q", tc.env, err, tc.err)
+			}
+			continue
+		}
+		got, perr := parsePoolSizes(cfg.PoolSizes)
+		if err != nil || perr != nil || !maps.Equal(got, tc.want) {
+			t.Errorf("%q: %v (%v %v), want %v", tc.env, got, err, perr, tc.want)
+		}
+	}
+	if cfg := defaultServeConfig(); cfg.MaxPoolMembers != 16 {
+		t.Errorf("max-pool-members defaults to %d, want 16", cfg.MaxPoolMembers)
+	}
+}
+
+// docs/pools.md's table of settings names real flags, their environment
+// variables and their defaults.
+func TestPoolDocsMatchTheFlags(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../../../docs/pools.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultServeConfig()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	cfg.bindFlags(fs)
+	rows := 0
+	for line := range strings.Lines(string(doc)) {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
+			continue
+		}
+		rows++
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`-")
+		f := fs.Lookup(name)
+		if f == nil {
+			t.Errorf("docs/pools.md names --%s, which marketplace serve does not have", name)
+			continue
+		}
+		if env := strings.Trim(strings.TrimSpace(cells[2]), "`"); env != layers.EnvName(name) {
+			t.Errorf("docs/pools.md: --%s's environment variable is %s, not %s", name, layers.EnvName(name), env)
+		}
+		def := strings.TrimSpace(cells[3])
+		if def == "none" {
+			def = ""
+		}
+		if def != f.DefValue {
+			t.Errorf("docs/pools.md: --%s defaults to %q, not %q", name, f.DefValue, def)
+		}
+	}
+	if rows != 2 {
+		t.Errorf("docs/pools.md's settings table has %d rows, want 2", rows)
 	}
 }

@@ -121,6 +121,10 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	poolSizes, err := parsePoolSizes(cfg.PoolSizes)
+	if err != nil {
+		return err
+	}
 	runtimes, err := newRuntimes(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -144,6 +148,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		Bases: baseStore, Sources: sources,
 		MaxJourneysPerCaller: cfg.MaxJourneysPerCaller, MaxJourneys: cfg.MaxJourneys,
 		EgressNetwork: cfg.EgressNetwork, EgressProxyHost: cfg.EgressProxyHost, EgressNoProxy: cfg.EgressNoProxy,
+		PoolSizes: poolSizes, MaxPoolMembers: cfg.MaxPoolMembers,
 	}
 	// The proxy audits through the manager, made below; a connection
 	// before then (from no worker: none exists yet) is refused unaudited.
@@ -183,6 +188,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return fmt.Errorf("reconciling workers: %w", err)
 	}
 	go mgr.RunIdleStopper(ctx, cfg.IdleCheck)
+	go mgr.RunPools(ctx)
 
 	if cfg.Transport == "stdio" {
 		logger.InfoContext(ctx, "serving MCP on stdio", slog.String("caller", cfg.Caller))

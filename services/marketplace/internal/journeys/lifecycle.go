@@ -297,21 +297,24 @@ func (m *Manager) Logs(ctx context.Context, caller, id string, tail int) (LogsRe
 
 // Reconcile makes the runtimes agree with the store, as the marketplace
 // starts: workers labelled as ours whose journey is not live are removed
-// (their workspace is kept unless the journey is gone), and live journeys
-// whose worker is not running are marked orphaned.
+// (their workspace is kept unless the journey is gone), live journeys
+// whose worker is not running are marked orphaned, and warm pool members
+// are kept only as a row with a running worker.
 func (m *Manager) Reconcile(ctx context.Context) error {
 	known, err := m.cfg.Store.KnownJourneys(ctx)
 	if err != nil {
 		return err
 	}
 	running := map[uuid.UUID]bool{}
+	listed := map[uuid.UUID]bool{}
 	for level, rt := range m.cfg.Runtimes {
-		listed, err := rt.List(ctx, m.cfg.Labels)
+		workers, err := rt.List(ctx, m.cfg.Labels)
 		if err != nil {
 			return fmt.Errorf("listing %s workers: %w", level, err)
 		}
-		for _, w := range listed {
+		for _, w := range workers {
 			uid, err := uuid.Parse(w.Journey)
+			listed[uid] = true
 			j, ok := known[uid]
 			if err == nil && ok && j.State.Live() && j.ContainerID == w.ID && w.State == workerruntime.StateRunning {
 				running[uid] = true
@@ -329,6 +332,9 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 				running[uid] = true
 			}
 		}
+	}
+	if err := m.reconcilePoolRows(ctx, listed); err != nil {
+		return err
 	}
 	m.pruneBases(ctx)
 	for uid, j := range known {
@@ -364,6 +370,9 @@ func (m *Manager) reconcileWorker(ctx context.Context, rt workerruntime.Runtime,
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.logger.WarnContext(ctx, "leaving a worker: its journey could not be read", slog.String("id", w.ID), slog.Any("error", err))
 		return false
+	}
+	if errors.Is(err, store.ErrNotFound) && m.reconcilePoolWorker(ctx, rt, uid, w) {
+		return false // a pool member's: not a journey's, and kept
 	}
 	m.removeStale(ctx, rt, w, errors.Is(err, store.ErrNotFound))
 	return false

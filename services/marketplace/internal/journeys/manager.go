@@ -91,6 +91,13 @@ type Config struct {
 	EgressProxyHost string
 	EgressProxyPort int
 	EgressNoProxy   string
+	// PoolSizes overrides the definitions' warm pool sizes by worker id
+	// (0 turns a definition's pool off). Defaults to none.
+	PoolSizes map[string]int
+	// MaxPoolMembers bounds the warm pools' members, all pools of all
+	// marketplaces on the database together. Defaults to
+	// DefaultMaxPoolMembers.
+	MaxPoolMembers int
 }
 
 // The default quotas of live journeys.
@@ -111,6 +118,11 @@ type Manager struct {
 	spawning map[uuid.UUID]bool
 	// egressRefusals bounds the egress refusals audited.
 	egressRefusals refusalLimiter
+	// poolChannels are the channels this marketplace opened to its pool
+	// members, handed to the journey that claims one here (under mu).
+	poolChannels map[uuid.UUID]*channel
+	// poolWake wakes the pool refiller (RunPools) after a claim.
+	poolWake chan struct{}
 	// local queues this process's waiters for a journey's lock
 	// (lockJourney), held from reading its counters to recording its
 	// action, so the gate's per-journey limits see every earlier action
@@ -144,6 +156,20 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxJourneys == 0 {
 		cfg.MaxJourneys = DefaultMaxJourneys
 	}
+	if cfg.MaxPoolMembers < 0 {
+		return nil, errors.New("journeys: MaxPoolMembers must not be negative")
+	}
+	if cfg.MaxPoolMembers == 0 {
+		cfg.MaxPoolMembers = DefaultMaxPoolMembers
+	}
+	for id, n := range cfg.PoolSizes {
+		if _, ok := cfg.Catalog.Lookup(id); !ok {
+			return nil, fmt.Errorf("journeys: a pool size is set for worker %q, which is not in the catalog", id)
+		}
+		if n < 0 || n > workerdef.MaxPoolSize {
+			return nil, fmt.Errorf("journeys: the pool size of worker %q must be from 0 to %d, got %d", id, workerdef.MaxPoolSize, n)
+		}
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -165,6 +191,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, logger: logger, metrics: metrics, channels: map[uuid.UUID]*channel{}, spawning: map[uuid.UUID]bool{},
+		poolChannels: map[uuid.UUID]*channel{}, poolWake: make(chan struct{}, 1),
 	}
 	if cfg.Egress != nil {
 		cfg.Egress.Resolve(m.egressGrantOf)
@@ -172,13 +199,16 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Close closes every open worker channel; workers keep running.
+// Close closes every open worker channel; workers (and pool members) keep
+// running.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for uid, c := range m.channels {
-		c.close()
-		delete(m.channels, uid)
+	for _, channels := range []map[uuid.UUID]*channel{m.channels, m.poolChannels} {
+		for uid, c := range channels {
+			c.close()
+			delete(channels, uid)
+		}
 	}
 }
 
@@ -208,6 +238,8 @@ type SpawnResult struct {
 	Workspace   string `json:"workspace"`
 	// Source is what the workspace was seeded from, when a source was given.
 	Source *source.Record `json:"source,omitempty" jsonschema:"the source the workspace was seeded from: kind, commit, files, bytes"`
+	// Pooled: the worker came from the definition's warm pool.
+	Pooled bool `json:"pooled,omitempty" jsonschema:"true when the worker was taken from the worker's warm pool rather than created for this spawn"`
 }
 
 // Worker returns a spawnable catalog worker, or a not-found error that says
@@ -263,7 +295,7 @@ func (m *Manager) Spawn(ctx context.Context, caller string, req SpawnRequest) (S
 		span.SetAttributes(attrSpawnOutcome.String("error"))
 		return res, err
 	}
-	span.SetAttributes(attrSpawnOutcome.String(res.State), attrContainerID.String(res.ContainerID))
+	span.SetAttributes(attrSpawnOutcome.String(res.State), attrContainerID.String(res.ContainerID), attrSpawnPooled.Bool(res.Pooled))
 	return res, nil
 }
 
@@ -317,6 +349,22 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		if perr != nil {
 			return SpawnResult{}, perr
 		}
+		// A warm pool's member, when there is one, is the journey's
+		// worker: claimed with the journey's row, under its lock.
+		claimed := time.Now()
+		pj, unlock, ok, cerr := m.claimPooled(ctx, caller, req.JourneyID, entry, lvl, parent)
+		if cerr != nil {
+			return SpawnResult{}, m.createRefused(ctx, caller, req.JourneyID, cerr)
+		}
+		if ok {
+			defer unlock()
+			m.adoptPoolChannel(pj.UID)
+			m.wakePools()
+			if req.Source == nil {
+				src = nil // the member's workspace has the empty base, recorded by the claim
+			}
+			return m.finishSpawn(ctx, rt, handle(pj), pj, entry, src, claimed, true)
+		}
 		// The new journey's lock is held from before its row exists until
 		// its worker is recorded: another marketplace's reconciliation
 		// leaves a journey being spawned alone.
@@ -330,14 +378,8 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 			UID: uid, Caller: caller, ID: req.JourneyID, WorkerID: entry.Definition.ID,
 			DefinitionHash: entry.Hash, IsolationLevel: string(lvl), ParentJourney: parent,
 		}, m.quota())
-		if errors.Is(err, store.ErrExists) {
-			return SpawnResult{}, conflict("journey %q is being spawned by another request", req.JourneyID)
-		}
-		if errors.Is(err, store.ErrParentNotLive) {
-			return SpawnResult{}, conflict("%v: its nested journeys stop with it", err)
-		}
 		if err != nil {
-			return SpawnResult{}, m.quotaRefused(ctx, caller, err)
+			return SpawnResult{}, m.createRefused(ctx, caller, req.JourneyID, err)
 		}
 	case err != nil:
 		return SpawnResult{}, err
@@ -418,6 +460,13 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		m.logger.ErrorContext(ctx, "spawning worker failed", slog.String("journey", j.UID.String()), slog.String("worker", entry.Definition.ID), slog.Any("error", err))
 		return SpawnResult{}, unavailable("could not start worker %s: %v", entry.Definition.ID, err)
 	}
+	return m.finishSpawn(ctx, rt, h, j, entry, src, started, false)
+}
+
+// finishSpawn makes a created worker (cold, or a claimed pool member) its
+// journey's: let through the egress proxy, its workspace seeded, and
+// recorded as running. A failure removes the worker and fails the journey.
+func (m *Manager) finishSpawn(ctx context.Context, rt workerruntime.Runtime, h workerruntime.Handle, j store.Journey, entry *workerdef.Entry, src *preparedSource, started time.Time, pooled bool) (SpawnResult, error) {
 	if entry.Definition.Isolation.Network == meshtype.NetworkEgress {
 		if err := m.egressGrant(ctx, rt, h, j.UID); err != nil {
 			cleanup := context.WithoutCancel(ctx)
@@ -450,9 +499,13 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		_ = m.cfg.Store.SetFailed(context.WithoutCancel(ctx), j.UID, h.ID, h.Workspace)
 		return SpawnResult{}, err
 	}
-	m.metrics.spawns.WithLabelValues(entry.Definition.ID, "ok").Observe(time.Since(started).Seconds())
-	m.logger.InfoContext(ctx, "worker spawned", slog.String("journey", j.UID.String()), slog.String("worker", entry.Definition.ID), slog.String("mode", mode))
-	res := SpawnResult{JourneyID: j.ID, WorkerID: entry.Definition.ID, State: string(store.StateActive), ContainerID: h.ID, Workspace: h.Workspace}
+	outcome := "ok"
+	if pooled {
+		outcome = "pooled"
+	}
+	m.metrics.spawns.WithLabelValues(entry.Definition.ID, outcome).Observe(time.Since(started).Seconds())
+	m.logger.InfoContext(ctx, "worker spawned", slog.String("journey", j.UID.String()), slog.String("worker", entry.Definition.ID), slog.Bool("pooled", pooled))
+	res := SpawnResult{JourneyID: j.ID, WorkerID: entry.Definition.ID, State: string(store.StateActive), ContainerID: h.ID, Workspace: h.Workspace, Pooled: pooled}
 	if src != nil {
 		res.Source = src.record
 	}
@@ -491,6 +544,17 @@ func (m *Manager) quotaRefused(ctx context.Context, caller string, err error) er
 			slog.Bool("total", q.Total), slog.Int("live", q.Live), slog.Int("limit", q.Limit))
 	}
 	return quotaError(err)
+}
+
+// createRefused is a new journey's refused creation as the client sees it.
+func (m *Manager) createRefused(ctx context.Context, caller, id string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrExists):
+		return conflict("journey %q is being spawned by another request", id)
+	case errors.Is(err, store.ErrParentNotLive):
+		return conflict("%v: its nested journeys stop with it", err)
+	}
+	return m.quotaRefused(ctx, caller, err)
 }
 
 // beginSpawn refuses a second concurrent spawn of one journey.

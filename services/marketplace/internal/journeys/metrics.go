@@ -33,8 +33,8 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		spawns: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "meshwork_spawn_duration_seconds", Help: "Time to spawn a worker, by worker and outcome.",
-			Buckets: prometheus.ExponentialBuckets(0.05, 2, 10),
+			Name: "meshwork_spawn_duration_seconds", Help: "Time to spawn a worker, by worker and outcome (ok, pooled: from the warm pool, error).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}, []string{"worker", "outcome"}),
 		actions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "meshwork_action_duration_seconds", Help: "Time to run an action, gate included, by type and decision.",
@@ -65,7 +65,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // of every marketplace on the database (with several replicas, take the
 // max, not the sum).
 type liveJourneys struct {
-	desc    *prometheus.Desc
+	desc *prometheus.Desc
+	// pool is meshwork_pool_members: the warm pools' members by worker and
+	// state (creating, ready), read with the journeys.
+	pool    *prometheus.Desc
 	store   *store.Store
 	catalog *workerdef.Catalog
 	logger  *slog.Logger
@@ -79,11 +82,13 @@ func newLiveJourneys(st *store.Store, catalog *workerdef.Catalog, logger *slog.L
 	return &liveJourneys{
 		desc: prometheus.NewDesc("meshwork_journeys_live",
 			"Journeys currently live (starting or active), by worker.", []string{"worker"}, nil),
+		pool: prometheus.NewDesc("meshwork_pool_members",
+			"Warm pool members (workers started for no journey yet), by worker and state (creating, ready).", []string{"worker", "state"}, nil),
 		store: st, catalog: catalog, logger: logger,
 	}
 }
 
-func (l *liveJourneys) Describe(ch chan<- *prometheus.Desc) { ch <- l.desc }
+func (l *liveJourneys) Describe(ch chan<- *prometheus.Desc) { ch <- l.desc; ch <- l.pool }
 
 // Collect reports every spawnable catalog worker, at zero when it has no
 // live journey; journeys of workers no longer in the catalog count as
@@ -112,5 +117,21 @@ func (l *liveJourneys) Collect(ch chan<- prometheus.Metric) {
 	}
 	for worker, n := range out {
 		ch <- prometheus.MustNewConstMetric(l.desc, prometheus.GaugeValue, float64(n), worker)
+	}
+	members, err := l.store.PoolMembers(ctx)
+	if err != nil {
+		l.logger.WarnContext(ctx, "counting pool members for the metrics failed", slog.Any("error", err))
+		return
+	}
+	pools := map[[2]string]int{}
+	for _, m := range members {
+		state := "creating"
+		if m.Ready {
+			state = "ready"
+		}
+		pools[[2]string{m.WorkerID, state}]++
+	}
+	for k, n := range pools {
+		ch <- prometheus.MustNewConstMetric(l.pool, prometheus.GaugeValue, float64(n), k[0], k[1])
 	}
 }

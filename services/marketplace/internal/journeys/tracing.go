@@ -18,6 +18,8 @@ const (
 	// attrSpawnOutcome is spawn_worker's outcome: "active" (spawned),
 	// "already_active" (a normal spawn found it running) or "error".
 	attrSpawnOutcome = attribute.Key("meshwork.spawn.outcome")
+	// attrSpawnPooled: the worker came from its warm pool.
+	attrSpawnPooled = attribute.Key("meshwork.spawn.pooled")
 	// attrSpawnMode is spawn_worker's mode: normal, resume or fresh.
 	attrSpawnMode = attribute.Key("meshwork.spawn.mode")
 	// attrContainerID is the OpenTelemetry resource convention's key, used

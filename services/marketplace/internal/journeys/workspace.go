@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/google/uuid"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
@@ -109,6 +110,26 @@ func sourceError(err error) error {
 // seed records a prepared base for a created worker and unpacks it into the
 // workspace, owned by the worker's user.
 func (m *Manager) seed(ctx context.Context, rt workerruntime.Runtime, h workerruntime.Handle, j store.Journey, d *meshtype.Definition, src *preparedSource) error {
+	rec, err := m.seedWorkspace(ctx, rt, h, j.UID, d, src)
+	if err != nil {
+		return err
+	}
+	origin := ""
+	if !rec.Origin.IsZero() {
+		origin = rec.Origin.String()
+	}
+	var recorded []byte
+	if src.record != nil {
+		if recorded, err = json.Marshal(src.record); err != nil {
+			return err
+		}
+	}
+	return m.cfg.Store.SetBase(ctx, j.UID, rec.Commit.String(), origin, recorded)
+}
+
+// seedWorkspace keeps a prepared base in the base store under uid and
+// unpacks it into the worker's workspace; the caller records it.
+func (m *Manager) seedWorkspace(ctx context.Context, rt workerruntime.Runtime, h workerruntime.Handle, uid uuid.UUID, d *meshtype.Definition, src *preparedSource) (bases.Record, error) {
 	// The base is written to the store while the files go into the
 	// workspace (both read the draft, which no longer changes); the .git,
 	// last in the tar, waits for it.
@@ -116,7 +137,7 @@ func (m *Manager) seed(ctx context.Context, rt workerruntime.Runtime, h workerru
 	kept := make(chan error, 1)
 	go func() {
 		var err error
-		rec, err = m.cfg.Bases.Keep(j.UID, src.draft)
+		rec, err = m.cfg.Bases.Keep(uid, src.draft)
 		kept <- err
 	}()
 	var (
@@ -128,7 +149,7 @@ func (m *Manager) seed(ctx context.Context, rt workerruntime.Runtime, h workerru
 		if keepErr != nil {
 			return keepErr
 		}
-		return m.cfg.Bases.GitDir(j.UID, rec, src.draft.Files())(tw, owner, mtime)
+		return m.cfg.Bases.GitDir(uid, rec, src.draft.Files())(tw, owner, mtime)
 	}
 	// The workspace gets the files and a .git of the base commit: a clean
 	// checkout, for the worker's own use only.
@@ -150,22 +171,12 @@ func (m *Manager) seed(ctx context.Context, rt workerruntime.Runtime, h workerru
 		keepErr = <-kept // the tar stopped before the .git: Keep is still ours to wait for
 	}
 	if keepErr != nil {
-		return keepErr
+		return rec, keepErr
 	}
 	if err != nil {
-		return fmt.Errorf("seeding the workspace: %w", err)
+		return rec, fmt.Errorf("seeding the workspace: %w", err)
 	}
-	origin := ""
-	if !rec.Origin.IsZero() {
-		origin = rec.Origin.String()
-	}
-	var recorded []byte
-	if src.record != nil {
-		if recorded, err = json.Marshal(src.record); err != nil {
-			return err
-		}
-	}
-	return m.cfg.Store.SetBase(ctx, j.UID, rec.Commit.String(), origin, recorded)
+	return rec, nil
 }
 
 // ownerOf reads a definition's "uid[:gid]"; the defaults fill it in, so a

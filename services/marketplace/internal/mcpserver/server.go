@@ -59,7 +59,10 @@ func New(mgr *journeys.Manager, catalog *workerdef.Catalog, caller CallerFunc, l
 	h := &handlers{mgr: mgr, catalog: catalog, caller: caller, logger: logger}
 
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolListWorkers, Description: "List the workers of the catalog: id, name, description, kind, tools and a summary of their constraints."}, h.listWorkers)
-	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolDescribeWorker, Description: "Show one worker's full definition, after extends and defaults, with its version hash."}, h.describeWorker)
+	mcp.AddTool(s, &mcp.Tool{
+		Name: meshapi.ToolDescribeWorker, Description: "Show one worker's full definition, after extends and defaults, with its version hash.",
+		OutputSchema: describeSchema(),
+	}, h.describeWorker)
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolSpawnWorker, Description: "Start a worker for a journey in its own isolated container with a workspace. Modes: normal (reports already_active if running), resume (restart a stopped or orphaned journey with its workspace), fresh (destroy and respawn)."}, tool(h, meshapi.ToolSpawnWorker, mgr.Spawn))
 	s.AddTool(&mcp.Tool{
 		Name:        meshapi.ToolExecuteInWorker,
@@ -167,6 +170,16 @@ type describeIn struct {
 type describeOut struct {
 	DefinitionHash string              `json:"definition_hash"`
 	Definition     meshtype.Definition `json:"definition"`
+}
+
+// describeSchema is describe_worker's output schema, with the definition's
+// durations and sizes as they are written.
+func describeSchema() *jsonschema.Schema {
+	s, err := jsonschema.For[describeOut](&jsonschema.ForOptions{TypeSchemas: workerdef.TypeSchemas()})
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 func (h *handlers) describeWorker(ctx context.Context, _ *mcp.CallToolRequest, in describeIn) (*mcp.CallToolResult, describeOut, error) {

@@ -119,35 +119,42 @@ func (s *Store) CreateJourney(ctx context.Context, j Journey, q Quota) (Journey,
 		j.UID = uuid.New()
 	}
 	var out Journey
-	err := s.admit(ctx, j.Caller, uuid.Nil, q, func(tx pgx.Tx) error {
-		if j.ParentJourney != nil {
-			// A nested journey needs a live parent; the row lock orders
-			// this against the parent's stop, which changes its state
-			// before it stops the nested journeys it finds.
-			var state string
-			if err := tx.QueryRow(ctx, `SELECT state FROM journeys WHERE uid = $1 FOR SHARE`, *j.ParentJourney).Scan(&state); err != nil {
-				return fmt.Errorf("reading the parent journey: %w", err)
-			}
-			if !JourneyState(state).Live() {
-				return ErrParentNotLive
-			}
-		}
-		row := tx.QueryRow(ctx, `INSERT INTO journeys (uid, caller, id, worker_id, definition_hash, state, isolation_level, parent_journey)
-			VALUES ($7, $1, $2, $3, $4, 'starting', $5, $6) RETURNING `+journeyColumns,
-			j.Caller, j.ID, j.WorkerID, j.DefinitionHash, j.IsolationLevel, j.ParentJourney, j.UID)
-		var err error
-		out, err = scanJourney(row)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return fmt.Errorf("journey %q: %w", j.ID, ErrExists)
-		}
-		if err != nil {
-			return fmt.Errorf("creating journey: %w", err)
-		}
-		return nil
+	err := s.admit(ctx, j.Caller, uuid.Nil, q, func(tx pgx.Tx) (err error) {
+		out, err = insertJourney(ctx, tx, j)
+		return err
 	})
 	if err != nil {
 		return Journey{}, err
+	}
+	return out, nil
+}
+
+// insertJourney inserts j in state starting, with the worker, workspace
+// and base it may have already (a claimed pool member's), checking a
+// nested journey's parent.
+func insertJourney(ctx context.Context, tx pgx.Tx, j Journey) (Journey, error) {
+	if j.ParentJourney != nil {
+		// A nested journey needs a live parent; the row lock orders
+		// this against the parent's stop, which changes its state
+		// before it stops the nested journeys it finds.
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM journeys WHERE uid = $1 FOR SHARE`, *j.ParentJourney).Scan(&state); err != nil {
+			return Journey{}, fmt.Errorf("reading the parent journey: %w", err)
+		}
+		if !JourneyState(state).Live() {
+			return Journey{}, ErrParentNotLive
+		}
+	}
+	row := tx.QueryRow(ctx, `INSERT INTO journeys (uid, caller, id, worker_id, definition_hash, state, isolation_level, parent_journey, container_id, volume, base_commit)
+		VALUES ($7, $1, $2, $3, $4, 'starting', $5, $6, nullif($8, ''), nullif($9, ''), nullif($10, '')) RETURNING `+journeyColumns,
+		j.Caller, j.ID, j.WorkerID, j.DefinitionHash, j.IsolationLevel, j.ParentJourney, j.UID, j.ContainerID, j.Workspace, j.BaseCommit)
+	out, err := scanJourney(row)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return Journey{}, fmt.Errorf("journey %q: %w", j.ID, ErrExists)
+	}
+	if err != nil {
+		return Journey{}, fmt.Errorf("creating journey: %w", err)
 	}
 	return out, nil
 }
