@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -141,9 +142,15 @@ func (s *stack) workerJourney(ctx context.Context, t *testing.T) string {
 	defer span.End()
 	journey := uuidV4()
 
+	// The stack keeps a warm pool of one filesystem_write_v1 worker
+	// (compose.e2e.yaml): once it is filled, the spawn takes it.
+	s.waitPoolReady(ctx, t, "filesystem_write_v1")
 	spawned, isErr := call(ctx, t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": journey})
 	if isErr || spawned["container_id"] == nil || spawned["container_id"] == "" {
 		t.Fatalf("spawn_worker: %v", spawned)
+	}
+	if spawned["pooled"] != true {
+		t.Errorf("spawn_worker with a filled pool did not take its member: %v", spawned)
 	}
 	container := fmt.Sprint(spawned["container_id"])
 	if ids := dockerLines(ctx, "ps", "-q", "--no-trunc", "--filter", "id="+container); len(ids) != 1 {
@@ -602,6 +609,31 @@ func (s *stack) downLeavesNothing(ctx context.Context, t *testing.T) {
 		if left := dockerLines(ctx, what...); len(left) > 0 {
 			t.Errorf("docker %s: %v left behind", strings.Join(what, " "), left)
 		}
+	}
+}
+
+// waitPoolReady waits until the marketplace's /metrics counts a ready
+// member of worker's warm pool.
+func (s *stack) waitPoolReady(ctx context.Context, t *testing.T, worker string) {
+	t.Helper()
+	want := fmt.Sprintf(`meshwork_pool_members{state="ready",worker=%q} 1`, worker)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.markURL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if strings.Contains(string(body), want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the marketplace's warm pool of %s never had a ready member (/metrics lacks %s)", worker, want)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

@@ -188,7 +188,23 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return fmt.Errorf("reconciling workers: %w", err)
 	}
 	go mgr.RunIdleStopper(ctx, cfg.IdleCheck)
-	go mgr.RunPools(ctx)
+	poolsDone := make(chan struct{})
+	go func() {
+		defer close(poolsDone)
+		mgr.RunPools(ctx)
+	}()
+	// A marketplace that stops takes the warm pools' members with it (a
+	// replica still running refills them): stopping the stack leaves no
+	// worker that no journey holds. Runs before mgr.Close, once the
+	// refiller is done.
+	defer func() {
+		<-poolsDone
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), poolDrainTimeout)
+		defer cancel()
+		if n, err := mgr.DrainPools(dctx); err != nil || n > 0 {
+			logger.InfoContext(dctx, "drained the warm pools", slog.Int("removed", n), slog.Any("error", err))
+		}
+	}()
 
 	if cfg.Transport == "stdio" {
 		logger.InfoContext(ctx, "serving MCP on stdio", slog.String("caller", cfg.Caller))
@@ -230,6 +246,10 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	logger.InfoContext(ctx, "serving MCP over HTTP", slog.String("addr", ln.Addr().String()))
 	return mcphttp.Serve(ctx, ln, handler, logger)
 }
+
+// poolDrainTimeout bounds the removal of the pools' members at stop; what
+// is left is reconciled by the next marketplace to start.
+const poolDrainTimeout = 20 * time.Second
 
 // agentCredentials are the agent CLIs' credentials in the marketplace's
 // environment, passed on to agent containers (and nowhere else).

@@ -242,11 +242,41 @@ func (m *Manager) trimPools(ctx context.Context) error {
 	return nil
 }
 
+// DrainPools removes every ready pool member that no claim holds, for a
+// marketplace that stops, and returns how many it removed. A member being
+// made is its maker's; one whose maker died is reconciled at the next
+// start.
+func (m *Manager) DrainPools(ctx context.Context) (int, error) {
+	rt := m.cfg.Runtimes[meshtype.IsolationContainer]
+	if rt == nil {
+		return 0, nil
+	}
+	members, err := m.cfg.Store.PoolMembers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, mem := range members {
+		if !mem.Ready || ctx.Err() != nil {
+			continue
+		}
+		unlock, ok, err := m.tryLockJourney(ctx, mem.UID)
+		if err != nil || !ok {
+			continue // being claimed
+		}
+		if m.retireMember(ctx, rt, mem, "the marketplace is stopping") {
+			removed++
+		}
+		unlock()
+	}
+	return removed, ctx.Err()
+}
+
 // retireMember removes a member, its row first: once the row is gone no
 // claim can have it. The caller holds the member's lock.
-func (m *Manager) retireMember(ctx context.Context, rt workerruntime.Runtime, mem store.PoolMember, reason string) {
+func (m *Manager) retireMember(ctx context.Context, rt workerruntime.Runtime, mem store.PoolMember, reason string) bool {
 	if ok, err := m.cfg.Store.DeletePoolMember(ctx, mem.UID); err != nil || !ok {
-		return // claimed meanwhile, or the database is away: left for the next pass
+		return false // claimed meanwhile, or the database is away: left for the next pass
 	}
 	m.dropPoolChannel(mem.UID)
 	m.logger.InfoContext(ctx, "removing a pool member", slog.String("member", mem.UID.String()), slog.String("worker", mem.WorkerID), slog.String("reason", reason))
@@ -254,11 +284,12 @@ func (m *Manager) retireMember(ctx context.Context, rt workerruntime.Runtime, me
 		m.logger.WarnContext(ctx, "removing a pool member's base failed", slog.String("member", mem.UID.String()), slog.Any("error", err))
 	}
 	if mem.ContainerID == "" && mem.Workspace == "" {
-		return
+		return true
 	}
 	if err := rt.Remove(context.WithoutCancel(ctx), workerruntime.Handle{ID: mem.ContainerID, Workspace: mem.Workspace}, workerruntime.RemoveOptions{Workspace: true}); err != nil {
 		m.logger.WarnContext(ctx, "removing a pool member failed", slog.String("member", mem.UID.String()), slog.Any("error", err))
 	}
+	return true
 }
 
 func (m *Manager) dropPoolChannel(uid uuid.UUID) {

@@ -338,6 +338,24 @@ func TestPoolRestartLeavesNoOrphan(t *testing.T) {
 	if sp["pooled"] != true || sp["container_id"] != members[healthy] {
 		t.Errorf("the spawn after the restart took %v (pooled %v), want the oldest healthy member %s", sp["container_id"], sp["pooled"], members[healthy])
 	}
+
+	// A stopping marketplace drains the pools; the journeys' workers stay.
+	left := poolRows(t, a)
+	n, err := a.mgr.DrainPools(ctx)
+	if err != nil || n != len(left) {
+		t.Fatalf("DrainPools removed %d of %d members: %v", n, len(left), err)
+	}
+	if rows := poolRows(t, a); len(rows) != 0 {
+		t.Errorf("%d pool members after a drain", len(rows))
+	}
+	for id := range poolContainers(t, a) {
+		if id != members[healthy] {
+			t.Errorf("worker %s survives the drain, and is no journey's", id)
+		}
+	}
+	if st := containerState(t, a, members[healthy]); st != workerruntime.StateRunning {
+		t.Errorf("the pooled journey's worker is %s after the drain, want running", st)
+	}
 }
 
 // BenchmarkSpawnFromPool times, alternating in one run so that all three
