@@ -229,6 +229,10 @@ e2e/images: ## Build the test-only OTLP receiver image the e2e test puts in plac
 bench: ## Run the benchmarks (BENCHTIME=2s); figures with p50/p99 where goals are percentiles
 	go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
+.PHONY: bench/scale
+bench/scale: ## Spawn N journeys (default 500) with 20 clients, then measure them idle: memory, list and read latency, reconciliation
+	MESHWORK_SCALE_N=$(or $(N),500) go test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 60m ./services/marketplace/internal/mcpserver/
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/action

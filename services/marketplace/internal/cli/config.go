@@ -41,6 +41,9 @@ type serveConfig struct {
 	Meshworker string
 	// IdleCheck is how often idle workers are looked for. Defaults to 1m.
 	IdleCheck time.Duration
+	// ChannelIdle is how long a channel to a worker stays open unused.
+	// Defaults to 2m.
+	ChannelIdle time.Duration
 	// Labels are extra labels on every worker container, "k=v,k=v". Defaults to none.
 	Labels string
 	// NestedMCPURL is this marketplace's MCP URL as agent containers reach
@@ -96,7 +99,7 @@ type serveConfig struct {
 
 func defaultServeConfig() serveConfig {
 	return serveConfig{
-		Transport: "stdio", Addr: ":8080", Caller: "local", IdleCheck: time.Minute,
+		Transport: "stdio", Addr: ":8080", Caller: "local", IdleCheck: time.Minute, ChannelIdle: journeys.DefaultChannelIdle,
 		MaxJourneysPerCaller: journeys.DefaultMaxJourneysPerCaller, MaxJourneys: journeys.DefaultMaxJourneys,
 		EgressProxyAddr: ":0", EgressNetwork: journeys.DefaultEgressNetwork,
 		MaxPoolMembers: journeys.DefaultMaxPoolMembers,
@@ -130,6 +133,7 @@ func (c *serveConfig) fields() []configField {
 		{flag: "process-state-dir", usage: "workspaces of process-isolated workers", str: &c.ProcessStateDir},
 		{flag: "meshworker", usage: "meshworker binary for process isolation", str: &c.Meshworker},
 		{flag: "idle-check", usage: "how often to stop idle workers", dur: &c.IdleCheck},
+		{flag: "channel-idle", usage: "close a journey's channel to its worker (its server process) after this long unused; the next action reopens it", dur: &c.ChannelIdle},
 		{flag: "labels", usage: `extra labels on worker containers, "k=v,k=v"`, str: &c.Labels},
 		{flag: "nested-mcp-url", usage: "this marketplace's /mcp URL as agent containers reach it (enables nested workers)", str: &c.NestedMCPURL},
 		{flag: "base-dir", usage: "where the marketplace records what each workspace started from (default $TMPDIR/meshwork-bases)", str: &c.BaseDir},
@@ -177,6 +181,9 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 	}
 	if c.IdleCheck <= 0 {
 		return fmt.Errorf("idle-check %s (from %s) must be positive", c.IdleCheck, from.Of("idle-check"))
+	}
+	if c.ChannelIdle <= 0 {
+		return fmt.Errorf("channel-idle %s (from %s) must be positive", c.ChannelIdle, from.Of("channel-idle"))
 	}
 	for _, f := range c.fields() {
 		if f.num != nil && *f.num < 1 {

@@ -148,7 +148,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		Bases: baseStore, Sources: sources,
 		MaxJourneysPerCaller: cfg.MaxJourneysPerCaller, MaxJourneys: cfg.MaxJourneys,
 		EgressNetwork: cfg.EgressNetwork, EgressProxyHost: cfg.EgressProxyHost, EgressNoProxy: cfg.EgressNoProxy,
-		PoolSizes: poolSizes, MaxPoolMembers: cfg.MaxPoolMembers,
+		PoolSizes: poolSizes, MaxPoolMembers: cfg.MaxPoolMembers, ChannelIdle: cfg.ChannelIdle,
 	}
 	// The proxy audits through the manager, made below; a connection
 	// before then (from no worker: none exists yet) is refused unaudited.

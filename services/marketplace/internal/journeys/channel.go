@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,6 +29,9 @@ type channel struct {
 	session   workerruntime.Session
 	client    *mcp.ClientSession
 	broken    bool
+	// lastUsed is when the channel last carried a call (unix nanoseconds):
+	// an idle one is closed (CloseIdleChannels).
+	lastUsed atomic.Int64
 
 	// progress receives the worker's progress notifications of the call
 	// in flight, when its caller asked for them.
@@ -51,6 +55,7 @@ func openChannel(ctx context.Context, rt workerruntime.Runtime, h workerruntime.
 		return nil, fmt.Errorf("starting the worker's MCP server: %w", err)
 	}
 	c := &channel{session: sess, container: h.ID}
+	c.lastUsed.Store(time.Now().UnixNano())
 	client := mcp.NewClient(&mcp.Implementation{Name: "meshwork-marketplace", Version: buildinfo.Version},
 		&mcp.ClientOptions{ProgressNotificationHandler: c.forward})
 	// Each call to the worker is a client span, and its trace context goes
@@ -108,6 +113,7 @@ func (c *channel) call(ctx context.Context, tool string, args any) (*mcp.CallToo
 			c.progressMu.Unlock()
 		}()
 	}
+	defer func() { c.lastUsed.Store(time.Now().UnixNano()) }()
 	res, err := c.client.CallTool(ctx, params)
 	if res != nil {
 		// The worker's last notifications may still be on their way.

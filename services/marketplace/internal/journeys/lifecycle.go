@@ -1,9 +1,12 @@
 package journeys
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -72,20 +76,87 @@ func (m *Manager) State(ctx context.Context, caller, id string) (WorkerState, er
 	return s, nil
 }
 
-// List lists the caller's journeys, optionally in one state.
-func (m *Manager) List(ctx context.Context, caller, state string) ([]WorkerState, error) {
-	switch store.JourneyState(state) {
+// ListRequest is the input of list_journeys.
+type ListRequest struct {
+	State  string `json:"state,omitempty" jsonschema:"only journeys in this state: starting, active, stopped, orphaned or failed"`
+	Limit  int    `json:"limit,omitempty" jsonschema:"journeys per page, newest first (default 100, at most 500)"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page, for the page after it"`
+}
+
+// ListResult is the output of list_journeys.
+type ListResult struct {
+	Journeys []WorkerState `json:"journeys"`
+	// NextCursor is set when more journeys follow.
+	NextCursor string `json:"next_cursor,omitempty" jsonschema:"set when more journeys follow: pass it as cursor for the next page"`
+}
+
+// The page sizes of list_journeys.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 500
+)
+
+// listCursor is where a page of list_journeys ended: its last journey's
+// creation time and id, the listing's order. Clients pass it back opaque.
+type listCursor struct {
+	Created time.Time `json:"t"`
+	ID      string    `json:"id"`
+}
+
+func (c listCursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (listCursor, error) {
+	var c listCursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&c)
+	}
+	if err != nil || c.Created.IsZero() || !meshapi.ValidID(c.ID) {
+		return listCursor{}, invalid("cursor %q is not a next_cursor list_journeys returned", bound(s, 64))
+	}
+	return c, nil
+}
+
+// List lists a page of the caller's journeys, newest first, optionally in
+// one state.
+func (m *Manager) List(ctx context.Context, caller string, req ListRequest) (ListResult, error) {
+	switch store.JourneyState(req.State) {
 	case "", store.StateStarting, store.StateActive, store.StateStopped, store.StateOrphaned, store.StateFailed:
 	default:
-		return nil, invalid("state %q is not one of starting, active, stopped, orphaned, failed", state)
+		return ListResult{}, invalid("state %q is not one of starting, active, stopped, orphaned, failed", req.State)
 	}
-	js, err := m.cfg.Store.Journeys(ctx, caller, store.JourneyState(state))
+	limit := req.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 0 || limit > MaxListLimit:
+		return ListResult{}, invalid("limit %d is not from 1 to %d", req.Limit, MaxListLimit)
+	}
+	page := store.Page{Limit: limit + 1} // one more: is there a next page?
+	if req.Cursor != "" {
+		c, err := decodeCursor(req.Cursor)
+		if err != nil {
+			return ListResult{}, err
+		}
+		page.AfterCreated, page.AfterID = &c.Created, c.ID
+	}
+	js, err := m.cfg.Store.Journeys(ctx, caller, store.JourneyState(req.State), page)
 	if err != nil {
-		return nil, err
+		return ListResult{}, err
 	}
-	out := make([]WorkerState, 0, len(js))
-	for _, j := range js {
-		out = append(out, stateOf(j))
+	out := ListResult{Journeys: make([]WorkerState, 0, min(len(js), limit))}
+	for i, j := range js {
+		if i == limit {
+			last := js[i-1]
+			out.NextCursor = listCursor{Created: last.CreatedAt, ID: last.ID}.encode()
+			break
+		}
+		out.Journeys = append(out.Journeys, stateOf(j))
 	}
 	return out, nil
 }
@@ -451,7 +522,8 @@ func (m *Manager) StopIdle(ctx context.Context, now time.Time) (int, error) {
 	return stopped, nil
 }
 
-// RunIdleStopper calls StopIdle every interval until ctx ends.
+// RunIdleStopper calls StopIdle and CloseIdleChannels every interval until
+// ctx ends.
 func (m *Manager) RunIdleStopper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -463,8 +535,46 @@ func (m *Manager) RunIdleStopper(ctx context.Context, interval time.Duration) {
 			if _, err := m.StopIdle(ctx, now); err != nil && ctx.Err() == nil {
 				m.logger.WarnContext(ctx, "idle check failed", slog.Any("error", err))
 			}
+			m.CloseIdleChannels(ctx, now.Add(-m.cfg.ChannelIdle))
 		}
 	}
+}
+
+// CloseIdleChannels closes the channels that carried no call since cutoff,
+// and returns how many. The worker's server process exits with its
+// channel, so an idle journey holds only its worker's idle process; its
+// next action opens a channel again (tens of milliseconds). A channel is
+// closed under its journey's lock, so never under an action.
+func (m *Manager) CloseIdleChannels(ctx context.Context, cutoff time.Time) int {
+	m.mu.Lock()
+	var idle []uuid.UUID
+	for uid, c := range m.channels {
+		if c.lastUsed.Load() < cutoff.UnixNano() {
+			idle = append(idle, uid)
+		}
+	}
+	m.mu.Unlock()
+	closed := 0
+	for _, uid := range idle {
+		unlock, ok, err := m.tryLockJourney(ctx, uid)
+		if err != nil || !ok {
+			continue // an action is running: not idle
+		}
+		m.mu.Lock()
+		c := m.channels[uid]
+		if c != nil && c.lastUsed.Load() < cutoff.UnixNano() {
+			delete(m.channels, uid)
+		} else {
+			c = nil
+		}
+		m.mu.Unlock()
+		unlock()
+		if c != nil {
+			c.close()
+			closed++
+		}
+	}
+	return closed
 }
 
 // pruneBases removes the bases of deleted journeys (a stop that removed

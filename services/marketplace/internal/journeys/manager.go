@@ -50,6 +50,10 @@ type Config struct {
 	StopGrace time.Duration
 	// ActionTimeout caps one action. Defaults to 5m.
 	ActionTimeout time.Duration
+	// ChannelIdle is how long a journey's channel to its worker stays open
+	// without a call (RunIdleStopper closes it; the next action opens a
+	// new one). Defaults to DefaultChannelIdle.
+	ChannelIdle time.Duration
 	// Logger receives operational logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Metrics is where the Prometheus metrics are registered. Defaults to
@@ -100,6 +104,9 @@ type Config struct {
 	MaxPoolMembers int
 }
 
+// DefaultChannelIdle is how long an unused channel to a worker stays open.
+const DefaultChannelIdle = 2 * time.Minute
+
 // The default quotas of live journeys.
 const (
 	DefaultMaxJourneysPerCaller = 20
@@ -146,6 +153,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.ActionTimeout == 0 {
 		cfg.ActionTimeout = 5 * time.Minute
+	}
+	if cfg.ChannelIdle == 0 {
+		cfg.ChannelIdle = DefaultChannelIdle
 	}
 	if cfg.MaxJourneysPerCaller < 0 || cfg.MaxJourneys < 0 {
 		return nil, errors.New("journeys: MaxJourneysPerCaller and MaxJourneys must not be negative")

@@ -292,7 +292,7 @@ func TestBadSources(t *testing.T) {
 	}
 	// Nothing was created for the refused spawns: no journey row, no
 	// container, no volume, no base.
-	js, err := b.store.Journeys(context.Background(), "alice", "")
+	js, err := b.store.Journeys(context.Background(), "alice", "", store.Page{})
 	if err != nil {
 		t.Fatal(err)
 	}

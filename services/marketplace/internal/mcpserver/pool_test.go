@@ -417,3 +417,44 @@ func BenchmarkSpawnFromPool(b *testing.B) {
 	b.ReportMetric(float64(percentile(pooled, 50))/float64(percentile(run, 50)), "pool/docker-run")
 	b.ReportMetric(float64(percentile(cold, 50))/float64(percentile(run, 50)), "cold/docker-run")
 }
+
+// An idle journey holds no server process: its channel is closed after
+// channel_idle, the worker's MCP server exits with it, and the next action
+// opens a new one and finds the workspace as it was.
+func TestIdleChannelsClose(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": poolWorker, "journey_id": "idle"})
+	must(t, cs, "execute_in_worker", execArgs("idle", map[string]any{"type": "write", "target": "kept.txt", "content": "still here"}))
+	container := sp["container_id"].(string)
+	processes := func() int {
+		out, err := exec.Command("docker", "top", container, "-o", "pid").Output()
+		if err != nil {
+			t.Fatalf("docker top: %v", err)
+		}
+		return len(strings.Fields(string(out))) - 1 // the header
+	}
+	busy := processes()
+	if busy < 2 {
+		t.Fatalf("%d processes in a worker with an open channel, want its idle process and its server", busy)
+	}
+	ctx := context.Background()
+	if n := b.mgr.CloseIdleChannels(ctx, time.Now().Add(-time.Hour)); n != 0 {
+		t.Errorf("closed %d channels used within the hour", n)
+	}
+	if n := b.mgr.CloseIdleChannels(ctx, time.Now()); n != 1 {
+		t.Fatalf("closed %d idle channels, want 1", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for processes() >= busy {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker still runs %d processes after its channel closed", processes())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := must(t, cs, "execute_in_worker", execArgs("idle", map[string]any{"type": "read", "target": "kept.txt"}))
+	if content := readContent(got); content != "still here" {
+		t.Errorf("after the channel reopened, read %q", content)
+	}
+}

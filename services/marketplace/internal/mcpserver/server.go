@@ -70,7 +70,7 @@ func New(mgr *journeys.Manager, catalog *workerdef.Catalog, caller CallerFunc, l
 		InputSchema: executeSchema(),
 	}, h.execute)
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolGetWorkerState, Description: "Show a journey: state, worker, container, times, action counts, cost so far and agent session."}, tool(h, meshapi.ToolGetWorkerState, h.state))
-	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolListJourneys, Description: "List your journeys, optionally in one state."}, tool(h, meshapi.ToolListJourneys, h.list))
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolListJourneys, Description: "List your journeys, newest first, optionally in one state, a page at a time (next_cursor leads to the next page)."}, tool(h, meshapi.ToolListJourneys, mgr.List))
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolStopWorker, Description: "Stop a journey's worker and keep (default), archive (tarball), patch (return the diff against the base, passed by the result gate, then remove everything) or delete its workspace."}, tool(h, meshapi.ToolStopWorker, mgr.Stop))
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolWorkspaceDiff, Description: "The journey's change against the base it was spawned from, as a git-format unified diff (git apply takes it) with a summary: files added, modified, deleted, renamed; lines; binary files listed. The worker's own .git is never consulted. The worker's result gate checks the change first; a refusal lists every violation."}, tool(h, meshapi.ToolWorkspaceDiff, mgr.Diff))
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolExportWorkspace, Description: "Take the journey's work out as a patch (the diff), a tar of the workspace, or a git bundle of one commit on the git source's commit (git fetch takes it). Checked by the worker's result gate first."}, tool(h, meshapi.ToolExportWorkspace, mgr.Export))
@@ -287,14 +287,6 @@ type journeyIn struct {
 	JourneyID string `json:"journey_id"`
 }
 
-type listIn struct {
-	State string `json:"state,omitempty" jsonschema:"only journeys in this state: starting, active, stopped, orphaned or failed"`
-}
-
-type listOut struct {
-	Journeys []journeys.WorkerState `json:"journeys"`
-}
-
 type logsIn struct {
 	JourneyID string `json:"journey_id"`
 	Tail      int    `json:"tail,omitempty" jsonschema:"lines to return (default 100, at most 10000)"`
@@ -331,14 +323,6 @@ type refusable interface{ IsRefused() bool }
 
 func (h *handlers) state(ctx context.Context, caller string, in journeyIn) (journeys.WorkerState, error) {
 	return h.mgr.State(ctx, caller, in.JourneyID)
-}
-
-func (h *handlers) list(ctx context.Context, caller string, in listIn) (listOut, error) {
-	js, err := h.mgr.List(ctx, caller, in.State)
-	if js == nil {
-		js = []journeys.WorkerState{}
-	}
-	return listOut{Journeys: js}, err
 }
 
 func (h *handlers) logs(ctx context.Context, caller string, in logsIn) (journeys.LogsResult, error) {

@@ -81,8 +81,9 @@ type bundle struct {
 	// adjust changes catalog definitions before the marketplace starts
 	// (a smaller quota, say).
 	adjust func(*meshtype.Definition)
-	// maxPerCaller is the live journeys quota per caller (0: the default).
-	maxPerCaller int
+	// maxPerCaller and maxTotal are the live journeys quotas per caller
+	// and in all (0: the defaults).
+	maxPerCaller, maxTotal int
 	// egress runs an egress proxy for egress workers, on an internal
 	// network of the test's own (egressNetwork).
 	egress        bool
@@ -151,7 +152,7 @@ func (b *bundle) start(t testing.TB) {
 		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: t.TempDir(),
 		Runtimes: map[meshtype.IsolationLevel]workerruntime.Runtime{meshtype.IsolationContainer: b.rt},
 		AgentEnv: b.agentEnv, NestedMCPURL: nested, Metrics: reg,
-		Bases: baseStore, Sources: b.sources, MaxJourneysPerCaller: b.maxPerCaller,
+		Bases: baseStore, Sources: b.sources, MaxJourneysPerCaller: b.maxPerCaller, MaxJourneys: b.maxTotal,
 	}
 	var auditor atomic.Pointer[journeys.Manager]
 	if b.egress {

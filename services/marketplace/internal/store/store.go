@@ -279,13 +279,28 @@ func (s *Store) JourneyByUID(ctx context.Context, uid uuid.UUID) (Journey, error
 }
 
 // Journeys lists the caller's journeys, newest first, optionally in one state.
-func (s *Store) Journeys(ctx context.Context, caller string, state JourneyState) ([]Journey, error) {
+func (s *Store) Journeys(ctx context.Context, caller string, state JourneyState, page Page) ([]Journey, error) {
+	limit := page.Limit
+	if limit <= 0 {
+		limit = -1
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+journeyColumns+` FROM journeys
-		WHERE caller = $1 AND state <> 'deleted' AND ($2 = '' OR state = $2) ORDER BY created_at DESC, id`, caller, string(state))
+		WHERE caller = $1 AND state <> 'deleted' AND ($2 = '' OR state = $2)
+		AND ($3::timestamptz IS NULL OR created_at < $3 OR (created_at = $3 AND id > $4))
+		ORDER BY created_at DESC, id LIMIT nullif($5, -1)`, caller, string(state), page.AfterCreated, page.AfterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing journeys: %w", err)
 	}
 	return collect(rows)
+}
+
+// Page is one page of a listing, newest first: at most Limit journeys (0:
+// all) after the journey created at AfterCreated with id AfterID (nil:
+// from the newest).
+type Page struct {
+	AfterCreated *time.Time
+	AfterID      string
+	Limit        int
 }
 
 // LiveJourneys lists every journey that should have a running worker.

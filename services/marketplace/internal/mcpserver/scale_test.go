@@ -1,0 +1,303 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+)
+
+// BenchmarkScale spawns MESHWORK_SCALE_N journeys (default 40; `make
+// bench/scale N=500`), each followed by one action (a 1 KB write), in
+// rounds of 20 alternately one after another from one client and from 20
+// clients at once. It then leaves them idle (their channels closed, as after
+// channel_idle) and reports, against the same figures with one live
+// journey before: host memory per idle journey (the host's used memory
+// before and after, over the count: workers, the engine's shims, the
+// marketplace), the marketplace's RSS (it runs in the test process), its
+// CPU while idle, list_journeys and a 1 KB read on one journey, and the
+// time a restarted marketplace takes to reconcile them.
+func BenchmarkScale(b *testing.B) {
+	n := 40
+	if v := os.Getenv("MESHWORK_SCALE_N"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 40 {
+			b.Fatalf("MESHWORK_SCALE_N=%q: want a count of at least 40", v)
+		}
+	}
+	const clients = 20
+	for range b.N {
+		bb := setupWith(b, &bundle{maxPerCaller: n + 1, maxTotal: n + 1})
+		ctx := context.Background()
+		one := bb.client(b, aliceToken)
+		must(b, one, "spawn_worker", map[string]any{"worker_id": poolWorker, "journey_id": "one"})
+		kb := strings.Repeat("k", 1024)
+		must(b, one, "execute_in_worker", execArgs("one", map[string]any{"type": "write", "target": "1k.txt", "content": kb}))
+		readP50 := func() time.Duration {
+			var ds []time.Duration
+			for range 50 {
+				start := time.Now()
+				must(b, one, "execute_in_worker", execArgs("one", map[string]any{"type": "read", "target": "1k.txt"}))
+				ds = append(ds, time.Since(start))
+			}
+			return percentile(ds, 50)
+		}
+		listP50 := func() time.Duration {
+			var ds []time.Duration
+			for range 20 {
+				start := time.Now()
+				must(b, one, "list_journeys", map[string]any{})
+				ds = append(ds, time.Since(start))
+			}
+			return percentile(ds, 50)
+		}
+		readBefore, listBefore := readP50(), listP50()
+		memBefore := hostUsedMiB(b)
+
+		spawn := func(cs *mcp.ClientSession, i int) error {
+			id := fmt.Sprintf("scale-%d", i)
+			for _, c := range []struct {
+				tool string
+				args map[string]any
+			}{
+				{"spawn_worker", map[string]any{"worker_id": poolWorker, "journey_id": id}},
+				{"execute_in_worker", execArgs(id, map[string]any{"type": "write", "target": "1k.txt", "content": kb})},
+			} {
+				res, err := cs.CallTool(ctx, toolParams(c.tool, c.args))
+				if err != nil || res.IsError {
+					return fmt.Errorf("%s %s: %v %v", c.tool, id, err, res)
+				}
+			}
+			return nil
+		}
+		// In rounds of 20 journeys, alternately from one client and from
+		// 20 at once, so that both see the host as full as the other.
+		concurrentClients := make([]*mcp.ClientSession, clients)
+		for c := range concurrentClients {
+			concurrentClients[c] = bb.client(b, aliceToken)
+		}
+		var seqTime, concTime time.Duration
+		var seqN, concN int
+		wallStart := time.Now()
+		for round, first := 0, 0; first < n; round, first = round+1, first+clients {
+			last := min(first+clients, n)
+			start := time.Now()
+			if round%2 == 0 {
+				for i := first; i < last; i++ {
+					if err := spawn(one, i); err != nil {
+						b.Fatal(err)
+					}
+				}
+				seqTime, seqN = seqTime+time.Since(start), seqN+last-first
+				continue
+			}
+			errs := make(chan error, clients)
+			var wg sync.WaitGroup
+			for i := first; i < last; i++ {
+				wg.Go(func() {
+					if err := spawn(concurrentClients[i-first], i); err != nil {
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			concTime, concN = concTime+time.Since(start), concN+last-first
+		}
+		total := time.Since(wallStart)
+
+		// Idle: every channel closed, as channel_idle does.
+		bb.mgr.CloseIdleChannels(ctx, time.Now())
+		time.Sleep(3 * time.Second)
+		memAfter := hostUsedMiB(b)
+		cpuBefore := processCPU()
+		time.Sleep(5 * time.Second)
+		idleCPU := (processCPU() - cpuBefore).Seconds() / 5 * 100
+		must(b, one, "execute_in_worker", execArgs("one", map[string]any{"type": "read", "target": "1k.txt"})) // reopens its channel
+		readAfter, listAfter := readP50(), listP50()
+
+		start := time.Now()
+		bb.start(b) // a restarted marketplace: a new manager, reconciling
+		reconcile := time.Since(start)
+
+		b.ReportMetric(float64(n), "journeys")
+		b.ReportMetric(total.Seconds(), "spawn-wall-s")
+		if concN > 0 {
+			b.ReportMetric((float64(concN)/concTime.Seconds())/(float64(seqN)/seqTime.Seconds()), "20-clients/1-client-spawn-rate")
+		}
+		b.ReportMetric((memAfter-memBefore)/float64(n), "host-MiB/idle-journey")
+		b.ReportMetric(processRSSMiB(b), "marketplace-RSS-MiB")
+		b.ReportMetric(idleCPU, "marketplace-idle-cpu-%")
+		b.ReportMetric(millis(listAfter), "list-journeys-p50-ms")
+		b.ReportMetric(millis(listBefore), "list-journeys-one-live-p50-ms")
+		b.ReportMetric(millis(readAfter), "read1k-p50-ms")
+		b.ReportMetric(float64(readAfter)/float64(readBefore), "read1k/one-live")
+		b.ReportMetric(reconcile.Seconds(), "restart-reconcile-s")
+	}
+}
+
+// hostUsedMiB is the host's used memory: MemTotal less MemAvailable.
+func hostUsedMiB(b *testing.B) float64 {
+	b.Helper()
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	kb := map[string]float64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 {
+			v, _ := strconv.ParseFloat(fields[1], 64)
+			kb[strings.TrimSuffix(fields[0], ":")] = v
+		}
+	}
+	return (kb["MemTotal"] - kb["MemAvailable"]) / 1024
+}
+
+// processRSSMiB is this process's resident memory.
+func processRSSMiB(b *testing.B) float64 {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// processCPU is the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// insertJourneys records n active journeys of alice, as rows only (no
+// worker): what list_journeys reads.
+func insertJourneys(tb testing.TB, bb *bundle, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	for i := range n {
+		j, err := bb.store.CreateJourney(ctx, store.Journey{
+			Caller: "alice", ID: fmt.Sprintf("listed-%d", i), WorkerID: poolWorker, DefinitionHash: "h", IsolationLevel: "container",
+		}, store.Quota{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := bb.store.SetRunning(ctx, j.UID, fmt.Sprintf("%064d", i), "meshwork-ws-"+j.UID.String()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// list_journeys pages through many journeys, newest first, each once; a
+// cursor it did not make is refused.
+func TestListJourneysPages(t *testing.T) {
+	t.Parallel()
+	bb := setup(t)
+	const n = 250
+	insertJourneys(t, bb, n)
+	// Ties on the creation time are ordered by id: give some journeys one.
+	if _, err := bb.pool.Exec(context.Background(), `UPDATE journeys SET created_at = '2026-01-01T00:00:00Z' WHERE id LIKE 'listed-1%'`); err != nil {
+		t.Fatal(err)
+	}
+	cs := bb.client(t, aliceToken)
+	seen := map[string]bool{}
+	var order []string
+	cursor, pages := "", 0
+	for {
+		args := map[string]any{"limit": 100}
+		if cursor != "" {
+			args["cursor"] = cursor
+		}
+		out := must(t, cs, "list_journeys", args)
+		js, _ := out["journeys"].([]any)
+		for _, j := range js {
+			id := j.(map[string]any)["journey_id"].(string)
+			if seen[id] {
+				t.Fatalf("journey %s listed twice", id)
+			}
+			seen[id] = true
+			order = append(order, id)
+		}
+		pages++
+		next, _ := out["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		if len(js) != 100 {
+			t.Fatalf("a page with a next page holds %d journeys, want 100", len(js))
+		}
+		cursor = next
+	}
+	if len(seen) != n || pages != 3 {
+		t.Fatalf("%d journeys over %d pages, want %d over 3", len(seen), pages, n)
+	}
+	all := must(t, cs, "list_journeys", map[string]any{"limit": 500})
+	if js, _ := all["journeys"].([]any); len(js) != n || all["next_cursor"] != nil {
+		t.Fatalf("one page of 500 holds %d journeys (next %v), want all %d", len(js), all["next_cursor"], n)
+	} else {
+		for i, j := range js {
+			if id := j.(map[string]any)["journey_id"]; id != order[i] {
+				t.Fatalf("journey %d is %v on one page and %s over three", i, id, order[i])
+			}
+		}
+	}
+	if out := must(t, cs, "list_journeys", map[string]any{}); len(out["journeys"].([]any)) != 100 {
+		t.Errorf("the default page holds %d journeys, want 100", len(out["journeys"].([]any)))
+	}
+	for _, args := range []map[string]any{
+		{"cursor": "not-a-cursor"},
+		{"cursor": "eyJ0IjoiMjAyNi0wMS0wMVQwMDowMDowMFoiLCJpZCI6Ii4uLyJ9"}, // {"t":...,"id":"../"}
+		{"limit": 501},
+		{"limit": -1},
+	} {
+		res := call(t, cs, "list_journeys", args)
+		if e, _ := res.out["error"].(map[string]any); !res.isError || e["code"] != "invalid_argument" {
+			t.Errorf("list_journeys %v: %+v, want invalid_argument", args, res)
+		}
+	}
+}
+
+// BenchmarkListJourneys times list_journeys over MCP HTTP for a caller
+// with 500 journeys (rows only: listing reads no worker), one page of all
+// of them and the default page.
+func BenchmarkListJourneys(b *testing.B) {
+	bb := setup(b)
+	insertJourneys(b, bb, 500)
+	cs := bb.client(b, aliceToken)
+	var all, first []time.Duration
+	for range b.N {
+		start := time.Now()
+		out := must(b, cs, "list_journeys", map[string]any{"limit": 500})
+		all = append(all, time.Since(start))
+		if js, _ := out["journeys"].([]any); len(js) != 500 {
+			b.Fatalf("%d journeys listed, want 500", len(js))
+		}
+		start = time.Now()
+		must(b, cs, "list_journeys", map[string]any{})
+		first = append(first, time.Since(start))
+	}
+	b.ReportMetric(millis(percentile(all, 50)), "all-500-p50-ms")
+	b.ReportMetric(millis(percentile(first, 50)), "first-page-p50-ms")
+}
