@@ -93,9 +93,13 @@ func (m *Manager) claimPooled(ctx context.Context, caller, journeyID string, ent
 			continue // another spawn is claiming it
 		}
 		h := workerruntime.Handle{ID: c.ContainerID, Workspace: c.Workspace}
-		if st, err := rt.State(ctx, h); err != nil || st != workerruntime.StateRunning {
-			// A member whose worker died is removed, never handed out.
-			m.retireMember(ctx, rt, c, "its worker is not running")
+		st, err := rt.State(ctx, h)
+		if err != nil || st != workerruntime.StateRunning {
+			if err == nil {
+				// A member whose worker died is removed, never handed out;
+				// one the engine could not report on is left for later.
+				m.retireMember(ctx, rt, c, "its worker is not running")
+			}
 			unlock()
 			continue
 		}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
@@ -32,6 +34,9 @@ func (instantExecutor) Execute(_ context.Context, req executor.Request) (executo
 type benchEngine struct {
 	eng  *engine.Engine
 	pool *pgxpool.Pool
+	// statements counts the SQL statements sent on the pool (River's
+	// included), for the statements per step.
+	statements *statementCounter
 	mu   sync.Mutex
 	done map[string]chan struct{}
 	lat  []time.Duration
@@ -39,12 +44,18 @@ type benchEngine struct {
 
 func newBenchEngine(b *testing.B) *benchEngine {
 	b.Helper()
-	pool, err := pgxpool.New(context.Background(), pgtest.DSN(b))
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	counter := &statementCounter{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	be := &benchEngine{pool: pool, done: map[string]chan struct{}{}}
+	be := &benchEngine{pool: pool, done: map[string]chan struct{}{}, statements: counter}
 	eng, err := engine.New(engine.Config{
 		Pool: pool, Catalog: loadTestCatalog(b), Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: instantExecutor{}},
 		OnCommit: func(c engine.CommitInfo) {
@@ -91,10 +102,32 @@ func (be *benchEngine) run(b *testing.B) {
 	}
 }
 
+// statementCounter counts the statements a pool sends, one per query and
+// one per query of a batch.
+type statementCounter struct{ n atomic.Int64 }
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (*statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (*statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) { c.n.Add(1) }
+
+func (*statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 func (be *benchEngine) report(b *testing.B, runs int, elapsed time.Duration) {
 	b.Helper()
 	const stepsPerRun = 3
 	b.ReportMetric(float64(runs*stepsPerRun)/elapsed.Seconds(), "steps/s")
+	// Everything the database was sent while the runs ran: the starts, the
+	// steps, River's fetches and completions, per node-step.
+	b.ReportMetric(float64(be.statements.n.Load())/float64(runs*stepsPerRun), "statements/step")
 	be.mu.Lock()
 	lat := slices.Clone(be.lat)
 	be.mu.Unlock()
@@ -134,6 +167,7 @@ func BenchmarkLinearRuns(b *testing.B) {
 			be.mu.Lock()
 			be.lat = nil
 			be.mu.Unlock()
+			be.statements.n.Store(0)
 			b.ResetTimer()
 			start := time.Now()
 			var wg sync.WaitGroup
