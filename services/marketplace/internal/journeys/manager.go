@@ -718,10 +718,14 @@ func (m *Manager) checkLive(ctx context.Context, j store.Journey) bool {
 	return false
 }
 
-func (m *Manager) dropChannel(uid uuid.UUID) {
+func (m *Manager) dropChannel(uid uuid.UUID) { m.dropFrom(m.channels, uid) }
+
+// dropFrom closes and forgets uid's channel in channels (m.channels or
+// m.poolChannels, guarded by m.mu).
+func (m *Manager) dropFrom(channels map[uuid.UUID]*channel, uid uuid.UUID) {
 	m.mu.Lock()
-	c := m.channels[uid]
-	delete(m.channels, uid)
+	c := channels[uid]
+	delete(channels, uid)
 	m.mu.Unlock()
 	if c != nil {
 		c.close()

@@ -296,15 +296,7 @@ func (m *Manager) retireMember(ctx context.Context, rt workerruntime.Runtime, me
 	return true
 }
 
-func (m *Manager) dropPoolChannel(uid uuid.UUID) {
-	m.mu.Lock()
-	c := m.poolChannels[uid]
-	delete(m.poolChannels, uid)
-	m.mu.Unlock()
-	if c != nil {
-		c.close()
-	}
-}
+func (m *Manager) dropPoolChannel(uid uuid.UUID) { m.dropFrom(m.poolChannels, uid) }
 
 // createMember reserves one more member of entry's pool, if the pool and
 // the cap have room (made is false if not), creates its worker as a spawn

@@ -393,16 +393,10 @@ func BenchmarkSpawnFromPool(b *testing.B) {
 		cold, coldFirst = append(cold, s), append(coldFirst, f)
 
 		start := time.Now()
-		out, err := exec.Command("docker", "run", "-d", "--label", label, "--init", "--cap-drop", "ALL",
-			"--security-opt", "no-new-privileges:true", "--read-only", "--tmpfs", "/tmp", "--network", "none",
-			"--user", "65532:65532", "--cpus", "1", "--memory", "512m", "--pids-limit", "256",
-			"-v", "/workspace", "meshwork/worker:latest", "idle").Output()
-		if err != nil {
-			b.Fatalf("docker run: %v", err)
-		}
+		id := dockerRun(b, label)
 		run = append(run, time.Since(start))
 		b.StopTimer()
-		_ = exec.Command("docker", "rm", "-fv", strings.TrimSpace(string(out))).Run()
+		_ = exec.Command("docker", "rm", "-fv", id).Run()
 		for _, id := range []string{fmt.Sprintf("pooled-%d", i), fmt.Sprintf("cold-%d", i)} {
 			must(b, cs, "stop_worker", map[string]any{"journey_id": id, "workspace": "delete"})
 		}

@@ -37,9 +37,9 @@ type benchEngine struct {
 	// statements counts the SQL statements sent on the pool (River's
 	// included), for the statements per step.
 	statements *statementCounter
-	mu   sync.Mutex
-	done map[string]chan struct{}
-	lat  []time.Duration
+	mu         sync.Mutex
+	done       map[string]chan struct{}
+	lat        []time.Duration
 }
 
 func newBenchEngine(b *testing.B) *benchEngine {
@@ -117,7 +117,9 @@ func (*statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx
 	return ctx
 }
 
-func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) { c.n.Add(1) }
+func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	c.n.Add(1)
+}
 
 func (*statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
