@@ -75,7 +75,7 @@ func BenchmarkScale(b *testing.B) {
 			} {
 				res, err := cs.CallTool(ctx, toolParams(c.tool, c.args))
 				if err != nil || res.IsError {
-					return fmt.Errorf("%s %s: %v %v", c.tool, id, err, res)
+					return fmt.Errorf("%s %s: %w (result %v)", c.tool, id, err, res)
 				}
 			}
 			return nil

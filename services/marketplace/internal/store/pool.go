@@ -27,7 +27,8 @@ type PoolMember struct {
 	CreatedAt  time.Time
 }
 
-// ErrPoolMemberGone: the member was claimed or removed meanwhile.
+// ErrPoolMemberGone is returned for a pool member that another claim, or
+// its removal, took first.
 var ErrPoolMemberGone = errors.New("pool member claimed or removed")
 
 // poolLock orders the reservations of pool members, which count the pool
