@@ -54,6 +54,16 @@ func TestLinearRun(t *testing.T) {
 	if fmt.Sprint(ids) != "[one two three]" {
 		t.Errorf("calls %v, want each node once", ids)
 	}
+	// River handed out the first node only: two and three were worked
+	// inline, and their backstop jobs went with their commits.
+	var jobs, scheduled int
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE state = 'scheduled')
+		FROM river_job WHERE args->>'run_id' = $1`, run.ID).Scan(&jobs, &scheduled); err != nil {
+		t.Fatal(err)
+	}
+	if jobs != 1 || scheduled != 0 {
+		t.Errorf("%d River jobs of the run left (%d scheduled), want the first node's only", jobs, scheduled)
+	}
 }
 
 // A second run on the same thread resumes each role's own session.

@@ -78,8 +78,11 @@ type inlineNext struct {
 // exactly one agent node ready, goes on with that node itself (inline),
 // keeping the run's lease: a linear pipeline does not wait for River to
 // hand out each step. Each successor's job is committed all the same, with
-// the step that made it ready, so that a crash loses nothing: the job finds
-// the node committed (or waits for this goroutine, or is taken over).
+// the step that made it ready, so that a crash loses nothing; but it is
+// scheduled LeaseTTL ahead, a backstop River does not fetch while this
+// goroutine works the node, and the node's commit deletes it. If this
+// replica dies, the job becomes available when the run's lease has expired
+// anyway, and finds the node committed or works it.
 func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	e, a := w.e, job.Args
 	if a.NotBefore != nil {
@@ -119,19 +122,36 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	if !sessionKnown {
 		lease.Session = ""
 	}
-	jobID := job.ID
+	jobID, inline := job.ID, false
 	for {
-		next, held, err := e.workNode(ctx, lease, sessionKnown, a, jobID)
+		next, held, err := e.workNode(ctx, lease, sessionKnown, a, jobID, inline)
 		e.leases.end(key)
 		if held {
 			e.leases.release(ctx, a.RunID)
+		}
+		if inline && (err != nil || held) {
+			// An inline node that did not commit: its job, waiting as the
+			// backstop, is made available now rather than after LeaseTTL.
+			e.releaseBackstop(ctx, jobID)
 		}
 		if err != nil || next == nil {
 			return err
 		}
 		// The successor's key was taken in the commit, and the lease kept.
-		a, jobID, key, sessionKnown = next.args, next.jobID, next.args.key(), false
+		a, jobID, key, sessionKnown, inline = next.args, next.jobID, next.args.key(), false, true
 		lease.Run.HeadSeq, lease.Run.Status = next.headSeq, runstate.RunRunning
+	}
+}
+
+// releaseBackstop makes an inline node's job available at once, for a node
+// its goroutine gave up on without committing; River then works it here or
+// on another replica. If this fails the job still becomes available when
+// its schedule comes.
+func (e *Engine) releaseBackstop(ctx context.Context, jobID int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := e.river.JobRetry(ctx, jobID); err != nil {
+		e.logger.WarnContext(ctx, "making an inline node's job available failed; it waits for its schedule", slog.Int64("job", jobID), slog.Any("error", err))
 	}
 }
 
@@ -142,7 +162,7 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 // The attempt runs in a span of the run's trace (see startNodeSpan), so the
 // calls to the executor, the database queries of its commit and its log
 // lines belong to the run's trace whichever replica works it.
-func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64) (next *inlineNext, held bool, err error) {
+func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64, inline bool) (next *inlineNext, held bool, err error) {
 	log := e.logger.With(slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Int("iteration", a.Iteration), slog.Int("attempt", a.Attempt))
 	run := lease.Run
 	p, st, err := e.prepare(ctx, run, a)
@@ -187,7 +207,7 @@ func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown b
 
 	err = e.leases.commit(a.RunID, func(fence int64, last bool) (bool, error) {
 		var err error
-		next, err = e.commitNode(ctx, run, p, a, jobID, fence, last, started, res, execErr)
+		next, err = e.commitNode(ctx, run, p, a, jobID, inline, fence, last, started, res, execErr)
 		return next != nil, err
 	})
 	switch {
@@ -432,10 +452,10 @@ func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipe
 // last says whether this job holds the replica's last reference on the
 // run's lease. When the step makes exactly one agent node ready, the commit
 // keeps the lease and returns that node for the job to go on with.
-func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipeline, a nodeArgs, jobID int64, fence int64, last bool,
+func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipeline, a nodeArgs, jobID int64, inline bool, fence int64, last bool,
 	started time.Time, res nodeResult, execErr error,
 ) (*inlineNext, error) {
-	var inline *inlineNext
+	var successor *inlineNext
 	release := last
 	var next runstate.State
 	var headSeq int
@@ -450,6 +470,10 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		batch := &store.Batch{}
 		if locked.Status != runstate.RunRunning && locked.Status != runstate.RunWaiting {
 			return errNodeDone // cancelled or ended while the node ran
+		}
+		if inline {
+			// The node's backstop job goes with its result.
+			store.DeleteBackstopJob(ctx, batch, jobID)
 		}
 		st, err := e.stateAt(ctx, tx, a.RunID, locked.HeadSeq)
 		if err != nil {
@@ -511,24 +535,28 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		skipped = step
 		// Go on with a lone successor in this job; its key is taken
 		// before the commit makes its job visible to River.
-		inline = nil
+		successor = nil
 		if execErr == nil && len(step.Schedule) == 1 && len(step.Interrupts) == 0 && step.Status == runstate.RunRunning {
 			id := step.Schedule[0]
 			n, _ := p.Node(id)
 			na := nodeArgs{RunID: a.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: locked.HeadSeq + 1, Role: n.Role}
 			if e.leases.begin(na.key()) {
-				inline = &inlineNext{args: na, headSeq: locked.HeadSeq + 1}
+				successor = &inlineNext{args: na, headSeq: locked.HeadSeq + 1}
 			}
 		}
-		ids, err := e.applyStep(ctx, tx, batch, p, a.RunID, locked.HeadSeq, a.NodeID, a.Iteration, step, release && inline == nil, "")
-		if inline != nil && len(ids) == 1 {
-			inline.jobID = ids[0]
+		var backstop time.Time
+		if successor != nil {
+			backstop = time.Now().Add(e.cfg.LeaseTTL)
+		}
+		ids, err := e.applyStep(ctx, tx, batch, p, a.RunID, locked.HeadSeq, a.NodeID, a.Iteration, step, release && successor == nil, "", backstop)
+		if successor != nil && len(ids) == 1 {
+			successor.jobID = ids[0]
 		}
 		return err
 	})
 	if err != nil {
-		if inline != nil {
-			e.leases.end(inline.args.key())
+		if successor != nil {
+			e.leases.end(successor.args.key())
 		}
 		if errors.Is(err, store.ErrDuplicateResult) {
 			return nil, errNodeDone
@@ -544,26 +572,27 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 	info.CommitDuration = time.Since(commitStart)
 	e.onCommit(info)
 	e.reportSkipped(ctx, p, a.RunID, a.NodeID, skipped)
-	return inline, nil
+	return successor, nil
 }
 
 // applyStep writes a step as checkpoint head+1 (a child of head) and does
 // what it asks for: interrupts, successor jobs, the run's new status. The
 // writes are queued on batch, which it sends. It returns the successor
-// jobs' ids, in step.Schedule's order.
-func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, head int, nodeID string, iteration int, step runstate.Step, release bool, newHash string) ([]int64, error) {
+// jobs' ids, in step.Schedule's order. A non-zero backstop schedules the
+// jobs then: a successor worked inline (see nodeWorker.Work).
+func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, head int, nodeID string, iteration int, step runstate.Step, release bool, newHash string, backstop time.Time) ([]int64, error) {
 	seq := head + 1
 	parent := head
 	if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: runID, Seq: seq, ParentRun: runID, ParentSeq: &parent, NodeID: nodeID, Iteration: iteration, Delta: step.Delta}); err != nil {
 		return nil, err
 	}
-	return e.afterCheckpoint(ctx, tx, batch, p, runID, seq, step, release, newHash)
+	return e.afterCheckpoint(ctx, tx, batch, p, runID, seq, step, release, newHash, backstop)
 }
 
 // afterCheckpoint opens the step's interrupts, inserts its jobs and writes
 // the run's new head and status, then sends batch: every write of the step
 // in one round trip besides River's insert. It returns the jobs' ids.
-func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, seq int, step runstate.Step, release bool, newHash string) ([]int64, error) {
+func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, seq int, step runstate.Step, release bool, newHash string, backstop time.Time) ([]int64, error) {
 	for _, id := range step.Interrupts {
 		if err := store.InsertInterrupt(ctx, batch, runID, id, step.Next.Node(id).Iteration+1); err != nil {
 			return nil, err
@@ -574,7 +603,11 @@ func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Ba
 		params := make([]river.InsertManyParams, 0, len(step.Schedule))
 		for _, id := range step.Schedule {
 			n, _ := p.Node(id)
-			params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: seq, Role: n.Role}})
+			var opts *river.InsertOpts
+			if !backstop.IsZero() {
+				opts = &river.InsertOpts{ScheduledAt: backstop}
+			}
+			params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: seq, Role: n.Role}, InsertOpts: opts})
 		}
 		res, err := e.river.InsertManyTx(ctx, tx, params)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -122,7 +123,7 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 				return err
 			}
 		}
-		_, err := e.afterCheckpoint(ctx, tx, batch, p, n.ID, 0, step, false, "")
+		_, err := e.afterCheckpoint(ctx, tx, batch, p, n.ID, 0, step, false, "", time.Time{})
 		return err
 	})
 	if err != nil {
@@ -494,7 +495,7 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		if p.Hash() != run.PipelineHash {
 			newHash = p.Hash()
 		}
-		_, err = e.applyStep(ctx, tx, &store.Batch{}, p, run.ID, run.HeadSeq, in.NodeID, in.Iteration, step, false, newHash)
+		_, err = e.applyStep(ctx, tx, &store.Batch{}, p, run.ID, run.HeadSeq, in.NodeID, in.Iteration, step, false, newHash, time.Time{})
 		return err
 	})
 	if err != nil {
@@ -576,7 +577,7 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: run.ID, Seq: seq, ParentRun: run.ID, ParentSeq: &parent, Delta: step.Delta}); err != nil {
 			return err
 		}
-		_, err = e.afterCheckpoint(ctx, tx, batch, p, run.ID, seq, step, false, newHash)
+		_, err = e.afterCheckpoint(ctx, tx, batch, p, run.ID, seq, step, false, newHash, time.Time{})
 		return err
 	})
 	if err != nil {

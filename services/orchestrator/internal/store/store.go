@@ -419,6 +419,17 @@ func LoadState(ctx context.Context, q Querier, runID string, seq int) (runstate.
 // node_attempts rows hold it.
 type Attempt = api.Attempt
 
+// DeleteBackstopJob removes the job of a node worked inline, with the
+// node's result: scheduled ahead as a backstop for a replica that dies,
+// it has nothing left to do. It is River's job table, written here so that
+// the removal rides in the step's batch rather than costing a round trip
+// of River's own JobDeleteTx. A job River has fetched meanwhile (its
+// schedule came) is not scheduled any more and is left to finish: it finds
+// the node committed.
+func DeleteBackstopJob(ctx context.Context, q Execer, jobID int64) {
+	_, _ = q.Exec(ctx, `DELETE FROM river_job WHERE id = $1 AND state = 'scheduled'`, jobID)
+}
+
 // InsertAttempt records a finished attempt.
 func InsertAttempt(ctx context.Context, q Execer, a Attempt) error {
 	_, err := q.Exec(ctx, `INSERT INTO node_attempts (run_id, node_id, iteration, attempt, job_id, replica, status, error, session_id, cost_usd, started_at, heartbeat_at, finished_at)
