@@ -142,15 +142,9 @@ func (s *stack) workerJourney(ctx context.Context, t *testing.T) string {
 	defer span.End()
 	journey := uuidV4()
 
-	// The stack keeps a warm pool of one filesystem_write_v1 worker
-	// (compose.e2e.yaml): once it is filled, the spawn takes it.
-	s.waitPoolReady(ctx, t, "filesystem_write_v1")
 	spawned, isErr := call(ctx, t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": journey})
 	if isErr || spawned["container_id"] == nil || spawned["container_id"] == "" {
 		t.Fatalf("spawn_worker: %v", spawned)
-	}
-	if spawned["pooled"] != true {
-		t.Errorf("spawn_worker with a filled pool did not take its member: %v", spawned)
 	}
 	container := fmt.Sprint(spawned["container_id"])
 	if ids := dockerLines(ctx, "ps", "-q", "--no-trunc", "--filter", "id="+container); len(ids) != 1 {

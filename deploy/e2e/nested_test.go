@@ -35,10 +35,14 @@ func (s *stack) nestedWorkers(ctx context.Context, t *testing.T) {
 
 	cs := s.connect(ctx, t, "client")
 	parent := "nest-" + uuidV4()[:8]
+	// The stack keeps a warm pool of one agent worker (compose.e2e.yaml):
+	// the parent is its member, whose token for the marketplace the claim
+	// made the parent's.
+	s.waitPoolReady(ctx, t, "claude_code_assistant_v1")
 	if out, isErr := call(ctx, t, cs, "spawn_worker", map[string]any{
 		"worker_id": "claude_code_assistant_v1", "journey_id": parent, "source": map[string]any{"git": map[string]any{"url": "/sources/nest"}},
-	}); isErr {
-		t.Fatalf("spawn_worker: %v", out)
+	}); isErr || out["pooled"] != true {
+		t.Fatalf("spawn_worker of the agent, from its pool: %v", out)
 	}
 	if out, isErr := call(ctx, t, cs, "execute_in_worker", map[string]any{"journey_id": parent, "action": map[string]any{"type": "task", "task": "Ask a nested worker"}}); isErr {
 		t.Fatalf("execute_in_worker: %v", out)

@@ -199,11 +199,10 @@ func (m *Manager) observeAgentRun(ctx context.Context, entry *workerdef.Entry, r
 // sees only the journeys it spawns itself, each with its own container and
 // gate. It returns the environment entry that hands mesh-exec the MCP config.
 func (m *Manager) nestedAccess(ctx context.Context, caller string, j store.Journey) (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
+	token, env, err := m.nestedConfig()
+	if err != nil {
 		return "", err
 	}
-	token := hex.EncodeToString(b)
 	uid := j.UID
 	// One live token per agent journey: a respawn's new container gets a new
 	// one and the old one stops working.
@@ -213,11 +212,28 @@ func (m *Manager) nestedAccess(ctx context.Context, caller string, j store.Journ
 	if err := m.cfg.Store.PutToken(ctx, caller+"/"+j.ID, store.TokenHash(token), &uid); err != nil {
 		return "", err
 	}
+	return env, nil
+}
+
+// nestedConfig draws an agent's token for the marketplace and returns it
+// with the environment entry that hands mesh-exec the MCP config carrying
+// it. The caller stores the token's hash.
+func (m *Manager) nestedConfig() (token, env string, err error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", err
+	}
+	token = hex.EncodeToString(b)
 	cfg, err := json.Marshal(map[string]any{"mcpServers": map[string]any{"meshwork": map[string]any{
 		"type": "http", "url": m.cfg.NestedMCPURL, "headers": map[string]string{"Authorization": "Bearer " + token},
 	}}})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return "MESH_EXEC_MCP_CONFIG_JSON=" + string(cfg), nil
+	return token, "MESH_EXEC_MCP_CONFIG_JSON=" + string(cfg), nil
+}
+
+// nestedAgent reports whether entry's workers get nested access.
+func (m *Manager) nestedAgent(entry *workerdef.Entry) bool {
+	return entry.Definition.Kind == meshtype.KindAgent && m.cfg.NestedMCPURL != ""
 }

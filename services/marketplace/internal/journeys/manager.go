@@ -448,7 +448,7 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 
 	started := time.Now()
 	spec := m.spec(j.UID, &entry.Definition)
-	if entry.Definition.Kind == meshtype.KindAgent && m.cfg.NestedMCPURL != "" {
+	if m.nestedAgent(entry) {
 		env, err := m.nestedAccess(ctx, caller, j)
 		if err != nil {
 			// Admitted as starting: failed frees its quota slot.

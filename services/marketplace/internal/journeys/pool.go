@@ -3,6 +3,7 @@ package journeys
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"time"
@@ -52,9 +53,7 @@ type pool struct {
 }
 
 // poolOf is entry's pool on this marketplace: the operator's size for it
-// (PoolSizes) or else the definition's. A worker whose container is made
-// for its journey alone has none: an agent given nested access carries
-// its journey's own token in its environment.
+// (PoolSizes) or else the definition's.
 func (m *Manager) poolOf(entry *workerdef.Entry) (pool, bool) {
 	d := &entry.Definition
 	size := d.Pool.Size
@@ -62,9 +61,6 @@ func (m *Manager) poolOf(entry *workerdef.Entry) (pool, bool) {
 		size = n
 	}
 	if size <= 0 || d.Abstract || d.Isolation.Level != meshtype.IsolationContainer || m.cfg.Runtimes[meshtype.IsolationContainer] == nil {
-		return pool{}, false
-	}
-	if d.Kind == meshtype.KindAgent && m.cfg.NestedMCPURL != "" {
 		return pool{}, false
 	}
 	return pool{size: size, maxAge: time.Duration(d.Pool.MaxAge)}, true
@@ -106,8 +102,11 @@ func (m *Manager) claimPooled(ctx context.Context, caller, journeyID string, ent
 		j, err = m.cfg.Store.ClaimPoolMember(ctx, c.UID, store.Journey{
 			Caller: caller, ID: journeyID, WorkerID: entry.Definition.ID, DefinitionHash: entry.Hash,
 			IsolationLevel: string(level), ParentJourney: parent,
-		}, m.quota())
-		if errors.Is(err, store.ErrPoolMemberGone) {
+		}, m.quota(), m.nestedAgent(entry))
+		if errors.Is(err, store.ErrPoolMemberStale) {
+			m.retireMember(ctx, rt, c, "it was made without the agent token nested access needs")
+		}
+		if errors.Is(err, store.ErrPoolMemberGone) || errors.Is(err, store.ErrPoolMemberStale) {
 			unlock()
 			continue
 		}
@@ -165,6 +164,7 @@ func (m *Manager) FillPools(ctx context.Context) error {
 		return err
 	}
 	rt := m.cfg.Runtimes[meshtype.IsolationContainer]
+	var errs []error
 	for _, e := range m.cfg.Catalog.Entries() {
 		p, ok := m.poolOf(e)
 		if !ok {
@@ -173,7 +173,7 @@ func (m *Manager) FillPools(ctx context.Context) error {
 		for ctx.Err() == nil {
 			made, err := m.createMember(ctx, rt, e, p)
 			if err != nil {
-				m.logger.WarnContext(ctx, "creating a pool member failed", slog.String("worker", e.Definition.ID), slog.Any("error", err))
+				errs = append(errs, fmt.Errorf("creating a member of %s's pool: %w", e.Definition.ID, err))
 				break // the next pass tries again
 			}
 			if !made {
@@ -181,7 +181,7 @@ func (m *Manager) FillPools(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // trimPools removes the members no pool wants any more: past their
@@ -325,6 +325,20 @@ func (m *Manager) createMember(ctx context.Context, rt workerruntime.Runtime, en
 			_, _ = m.cfg.Store.DeletePoolMember(context.WithoutCancel(ctx), uid)
 			return false, err
 		}
+	}
+	if m.nestedAgent(entry) {
+		// The agent's token is in its environment from the start, held
+		// inactive and nobody's until the claim gives it its journey's
+		// caller (store.ClaimPoolMember).
+		token, env, err := m.nestedConfig()
+		if err == nil {
+			err = m.cfg.Store.PutPoolToken(ctx, uid, store.TokenHash(token))
+		}
+		if err != nil {
+			_, _ = m.cfg.Store.DeletePoolMember(context.WithoutCancel(ctx), uid)
+			return false, err
+		}
+		spec.Env = append(spec.Env, env)
 	}
 	started := time.Now()
 	h, err := rt.Create(ctx, spec)

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
@@ -23,12 +26,19 @@ const fakeAgentImage = "meshwork/claude-worker-fake:test"
 // whose `claude` is the fake, logging each invocation into the workspace.
 func setupAgent(t *testing.T, nested bool) *bundle {
 	t.Helper()
+	return setupAgentWith(t, nested, nil)
+}
+
+// setupAgentWith is setupAgent with the catalog's definitions adjusted.
+func setupAgentWith(t *testing.T, nested bool, adjust func(*meshtype.Definition)) *bundle {
+	t.Helper()
 	requireImage(t, fakeAgentImage)
 	b := &bundle{
 		images:    map[string]string{"claude_code_assistant_v1": fakeAgentImage},
 		agentEnv:  []string{"ANTHROPIC_API_KEY=test-key-not-real", "FAKE_CLAUDE_LOG=/workspace/.meshwork/fakeclaude.log"},
 		nestedURL: nested,
 		egress:    true, // the Claude Code worker is an egress worker
+		adjust:    adjust,
 	}
 	return setupWith(t, b)
 }
@@ -130,14 +140,24 @@ func TestAgentWorker(t *testing.T) {
 // Recursive composition: an agent journey gets a token of its own for the
 // marketplace; with it, the nested caller spawns journeys in its own name,
 // each with its own container and gate, and sees nothing of its parent's.
+//
+// With a warm pool, the agent's worker is made before its journey: its
+// token is in its environment from the start, and authenticates nobody
+// until the spawn that claims the worker makes it the journey's.
 func TestNestedJourneysAreConfined(t *testing.T) {
 	t.Parallel()
-	b := setupAgent(t, true)
-	alice := b.client(t, aliceToken)
-	must(t, alice, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "private"})
-	sp := must(t, alice, "spawn_worker", map[string]any{"worker_id": "claude_code_assistant_v1", "journey_id": "agent"})
+	for _, pooled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pooled=%v", pooled), func(t *testing.T) {
+			t.Parallel()
+			testNestedJourneysAreConfined(t, pooled)
+		})
+	}
+}
 
-	out, err := exec.Command("docker", "inspect", "--format", "{{json .Config.Env}}", sp["container_id"].(string)).Output()
+// agentToken is the marketplace token in a worker's MCP config.
+func agentToken(t *testing.T, container string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "inspect", "--format", "{{json .Config.Env}}", container).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +179,44 @@ func TestNestedJourneysAreConfined(t *testing.T) {
 	if !ok || !strings.HasSuffix(server.URL, "/mcp") || len(token) < 32 {
 		t.Fatalf("the agent got no MCP config: %v", env)
 	}
+	return token
+}
+
+func testNestedJourneysAreConfined(t *testing.T, pooled bool) {
+	b := setupAgentWith(t, true, func(d *meshtype.Definition) {
+		if pooled && d.ID == "claude_code_assistant_v1" {
+			d.Pool.Size = 1
+		}
+	})
+	alice := b.client(t, aliceToken)
+	must(t, alice, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "private"})
+	if pooled {
+		if err := b.mgr.FillPools(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var member string
+		if err := b.pool.QueryRow(context.Background(), `SELECT container_id FROM pool_members`).Scan(&member); err != nil {
+			t.Fatal(err)
+		}
+		// Unclaimed, the member's token is nobody's.
+		req, _ := http.NewRequest(http.MethodPost, b.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Authorization", "Bearer "+agentToken(t, member))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("an unclaimed pool member's token: %s, want 401", resp.Status)
+		}
+	}
+	sp := must(t, alice, "spawn_worker", map[string]any{"worker_id": "claude_code_assistant_v1", "journey_id": "agent"})
+	if got := sp["pooled"] == true; got != pooled {
+		t.Fatalf("the agent's spawn: pooled %v, want %v", got, pooled)
+	}
+	token := agentToken(t, sp["container_id"].(string))
 
 	agent := b.client(t, token)
 	if l := must(t, agent, "list_journeys", map[string]any{}); len(asList(l["journeys"])) != 0 {

@@ -31,6 +31,11 @@ type PoolMember struct {
 // its removal, took first.
 var ErrPoolMemberGone = errors.New("pool member claimed or removed")
 
+// ErrPoolMemberStale is returned for a pool member made for other settings
+// than the claim's: an agent without the token nested access needs. Its
+// claim is rolled back; it is for removal.
+var ErrPoolMemberStale = errors.New("pool member made for other settings")
+
 // poolLock orders the reservations of pool members, which count the pool
 // before they add to it.
 const poolLock = `SELECT pg_advisory_xact_lock(hashtext('meshwork_pool_members'))`
@@ -77,10 +82,27 @@ func (s *Store) PoolMemberReady(ctx context.Context, uid uuid.UUID, containerID,
 	return nil
 }
 
-// DeletePoolMember removes a member's row, reporting whether it was there.
-// The caller removes its worker.
+// poolTokenCaller is the caller of a pool member's agent token until a
+// claim gives it its journey's: no journey has it, and the token is
+// revoked until then.
+func poolTokenCaller(uid uuid.UUID) string { return "pool/" + uid.String() }
+
+// PutPoolToken stores the hash of the token an agent pool member carries
+// for the marketplace, inactive: it authenticates nobody until
+// ClaimPoolMember activates it as the claiming journey's nested caller.
+func (s *Store) PutPoolToken(ctx context.Context, uid uuid.UUID, hash []byte) error {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO api_tokens (caller, token_sha256, parent_journey, revoked_at)
+		VALUES ($3, $2, $1, now())`, uid, hash, poolTokenCaller(uid)); err != nil {
+		return fmt.Errorf("storing a pool member's token: %w", err)
+	}
+	return nil
+}
+
+// DeletePoolMember removes a member's row, and its inactive token,
+// reporting whether the row was there. The caller removes its worker.
 func (s *Store) DeletePoolMember(ctx context.Context, uid uuid.UUID) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM pool_members WHERE uid = $1`, uid)
+	tag, err := s.pool.Exec(ctx, `WITH token AS (DELETE FROM api_tokens WHERE parent_journey = $1 AND caller = $2)
+		DELETE FROM pool_members WHERE uid = $1`, uid, poolTokenCaller(uid))
 	if err != nil {
 		return false, fmt.Errorf("removing a pool member: %w", err)
 	}
@@ -132,10 +154,12 @@ func (s *Store) ReadyPoolMembers(ctx context.Context, workerID, definitionHash, 
 // ClaimPoolMember hands the ready pool member uid to a new journey j, if q
 // admits one more live journey of j.Caller: in one transaction the
 // member's row goes and the journey's row comes, in state starting with
-// the member's uid, worker, workspace and (empty) base. A member another
-// claim (or its removal) took first fails with ErrPoolMemberGone; a
-// journey id the caller has already, with ErrExists.
-func (s *Store) ClaimPoolMember(ctx context.Context, uid uuid.UUID, j Journey, q Quota) (Journey, error) {
+// the member's uid, worker, workspace and (empty) base, and, with
+// nestedToken, the member's agent token becomes the journey's nested
+// caller's ("<caller>/<journey id>"). A member another claim (or its
+// removal) took first fails with ErrPoolMemberGone; a journey id the
+// caller has already, with ErrExists.
+func (s *Store) ClaimPoolMember(ctx context.Context, uid uuid.UUID, j Journey, q Quota, nestedToken bool) (Journey, error) {
 	var out Journey
 	err := s.admit(ctx, j.Caller, uuid.Nil, q, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `DELETE FROM pool_members WHERE uid = $1 AND state = 'ready' RETURNING container_id, volume, base_commit`, uid).
@@ -147,7 +171,14 @@ func (s *Store) ClaimPoolMember(ctx context.Context, uid uuid.UUID, j Journey, q
 			return fmt.Errorf("claiming a pool member: %w", err)
 		}
 		j.UID = uid
-		out, err = insertJourney(ctx, tx, j)
+		if out, err = insertJourney(ctx, tx, j); err != nil || !nestedToken {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE api_tokens SET caller = $2, revoked_at = NULL WHERE parent_journey = $1 AND caller = $3`,
+			uid, j.Caller+"/"+j.ID, poolTokenCaller(uid))
+		if err == nil && tag.RowsAffected() != 1 {
+			err = ErrPoolMemberStale // made when agents got no nested access
+		}
 		return err
 	})
 	if err != nil {
