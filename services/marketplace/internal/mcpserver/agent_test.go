@@ -183,6 +183,7 @@ func agentToken(t *testing.T, container string) string {
 }
 
 func testNestedJourneysAreConfined(t *testing.T, pooled bool) {
+	t.Helper()
 	b := setupAgentWith(t, true, func(d *meshtype.Definition) {
 		if pooled && d.ID == "claude_code_assistant_v1" {
 			d.Pool.Size = 1
