@@ -344,34 +344,19 @@ func (c *console) resume(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	if !engine.CanView(r.Context(), run) {
+		// A named approver of another caller's run: back to the inbox.
+		http.Redirect(w, r, "/approvals", http.StatusSeeOther)
+		return
+	}
 	http.Redirect(w, r, "/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 }
 
-// approval is one pending approval of the inbox.
-type approval struct {
-	Run       store.Run
-	Interrupt store.Interrupt
-	Inputs    map[string]any
-	Outputs   map[string]string
-}
-
 func (c *console) approvals(w http.ResponseWriter, r *http.Request) {
-	waiting, err := c.cfg.Engine.ListRuns(r.Context(), store.ListFilter{Status: runstate.RunWaiting, Limit: 200})
+	list, err := c.cfg.Engine.PendingApprovals(r.Context())
 	if err != nil {
 		c.failErr(w, r, err)
 		return
-	}
-	var list []approval
-	for _, run := range waiting {
-		v, err := c.cfg.Engine.GetRun(r.Context(), run.ID)
-		if err != nil {
-			continue // gone since the list
-		}
-		for _, in := range v.Interrupts {
-			if in.Status == "pending" {
-				list = append(list, approval{Run: v.Run, Interrupt: in, Inputs: v.Inputs, Outputs: v.Outputs})
-			}
-		}
 	}
 	c.render(w, r, http.StatusOK, "approvals", "Approvals", list)
 }

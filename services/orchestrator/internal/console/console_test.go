@@ -264,3 +264,42 @@ func TestStartARunFromTheForm(t *testing.T) {
 		t.Errorf("the run started from the form: %+v", v.Run)
 	}
 }
+
+// An approval that names its approver is in the approver's inbox, though
+// the run is another caller's: the outputs it resumes with, no link to a page
+// the approver cannot open, and the form that decides it. The run's own
+// caller, who may not decide it, does not have it in theirs.
+func TestInboxOfANamedApprover(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	run, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: "signoff", Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := s.settle(run.ID); v.Status != runstate.RunWaiting {
+		t.Fatalf("signoff run is %s, want waiting", v.Status)
+	}
+	alice := s.browser()
+	alice.signIn(aliceToken)
+	if _, inbox := alice.get("/approvals"); strings.Contains(inbox, run.ID[:8]) || !strings.Contains(inbox, "Nothing is waiting for your decision") {
+		t.Errorf("alice's inbox lists an approval only bob decides:\n%s", inbox)
+	}
+	bob := s.browser()
+	bob.signIn(bobToken)
+	resp, inbox := bob.get("/approvals")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(inbox, run.ID[:8]) || !strings.Contains(inbox, "a: draft") ||
+		!strings.Contains(inbox, "who named you to decide") || strings.Contains(inbox, `href="/runs/`+run.ID) {
+		t.Fatalf("bob's inbox: %d\n%s", resp.StatusCode, inbox)
+	}
+	interrupt := s.settle(run.ID).Interrupts[0].ID
+	if resp, body := bob.post("/interrupts/"+interrupt+"/resume", url.Values{"decision": {"approve"}, "comment": {"fine"}, "csrf": {csrfOf(t, inbox)}}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/approvals" {
+		t.Fatalf("bob's decision: %d to %q, want back to the inbox: %s", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	if v := s.settle(run.ID); v.Status != runstate.RunSucceeded || v.Interrupts[0].DecidedBy != "bob" {
+		t.Errorf("after bob's decision: %s, decided by %q", v.Status, v.Interrupts[0].DecidedBy)
+	}
+	if _, inbox := bob.get("/approvals"); strings.Contains(inbox, run.ID[:8]) {
+		t.Error("a decided approval is still in bob's inbox")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
@@ -39,6 +40,10 @@ func visible(ctx context.Context, run store.Run) bool {
 	v, ok := viewerOf(ctx)
 	return !ok || v.Admin || run.Caller == v.Caller
 }
+
+// CanView reports whether ctx's viewer may see run (its page, its
+// checkpoints and events), as the engine's own reads decide.
+func CanView(ctx context.Context, run store.Run) bool { return visible(ctx, run) }
 
 // checkVisible returns the error of a missing run when ctx's viewer may
 // not see run.
@@ -119,6 +124,62 @@ func (e *Engine) mayDecide(ctx context.Context, run store.Run, in store.Interrup
 		return fmt.Errorf("%w: approval %s of node %s is decided by %s", ErrForbidden, in.ID, in.NodeID, strings.Join(approvers, ", "))
 	}
 	return fmt.Errorf("interrupt %q: %w", in.ID, ErrNotFound)
+}
+
+// Approval is a pending approval its viewer may decide, with what it is
+// decided on.
+type Approval struct {
+	Run       store.Run
+	Interrupt store.Interrupt
+	// Inputs and Outputs are the run's inputs and its succeeded nodes'
+	// outputs at its head.
+	Inputs  map[string]any
+	Outputs map[string]string
+	// Visible: the viewer sees the run itself (its page, its
+	// checkpoints); a named approver of another caller's run sees only
+	// this.
+	Visible bool
+}
+
+// maxInbox bounds the approvals PendingApprovals looks at.
+const maxInbox = 500
+
+// PendingApprovals lists the approvals ctx's viewer may decide, oldest
+// first: those of its own runs whose node names no approvers, and those of
+// any caller's run whose node names it (all of them for an admin). A named
+// approver is shown the run's inputs and outputs, what it decides on,
+// though the run is not its own.
+func (e *Engine) PendingApprovals(ctx context.Context) ([]Approval, error) {
+	pending, err := store.PendingInterrupts(ctx, e.pool, maxInbox)
+	if err != nil {
+		return nil, err
+	}
+	runs := map[string]*store.Run{}
+	var out []Approval
+	for _, in := range pending {
+		run, seen := runs[in.RunID]
+		if !seen {
+			if r, err := store.GetRun(ctx, e.pool, in.RunID); err == nil {
+				run = &r
+			}
+			runs[in.RunID] = run
+		}
+		if run == nil || e.mayDecide(ctx, *run, in) != nil {
+			continue // gone since the list, or not the viewer's to decide
+		}
+		st, err := store.LoadState(ctx, e.pool, run.ID, run.HeadSeq)
+		if err != nil {
+			return nil, err
+		}
+		a := Approval{Run: *run, Interrupt: in, Inputs: st.Inputs, Outputs: map[string]string{}, Visible: visible(ctx, *run)}
+		for id, ns := range st.Nodes {
+			if ns.Status == pipeline.StatusSucceeded {
+				a.Outputs[id] = ns.Output
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // ErrorCode is the code (package meshapi) of an error the engine returns

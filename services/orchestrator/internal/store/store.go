@@ -594,6 +594,18 @@ func ListInterrupts(ctx context.Context, q Querier, runID string) ([]Interrupt, 
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Interrupt, error) { return scanInterrupt(r) })
 }
 
+// PendingInterrupts lists up to limit pending interrupts of waiting runs,
+// of every caller, oldest first: the candidates of an approvals inbox.
+func PendingInterrupts(ctx context.Context, q Querier, limit int) ([]Interrupt, error) {
+	rows, err := q.Query(ctx, `SELECT `+interruptColumns+` FROM interrupts
+		WHERE status = 'pending' AND run_id IN (SELECT id FROM runs WHERE status = 'waiting')
+		ORDER BY created_at, id LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Interrupt, error) { return scanInterrupt(r) })
+}
+
 // ForkChildren lists the first checkpoints of forks that start from a
 // checkpoint of runID before seq.
 func ForkChildren(ctx context.Context, q Querier, runID string, before int) ([]Checkpoint, error) {
