@@ -188,16 +188,18 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return fmt.Errorf("reconciling workers: %w", err)
 	}
 	go mgr.RunIdleStopper(ctx, cfg.IdleCheck)
+	poolsCtx, stopPools := context.WithCancel(ctx)
 	poolsDone := make(chan struct{})
 	go func() {
 		defer close(poolsDone)
-		mgr.RunPools(ctx)
+		mgr.RunPools(poolsCtx)
 	}()
 	// A marketplace that stops takes the warm pools' members with it (a
 	// replica still running refills them): stopping the stack leaves no
 	// worker that no journey holds. Runs before mgr.Close, once the
-	// refiller is done.
+	// refiller is done, however serve returns.
 	defer func() {
+		stopPools()
 		<-poolsDone
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), poolDrainTimeout)
 		defer cancel()
@@ -247,9 +249,10 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	return mcphttp.Serve(ctx, ln, handler, logger)
 }
 
-// poolDrainTimeout bounds the removal of the pools' members at stop; what
+// poolDrainTimeout bounds the removal of the pools' members at stop, within
+// the stack's grace period (20 s, after up to 10 s of HTTP shutdown); what
 // is left is reconciled by the next marketplace to start.
-const poolDrainTimeout = 20 * time.Second
+const poolDrainTimeout = 8 * time.Second
 
 // agentCredentials are the agent CLIs' credentials in the marketplace's
 // environment, passed on to agent containers (and nowhere else).

@@ -105,3 +105,30 @@ func TestServeHTTPHealthcheckAndTelemetry(t *testing.T) {
 		}
 	}
 }
+
+// serve that cannot listen returns its error: the warm pools' refiller and
+// drain do not hold it open.
+func TestServeReturnsWhenItCannotListen(t *testing.T) {
+	if err := exec.Command("docker", "version").Run(); err != nil {
+		t.Fatal("serve needs a Docker engine")
+	}
+	t.Setenv("DATABASE_URL", pgtest.DSN(t))
+	t.Setenv("MESHWORK_TOKENS", "alice=alice-token-0123456789abcdef")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	root := cli.NewRoot()
+	root.SetArgs([]string{"serve", "--transport", "http", "--addr", taken.Addr().String(), "--labels", "meshwork.test=cli-listen-" + filepath.Base(t.TempDir())})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("serve on a taken address: %v, want its listen error", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serve on a taken address did not return")
+	}
+}

@@ -373,7 +373,11 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 			if req.Source == nil {
 				src = nil // the member's workspace has the empty base, recorded by the claim
 			}
-			return m.finishSpawn(ctx, rt, handle(pj), pj, entry, src, claimed, true)
+			res, err := m.finishSpawn(ctx, rt, handle(pj), pj, entry, src, claimed, true)
+			if err != nil {
+				m.dropChannel(pj.UID) // its worker is gone
+			}
+			return res, err
 		}
 		// The new journey's lock is held from before its row exists until
 		// its worker is recorded: another marketplace's reconciliation

@@ -198,7 +198,17 @@ func (m *Manager) trimPools(ctx context.Context) error {
 	rt := m.cfg.Runtimes[meshtype.IsolationContainer]
 	for _, mem := range members {
 		if !mem.Ready {
-			continue // its maker holds its lock; a dead maker's is reconciled at start
+			// Its maker holds its lock while it lives; a member whose lock
+			// is free lost its maker, and its worker (if any) goes.
+			if rt != nil {
+				if unlock, ok, err := m.tryLockJourney(ctx, mem.UID); err == nil && ok {
+					if cur, err := m.cfg.Store.PoolMember(ctx, mem.UID); err == nil && !cur.Ready {
+						m.retireMember(ctx, rt, cur, "its maker died before it was ready")
+					}
+					unlock()
+				}
+			}
+			continue
 		}
 		ready[mem.UID] = true
 		reason := ""
@@ -351,6 +361,10 @@ func (m *Manager) createMember(ctx context.Context, rt workerruntime.Runtime, en
 		_ = rt.Remove(context.WithoutCancel(ctx), h, workerruntime.RemoveOptions{Workspace: true})
 		_ = m.cfg.Bases.Remove(uid)
 	}
+	if err := m.cfg.Store.PoolMemberCreated(context.WithoutCancel(ctx), uid, h.ID, h.Workspace); err != nil {
+		cleanup()
+		return false, err
+	}
 	// Seeded as a spawn without a source seeds: the claim of such a spawn
 	// then has nothing left to do but record it.
 	empty, err := m.prepareSource(ctx, "", nil)
@@ -407,6 +421,7 @@ func (m *Manager) reconcilePoolWorker(ctx context.Context, rt workerruntime.Runt
 		return true
 	}
 	m.logger.InfoContext(ctx, "removing a pool member without a running worker", slog.String("member", uid.String()))
+	_ = m.cfg.Bases.Remove(uid)
 	return false
 }
 

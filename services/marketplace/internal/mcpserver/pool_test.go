@@ -306,6 +306,19 @@ func TestPoolRestartLeavesNoOrphan(t *testing.T) {
 		}
 	}
 
+	// A member whose maker died while making it is removed by a running
+	// marketplace's refill too, not only at a start.
+	orphan := uuid.New()
+	if _, err := a.pool.Exec(ctx, `INSERT INTO pool_members (uid, worker_id, definition_hash, isolation_level, state) VALUES ($1, $2, 'x', 'container', 'creating')`, orphan, poolWorker); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.mgr.FillPools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := poolRows(t, a)[orphan]; ok {
+		t.Error("a refill left the member of a dead maker")
+	}
+
 	// An expired member is replaced, never handed out.
 	if _, err := a.pool.Exec(ctx, `UPDATE pool_members SET created_at = now() - interval '2 hours' WHERE uid = $1`, expired); err != nil {
 		t.Fatal(err)

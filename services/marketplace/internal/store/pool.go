@@ -67,6 +67,21 @@ func (s *Store) ReservePoolMember(ctx context.Context, m PoolMember, size, total
 	return reserved, err
 }
 
+// PoolMemberCreated records a reserved member's worker as soon as it
+// exists, still creating: if its maker dies before the member is ready,
+// whoever finds the row (its lock free) can remove the worker.
+func (s *Store) PoolMemberCreated(ctx context.Context, uid uuid.UUID, containerID, workspace string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE pool_members SET container_id = $2, volume = $3 WHERE uid = $1 AND state = 'creating'`,
+		uid, containerID, workspace)
+	if err != nil {
+		return fmt.Errorf("recording a pool member: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrPoolMemberGone
+	}
+	return nil
+}
+
 // PoolMemberReady records a reserved member's worker as created and
 // started. It fails with ErrPoolMemberGone when the reservation was removed
 // meanwhile (the worker is then nobody's: its maker removes it).
@@ -171,7 +186,13 @@ func (s *Store) ClaimPoolMember(ctx context.Context, uid uuid.UUID, j Journey, q
 			return fmt.Errorf("claiming a pool member: %w", err)
 		}
 		j.UID = uid
-		if out, err = insertJourney(ctx, tx, j); err != nil || !nestedToken {
+		if out, err = insertJourney(ctx, tx, j); err != nil {
+			return err
+		}
+		if !nestedToken {
+			// A token the member was made with (for nested access this
+			// marketplace does not give) goes unused: it goes.
+			_, err := tx.Exec(ctx, `DELETE FROM api_tokens WHERE parent_journey = $1 AND caller = $2`, uid, poolTokenCaller(uid))
 			return err
 		}
 		tag, err := tx.Exec(ctx, `UPDATE api_tokens SET caller = $2, revoked_at = NULL WHERE parent_journey = $1 AND caller = $3`,
