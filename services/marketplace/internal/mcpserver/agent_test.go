@@ -200,17 +200,8 @@ func testNestedJourneysAreConfined(t *testing.T, pooled bool) {
 			t.Fatal(err)
 		}
 		// Unclaimed, the member's token is nobody's.
-		req, _ := http.NewRequest(http.MethodPost, b.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
-		req.Header.Set("Authorization", "Bearer "+agentToken(t, member))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("an unclaimed pool member's token: %s, want 401", resp.Status)
+		if code := postMCP(t, b.url, agentToken(t, member), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); code != http.StatusUnauthorized {
+			t.Errorf("an unclaimed pool member's token: %d, want 401", code)
 		}
 	}
 	sp := must(t, alice, "spawn_worker", map[string]any{"worker_id": "claude_code_assistant_v1", "journey_id": "agent"})

@@ -220,17 +220,8 @@ func TestBadInput(t *testing.T) {
 	// A huge request is refused before it is read whole.
 	huge := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"execute_in_worker","arguments":{"journey_id":"j","action":{"type":"write","target":"h","content":"` +
 		strings.Repeat("x", 41<<20) + `"}}}}`
-	req, _ := http.NewRequest(http.MethodPost, b.url+"/mcp", strings.NewReader(huge))
-	req.Header.Set("Authorization", "Bearer "+aliceToken)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Errorf("huge request: status %d, want 413", resp.StatusCode)
+	if code := postMCP(t, b.url, aliceToken, huge); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("huge request: status %d, want 413", code)
 	}
 }
 

@@ -278,6 +278,25 @@ func dockerRuntime(t testing.TB) workerruntime.Runtime {
 	return rt
 }
 
+// postMCP posts one raw JSON-RPC message to a marketplace's /mcp with a
+// bearer token, and returns the HTTP status.
+func postMCP(t testing.TB, base, token, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
 func toolParams(tool string, args any) *mcp.CallToolParams {
 	return &mcp.CallToolParams{Name: tool, Arguments: args}
 }
