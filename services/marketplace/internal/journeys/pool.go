@@ -185,8 +185,9 @@ func (m *Manager) FillPools(ctx context.Context) error {
 }
 
 // trimPools removes the members no pool wants any more: past their
-// maxAge, of a definition that changed or lost its pool, or beyond their
-// pool's size. It also closes channels this marketplace opened to members
+// maxAge, of a definition that changed or lost its pool, beyond their
+// pool's size, or left half-made by a maker that died. It also closes
+// channels this marketplace opened to members
 // that another marketplace has claimed since.
 func (m *Manager) trimPools(ctx context.Context) error {
 	members, err := m.cfg.Store.PoolMembers(ctx)
@@ -198,16 +199,9 @@ func (m *Manager) trimPools(ctx context.Context) error {
 	rt := m.cfg.Runtimes[meshtype.IsolationContainer]
 	for _, mem := range members {
 		if !mem.Ready {
-			// Its maker holds its lock while it lives; a member whose lock
+			// Its maker holds its lock while it lives: a member whose lock
 			// is free lost its maker, and its worker (if any) goes.
-			if rt != nil {
-				if unlock, ok, err := m.tryLockJourney(ctx, mem.UID); err == nil && ok {
-					if cur, err := m.cfg.Store.PoolMember(ctx, mem.UID); err == nil && !cur.Ready {
-						m.retireMember(ctx, rt, cur, "its maker died before it was ready")
-					}
-					unlock()
-				}
-			}
+			m.retireIfFree(ctx, rt, mem.UID, "its maker died before it was ready", func(cur store.PoolMember) bool { return !cur.Ready })
 			continue
 		}
 		ready[mem.UID] = true
@@ -231,15 +225,7 @@ func (m *Manager) trimPools(ctx context.Context) error {
 			kept[mem.WorkerID]++
 			continue
 		}
-		if rt == nil {
-			continue
-		}
-		unlock, ok, err := m.tryLockJourney(ctx, mem.UID)
-		if err != nil || !ok {
-			continue // being claimed
-		}
-		m.retireMember(ctx, rt, mem, reason)
-		unlock()
+		m.retireIfFree(ctx, rt, mem.UID, reason, func(store.PoolMember) bool { return true })
 	}
 	m.mu.Lock()
 	var stale []*channel
@@ -271,19 +257,32 @@ func (m *Manager) DrainPools(ctx context.Context) (int, error) {
 	}
 	removed := 0
 	for _, mem := range members {
-		if !mem.Ready || ctx.Err() != nil {
-			continue
-		}
-		unlock, ok, err := m.tryLockJourney(ctx, mem.UID)
-		if err != nil || !ok {
-			continue // being claimed
-		}
-		if m.retireMember(ctx, rt, mem, "the marketplace is stopping") {
+		if mem.Ready && ctx.Err() == nil &&
+			m.retireIfFree(ctx, rt, mem.UID, "the marketplace is stopping", func(cur store.PoolMember) bool { return cur.Ready }) {
 			removed++
 		}
-		unlock()
 	}
 	return removed, ctx.Err()
+}
+
+// retireIfFree removes pool member uid if its lock is free (no maker or
+// claim holds it) and remove, given the member as read again under the
+// lock, says so. It reports whether the member was removed. rt nil (no
+// container runtime) removes nothing.
+func (m *Manager) retireIfFree(ctx context.Context, rt workerruntime.Runtime, uid uuid.UUID, reason string, remove func(store.PoolMember) bool) bool {
+	if rt == nil {
+		return false
+	}
+	unlock, ok, err := m.tryLockJourney(ctx, uid)
+	if err != nil || !ok {
+		return false
+	}
+	defer unlock()
+	cur, err := m.cfg.Store.PoolMember(ctx, uid)
+	if err != nil || !remove(cur) {
+		return false // claimed or removed meanwhile, or to keep
+	}
+	return m.retireMember(ctx, rt, cur, reason)
 }
 
 // retireMember removes a member, its row first: once the row is gone no
@@ -434,23 +433,12 @@ func (m *Manager) reconcilePoolRows(ctx context.Context, listed map[uuid.UUID]bo
 	}
 	rt := m.cfg.Runtimes[meshtype.IsolationContainer]
 	for _, mem := range members {
-		if listed[mem.UID] || rt == nil {
+		if listed[mem.UID] {
 			continue
 		}
-		unlock, ok, err := m.tryLockJourney(ctx, mem.UID)
-		if err != nil || !ok {
-			continue // being created or claimed
-		}
-		// Read again under the lock: a member made since the listing has
-		// a running worker now. A member still creating whose lock was
-		// free lost its maker.
-		cur, err := m.cfg.Store.PoolMember(ctx, mem.UID)
-		if err != nil || (cur.Ready && m.running(ctx, rt, cur)) {
-			unlock()
-			continue
-		}
-		m.retireMember(ctx, rt, cur, "its worker is gone")
-		unlock()
+		// A member made since the listing has a running worker now; one
+		// still creating whose lock was free lost its maker.
+		m.retireIfFree(ctx, rt, mem.UID, "its worker is gone", func(cur store.PoolMember) bool { return !cur.Ready || !m.running(ctx, rt, cur) })
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/meshwork/meshwork/pkg/proctree"
+	"github.com/meshwork/meshwork/pkg/tailbuf"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
 
@@ -116,7 +117,7 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	}
 	defer stdout.Close()
 	cmd.Stdout = stdoutW
-	stderr := &tail{max: 64 << 10}
+	stderr := tailbuf.New(64 << 10)
 	cmd.Stderr = stderr
 	// Wait copies stderr until every holder closes it; a child that escaped
 	// the group gets this long once the agent exited.
@@ -221,27 +222,4 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 		res.DurationMS = out.Duration.Milliseconds()
 	}
 	return res, out, nil
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }

@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/tailbuf"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
@@ -91,7 +91,7 @@ func (r *Runtime) Exec(ctx context.Context, h workerruntime.Handle, argv []strin
 	r.sessions[rec.Journey][s] = struct{}{}
 	logs := r.logs[rec.Journey]
 	if logs == nil {
-		logs = &tailBuffer{max: maxLogBytes}
+		logs = tailbuf.New(maxLogBytes)
 		r.logs[rec.Journey] = logs
 	}
 
@@ -267,49 +267,4 @@ func (r *Runtime) killSessions(journey string, grace time.Duration) {
 		wg.Go(func() { s.terminate(grace) })
 	}
 	wg.Wait()
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.max; over > 0 {
-		// Copy down rather than reslice, so the array stays near max
-		// instead of growing with everything ever written.
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-// tail returns the last n lines (all if n <= 0).
-func (b *tailBuffer) tail(n int) []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.buf
-	if n > 0 {
-		// Skip a trailing newline so it does not count as an empty line.
-		end := len(out)
-		if end > 0 && out[end-1] == '\n' {
-			end--
-		}
-		for range n {
-			j := bytes.LastIndexByte(out[:end], '\n')
-			if j < 0 {
-				end = -1
-				break
-			}
-			end = j
-		}
-		if end >= 0 {
-			out = out[end+1:]
-		}
-	}
-	return bytes.Clone(out)
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
+	"github.com/meshwork/meshwork/pkg/tailbuf"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
@@ -54,7 +55,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	workers  map[string]*record
 	sessions map[string]map[*session]struct{}
-	logs     map[string]*tailBuffer
+	logs     map[string]*tailbuf.Buffer
 }
 
 var _ workerruntime.Runtime = (*Runtime)(nil)
@@ -112,7 +113,7 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 		statePath: filepath.Join(stateDir, "workers.json"),
 		workers:   map[string]*record{},
 		sessions:  map[string]map[*session]struct{}{},
-		logs:      map[string]*tailBuffer{},
+		logs:      map[string]*tailbuf.Buffer{},
 	}
 	if err := os.MkdirAll(r.wsRoot, 0o700); err != nil {
 		return nil, fmt.Errorf("process runtime: creating %s: %w", r.wsRoot, err)
@@ -335,7 +336,7 @@ func (r *Runtime) Logs(_ context.Context, h workerruntime.Handle, tail int) ([]b
 	if b == nil {
 		return nil, nil
 	}
-	return b.tail(tail), nil
+	return b.Lines(tail), nil
 }
 
 // ExportWorkspace implements workerruntime.Runtime: a tar of the directory's
