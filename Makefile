@@ -245,6 +245,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/workdiff
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/pipeline
 	go test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/claude
+	go test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/jsonstream
 	go test -run '^$$' -fuzz '^FuzzSSEReader$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/apiclient
 
 ##@ Code

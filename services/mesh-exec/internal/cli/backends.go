@@ -7,10 +7,8 @@ import (
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/claude"
-	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/codex"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/command"
-	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/gemini"
-	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/opencode"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/jsonstream"
 )
 
 func backendNames() []string { return []string{"claude", "codex", "opencode", "gemini", "command"} }
@@ -32,11 +30,9 @@ func newBackends(def, binary string, cf commandFlags) (map[string]backend.Backen
 		}
 		return ""
 	}
-	out := map[string]backend.Backend{
-		"claude":   claude.New(claude.Config{Binary: bin("claude")}),
-		"codex":    codex.New(codex.Config{Binary: bin("codex")}),
-		"opencode": opencode.New(opencode.Config{Binary: bin("opencode")}),
-		"gemini":   gemini.New(gemini.Config{Binary: bin("gemini")}),
+	out := map[string]backend.Backend{"claude": claude.New(claude.Config{Binary: bin("claude")})}
+	for _, cli := range jsonstream.CLIs() {
+		out[cli.Name] = jsonstream.New(cli, bin(cli.Name))
 	}
 	if cf.argv != "" {
 		var cfg command.Config

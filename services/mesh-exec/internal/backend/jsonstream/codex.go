@@ -1,14 +1,76 @@
-package codex
+package jsonstream
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/cliout"
 )
+
+// Codex describes the OpenAI Codex CLI, run headless as `codex exec --json`.
+//
+// A new session is
+//
+//	codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox [--model=M] -- TASK
+//
+// and a resume is the same with `resume SESSION_ID` before the `--`. The
+// flags go before the `resume` subcommand: older releases only parsed them
+// there (openai/codex#3817), current ones accept both places. The `--` keeps
+// a task that starts with "-" or reads "resume"/"review" from being taken for
+// a flag or a subcommand.
+//
+// Approvals and sandbox: `codex exec` never asks for approval, and its default
+// sandbox is read-only, so it could not edit the repository. Codex's own
+// sandbox (bubblewrap or Landlock) needs user namespaces that Docker's default
+// seccomp profile refuses, so inside a mesh-exec container every command would
+// fail (openai/codex#17337, #9292, #6828). mesh-exec already runs the agent in
+// a hardened container as a non-root user, which is the "externally
+// sandboxed environment" that --dangerously-bypass-approvals-and-sandbox is
+// documented for (codex-rs/exec/src/cli.rs). --full-auto, the older choice, is
+// deprecated in favour of --sandbox workspace-write and would hit the same
+// namespace problem. --skip-git-repo-check lets the agent work in a repository
+// that is not a Git checkout.
+//
+// The output format, JSON Lines of thread.started, turn.*, item.* and error
+// events, comes from docs/exec.md and codex-rs/exec/src/exec_events.rs in
+// github.com/openai/codex; see codexEvent.
+//
+// Request fields Codex has no flag for are left out: AllowedTools, MaxTurns,
+// AppendSystemPrompt and MCPConfig (Codex reads MCP servers from its own
+// config.toml, not from a Claude-style JSON file).
+func Codex() CLI {
+	return CLI{
+		Name:  "codex",
+		Flags: []string{"exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"},
+		Model: flagValue("--model"),
+		// The flags go before the subcommand (see above).
+		Resume: func(id string) []string { return []string{"resume", id} },
+		Prompt: afterDashes,
+		// Codex also resumes by thread name; mesh-exec only stores the
+		// thread ids (UUIDs, as in the rollout file names under
+		// ~/.codex/sessions) that Codex printed.
+		Session: uuidPattern, SessionShape: "a UUID",
+		Check: func(req backend.Request) error {
+			if req.Task == "-" {
+				// Codex reads a prompt of "-" from stdin, which is /dev/null here.
+				return errors.New(`a task of "-" means "read stdin" to codex`)
+			}
+			return nil
+		},
+		NewDecoder: func() Decoder { return &codexDecoder{started: map[string]bool{}} },
+		NoEnd:      func(exit int) string { return fmt.Sprintf("codex exited with code %d without finishing a turn", exit) },
+		// Codex has no error codes in its JSON; these are the messages it
+		// prints (401 from the API when the login is missing or stale; "no
+		// rollout found" / "No saved session found" for an unknown session).
+		Rules: []Rule{
+			{Messages: []string{"no rollout found", "no saved session found", "session not found", "thread not found"}, Err: backend.ErrSessionNotFound},
+			{Messages: []string{"401 unauthorized", "not logged in", "codex login"}, Err: backend.ErrNotLoggedIn},
+		},
+	}
+}
 
 // The JSONL events of `codex exec --json`, as documented in docs/exec.md and
 // defined in codex-rs/exec/src/exec_events.rs (github.com/openai/codex):
@@ -31,16 +93,16 @@ import (
 // after error events (Codex reports retried stream errors that way),
 // turn.failed is a failure. Codex reports tokens, never money, so CostUSD
 // stays 0: mesh-exec does not guess at a price list.
-type event struct {
-	Type     string     `json:"type"`
-	ThreadID string     `json:"thread_id"`
-	Item     *item      `json:"item"`
-	Usage    *usage     `json:"usage"`
-	Error    *errorBody `json:"error"`
-	Message  string     `json:"message"`
+type codexEvent struct {
+	Type     string          `json:"type"`
+	ThreadID string          `json:"thread_id"`
+	Item     *codexItem      `json:"item"`
+	Usage    *codexUsage     `json:"usage"`
+	Error    *codexErrorBody `json:"error"`
+	Message  string          `json:"message"`
 }
 
-type item struct {
+type codexItem struct {
 	ID               string          `json:"id"`
 	Type             string          `json:"type"`
 	Text             string          `json:"text"`
@@ -49,65 +111,44 @@ type item struct {
 	AggregatedOutput string          `json:"aggregated_output"`
 	ExitCode         *float64        `json:"exit_code"`
 	Status           string          `json:"status"`
-	Changes          []change        `json:"changes"`
+	Changes          []codexChange   `json:"changes"`
 	Server           string          `json:"server"`
 	Tool             string          `json:"tool"`
 	Arguments        json.RawMessage `json:"arguments"`
-	Result           *mcpResult      `json:"result"`
-	Error            *errorBody      `json:"error"`
+	Result           *codexMCPResult `json:"result"`
+	Error            *codexErrorBody `json:"error"`
 	Query            string          `json:"query"`
 }
 
-type change struct {
+type codexChange struct {
 	Path string `json:"path"`
 	Kind string `json:"kind"`
 }
 
-type mcpResult struct {
+type codexMCPResult struct {
 	Content []struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	} `json:"content"`
 }
 
-type usage struct {
+type codexUsage struct {
 	// float64: a JSON number of any spelling decodes, so an odd number never
 	// costs the whole line.
 	InputTokens  float64 `json:"input_tokens"`
 	OutputTokens float64 `json:"output_tokens"`
 }
 
-type errorBody struct {
+type codexErrorBody struct {
 	Message string `json:"message"`
 }
 
-type parser struct {
-	sessionID string
-	lastText  string
-	started   map[string]bool
-	tools     []string
-	files     []string
-	in, out   int64
-	turns     int
-	completed bool
-	failed    bool
-	failure   string
-	lastError string // the last top-level error event
-	warning   string // the last non-fatal error item
+type codexDecoder struct {
+	started map[string]bool // the items whose tool call was reported
 }
 
-func newParser(req backend.Request) *parser {
-	// A resumed run keeps its id even when Codex fails before thread.started.
-	return &parser{sessionID: req.SessionID, started: map[string]bool{}}
-}
-
-// Line parses one line of `codex exec --json`.
-func (p *parser) Line(line []byte) []backend.Event {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 || line[0] != '{' {
-		return nil
-	}
-	var ev event
+func (d *codexDecoder) Decode(r *Run, line []byte) []backend.Event {
+	var ev codexEvent
 	if err := json.Unmarshal(line, &ev); err != nil {
 		return nil
 	}
@@ -116,48 +157,47 @@ func (p *parser) Line(line []byte) []backend.Event {
 		if ev.ThreadID == "" {
 			return nil
 		}
-		p.sessionID = ev.ThreadID
+		r.SessionID = ev.ThreadID
 		return []backend.Event{{Kind: backend.KindInit, SessionID: ev.ThreadID}}
 	case "item.started":
 		if ev.Item == nil {
 			return nil
 		}
-		return p.toolUse(ev.Item)
+		return d.toolUse(r, ev.Item)
 	case "item.completed":
 		if ev.Item == nil {
 			return nil
 		}
-		return p.itemCompleted(ev.Item)
+		return d.itemCompleted(r, ev.Item)
 	case "turn.completed":
-		p.turns++
-		p.completed, p.failed = true, false
+		r.Turns++
+		r.Ended, r.Failure = true, ""
 		if ev.Usage != nil {
-			p.in += cliout.Tokens(ev.Usage.InputTokens)
-			p.out += cliout.Tokens(ev.Usage.OutputTokens)
+			r.InputTokens += cliout.Tokens(ev.Usage.InputTokens)
+			r.OutputTokens += cliout.Tokens(ev.Usage.OutputTokens)
 		}
-		return []backend.Event{{Kind: backend.KindResult, SessionID: p.sessionID, Text: p.lastText}}
+		return []backend.Event{{Kind: backend.KindResult, SessionID: r.SessionID, Text: r.Answer}}
 	case "turn.failed":
-		p.turns++
-		p.failed, p.completed = true, false
-		p.failure = "turn failed"
+		r.Turns++
+		r.Failure = "turn failed"
 		if ev.Error != nil && ev.Error.Message != "" {
-			p.failure = ev.Error.Message
+			r.Failure = ev.Error.Message
 		}
-		return []backend.Event{{Kind: backend.KindError, SessionID: p.sessionID, Text: p.failure, IsError: true}}
+		return []backend.Event{{Kind: backend.KindError, SessionID: r.SessionID, Text: r.Failure, IsError: true}}
 	case "error":
 		if ev.Message == "" {
 			return nil
 		}
-		p.lastError = ev.Message
+		r.LastError = ev.Message
 		return []backend.Event{{Kind: backend.KindError, Text: ev.Message, IsError: true}}
 	}
 	return nil
 }
 
-// toolName names an item the way ToolsUsed reports it: the item type, and
-// for MCP calls Claude Code's mcp__server__tool spelling so tools_used reads
-// the same across backends. "" for items that are not tool calls.
-func toolName(it *item) string {
+// codexToolName names an item the way ToolsUsed reports it: the item type,
+// and for MCP calls Claude Code's mcp__server__tool spelling so tools_used
+// reads the same across backends. "" for items that are not tool calls.
+func codexToolName(it *codexItem) string {
 	switch it.Type {
 	case "command_execution", "file_change", "web_search":
 		return it.Type
@@ -169,15 +209,15 @@ func toolName(it *item) string {
 
 // toolUse reports a tool call once, when Codex first shows it: commands and
 // MCP calls have an item.started, file changes often only an item.completed.
-func (p *parser) toolUse(it *item) []backend.Event {
-	name := toolName(it)
-	if name == "" || p.started[it.ID] {
+func (d *codexDecoder) toolUse(r *Run, it *codexItem) []backend.Event {
+	name := codexToolName(it)
+	if name == "" || d.started[it.ID] {
 		return nil
 	}
-	if it.ID != "" {
-		p.started[it.ID] = true
+	if it.ID != "" && len(d.started) < 100000 {
+		d.started[it.ID] = true
 	}
-	p.tools = cliout.AppendDistinct(p.tools, name)
+	r.UsedTool(name)
 	var text string
 	switch it.Type {
 	case "command_execution":
@@ -196,13 +236,13 @@ func (p *parser) toolUse(it *item) []backend.Event {
 	return []backend.Event{{Kind: backend.KindToolUse, Tool: name, ToolCallID: it.ID, Text: text}}
 }
 
-func (p *parser) itemCompleted(it *item) []backend.Event {
+func (d *codexDecoder) itemCompleted(r *Run, it *codexItem) []backend.Event {
 	switch it.Type {
 	case "agent_message":
 		// Codex may say something before its work; the last message is the
 		// answer (docs/exec.md: "Typically, an agent_message is added at
 		// the end of the turn").
-		p.lastText = it.Text
+		r.Answer = it.Text
 		if it.Text == "" {
 			return nil
 		}
@@ -211,17 +251,17 @@ func (p *parser) itemCompleted(it *item) []backend.Event {
 		// A non-fatal warning (a config or deprecation notice): kept as the
 		// explanation of last resort, not reported as a failure.
 		if it.Message != "" {
-			p.warning = it.Message
+			r.Warning = it.Message
 		}
 		return nil
 	}
-	name := toolName(it)
+	name := codexToolName(it)
 	if name == "" {
 		// reasoning is a summary of the model's thinking, not its answer;
 		// todo_list and plan are bookkeeping. None is a tool call.
 		return nil
 	}
-	events := p.toolUse(it)
+	events := d.toolUse(r, it)
 	res := backend.Event{Kind: backend.KindToolResult, Tool: name, ToolCallID: it.ID}
 	switch it.Type {
 	case "command_execution":
@@ -231,9 +271,7 @@ func (p *parser) itemCompleted(it *item) []backend.Event {
 		res.IsError = it.Status == "failed"
 		if !res.IsError {
 			for _, c := range it.Changes {
-				if c.Path != "" {
-					p.files = cliout.AppendDistinct(p.files, c.Path)
-				}
+				r.Wrote(c.Path)
 			}
 		}
 		res.Text = it.Status
@@ -254,49 +292,4 @@ func (p *parser) itemCompleted(it *item) []backend.Event {
 		res.Text = it.Query
 	}
 	return append(events, res)
-}
-
-// Finish returns the run's result.
-func (p *parser) Finish(exitCode int, stderr string) backend.Result {
-	res := backend.Result{
-		SessionID:     p.sessionID,
-		NumTurns:      p.turns,
-		InputTokens:   p.in,
-		OutputTokens:  p.out,
-		ToolsUsed:     p.tools,
-		FilesModified: p.files,
-	}
-	switch {
-	case p.failed:
-		res.IsError = true
-		res.Output = p.failure
-	case p.completed:
-		res.Output = p.lastText
-		return res
-	default:
-		// No turn ended: Codex failed before or outside the turn (a bad
-		// resume id, no credentials, a crash). Prefer what Codex said.
-		res.IsError = true
-		res.Output = cliout.FirstNonEmpty(p.lastError, cliout.StderrTail(stderr), p.warning,
-			fmt.Sprintf("codex exited with code %d without finishing a turn", exitCode))
-	}
-	res.Err = classify(res.Output + "\n" + stderr)
-	return res
-}
-
-// classify maps Codex's error texts to the errors callers branch on. Codex has
-// no error codes in its JSON; these are the messages it prints (401 from the
-// API when the login is missing or stale; "no rollout found" / "No saved
-// session found" for an unknown session id).
-func classify(msg string) error {
-	m := strings.ToLower(msg)
-	switch {
-	case strings.Contains(m, "no rollout found"), strings.Contains(m, "no saved session found"),
-		strings.Contains(m, "session not found"), strings.Contains(m, "thread not found"):
-		return backend.ErrSessionNotFound
-	case strings.Contains(m, "401 unauthorized"), strings.Contains(m, "not logged in"),
-		strings.Contains(m, "codex login"):
-		return backend.ErrNotLoggedIn
-	}
-	return nil
 }

@@ -1,0 +1,468 @@
+package jsonstream
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/backendtest"
+	"github.com/meshwork/meshwork/services/mesh-exec/testdata/fakeagents/fakeagenttest"
+	"github.com/meshwork/meshwork/services/mesh-exec/testdata/fakeagents/script"
+)
+
+func TestMain(m *testing.M) { fakeagenttest.Main(m) }
+
+// feed gives a testdata stream to a parser of cli and finishes it.
+func feed(t *testing.T, cli CLI, file string, req backend.Request, exitCode int, stderr string) ([]backend.Event, backend.Result) {
+	t.Helper()
+	p := New(cli, "").NewParser(req)
+	events := backendtest.FeedFile(t, p, file)
+	return events, p.Finish(exitCode, stderr)
+}
+
+// withFlags is cli with other fixed flags: a release that spells them
+// differently.
+func withFlags(cli CLI, flags ...string) CLI {
+	cli.Flags = flags
+	return cli
+}
+
+func TestCommand(t *testing.T) {
+	t.Parallel()
+	codex := []string{"codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"}
+	gemini := []string{"gemini", "--output-format=stream-json", "--approval-mode=yolo"}
+	opencode := []string{"opencode", "run", "--format", "json", "--auto"}
+	with := func(base []string, extra ...string) []string { return append(slices.Clone(base), extra...) }
+	unsupported := backend.Request{Task: "t", AllowedTools: []string{"Read"}, MaxTurns: 3, AppendSystemPrompt: "x", MCPConfig: "/m.json"}
+	tests := []struct {
+		name   string
+		cli    CLI
+		binary string
+		req    backend.Request
+		want   []string
+		err    string
+	}{
+		{name: "codex: new session", cli: Codex(), req: backend.Request{Task: "fix the test"}, want: with(codex, "--", "fix the test")},
+		{name: "codex: model", cli: Codex(), req: backend.Request{Task: "t", Model: "gpt-5-codex"}, want: with(codex, "--model=gpt-5-codex", "--", "t")},
+		{
+			name: "codex: resume puts the flags before the subcommand", cli: Codex(),
+			req:  backend.Request{Task: "go on", SessionID: codexSession, Model: "gpt-5"},
+			want: with(codex, "--model=gpt-5", "resume", codexSession, "--", "go on"),
+		},
+		{name: "codex: a task that looks like a flag stays the prompt", cli: Codex(), req: backend.Request{Task: "--help"}, want: with(codex, "--", "--help")},
+		{name: "codex: a task that names a subcommand stays the prompt", cli: Codex(), req: backend.Request{Task: "review"}, want: with(codex, "--", "review")},
+		{name: "codex: unsupported fields are left out", cli: Codex(), req: unsupported, want: with(codex, "--", "t")},
+		{name: "codex: binary", cli: Codex(), binary: "/opt/codex/bin/codex", req: backend.Request{Task: "t"}, want: append([]string{"/opt/codex/bin/codex"}, with(codex, "--", "t")[1:]...)},
+		{name: "codex: flag as session id", cli: Codex(), req: backend.Request{Task: "t", SessionID: "--last"}, err: "not a UUID"},
+		{name: "codex: thread name as session id", cli: Codex(), req: backend.Request{Task: "t", SessionID: "my-thread"}, err: "not a UUID"},
+		{name: "codex: empty task", cli: Codex(), req: backend.Request{Task: "  "}, err: "codex: the task is empty"},
+		{name: "codex: stdin task", cli: Codex(), req: backend.Request{Task: "-"}, err: "stdin"},
+
+		{name: "gemini: new session", cli: Gemini(), req: backend.Request{Task: "fix it"}, want: with(gemini, "--prompt=fix it")},
+		{
+			name: "gemini: resume with a model", cli: Gemini(),
+			req:  backend.Request{Task: "go on", SessionID: geminiSession, Model: "gemini-2.5-pro"},
+			want: with(gemini, "--model=gemini-2.5-pro", "--resume="+geminiSession, "--prompt=go on"),
+		},
+		{name: "gemini: a task that looks like a flag stays inside --prompt=", cli: Gemini(), req: backend.Request{Task: "--yolo\n-p x"}, want: with(gemini, "--prompt=--yolo\n-p x")},
+		{
+			name: "gemini: other flags", cli: withFlags(Gemini(), "--output-format=stream-json", "--approval-mode=auto_edit", "--skip-trust"), binary: "/opt/gemini",
+			req:  backend.Request{Task: "t"},
+			want: []string{"/opt/gemini", "--output-format=stream-json", "--approval-mode=auto_edit", "--skip-trust", "--prompt=t"},
+		},
+		{name: "gemini: unsupported fields are left out", cli: Gemini(), req: unsupported, want: with(gemini, "--prompt=t")},
+		{name: "gemini: latest is not an id", cli: Gemini(), req: backend.Request{Task: "t", SessionID: "latest"}, err: "not a UUID"},
+		{name: "gemini: flag as session id", cli: Gemini(), req: backend.Request{Task: "t", SessionID: "--yolo"}, err: "not a UUID"},
+		{name: "gemini: uuid with a suffix", cli: Gemini(), req: backend.Request{Task: "t", SessionID: geminiSession + " -y"}, err: "not a UUID"},
+		{name: "gemini: empty task", cli: Gemini(), req: backend.Request{Task: "\n"}, err: "empty"},
+
+		{name: "opencode: new session", cli: OpenCode(), req: backend.Request{Task: "fix it"}, want: with(opencode, "--", "fix it")},
+		{
+			name: "opencode: resume with a model", cli: OpenCode(),
+			req:  backend.Request{Task: "go on", SessionID: opencodeSession, Model: "anthropic/claude-sonnet-4-5"},
+			want: with(opencode, "--model=anthropic/claude-sonnet-4-5", "--session="+opencodeSession, "--", "go on"),
+		},
+		{name: "opencode: model ids may contain more slashes", cli: OpenCode(), req: backend.Request{Task: "t", Model: "openrouter/meta/llama-4"}, want: with(opencode, "--model=openrouter/meta/llama-4", "--", "t")},
+		{
+			name: "opencode: older permission flag", cli: withFlags(OpenCode(), "run", "--format", "json", "--dangerously-skip-permissions"), binary: "/usr/local/bin/opencode",
+			req:  backend.Request{Task: "t"},
+			want: []string{"/usr/local/bin/opencode", "run", "--format", "json", "--dangerously-skip-permissions", "--", "t"},
+		},
+		{name: "opencode: a task that looks like a flag", cli: OpenCode(), req: backend.Request{Task: "-m x"}, want: with(opencode, "--", "-m x")},
+		{name: "opencode: unsupported fields are left out", cli: OpenCode(), req: unsupported, want: with(opencode, "--", "t")},
+		{name: "opencode: flag as session id", cli: OpenCode(), req: backend.Request{Task: "t", SessionID: "--continue"}, err: "ses_"},
+		{name: "opencode: uuid as session id", cli: OpenCode(), req: backend.Request{Task: "t", SessionID: codexSession}, err: "ses_"},
+		{name: "opencode: session id with a space", cli: OpenCode(), req: backend.Request{Task: "t", SessionID: "ses_a b"}, err: "ses_"},
+		{name: "opencode: model without provider", cli: OpenCode(), req: backend.Request{Task: "t", Model: "gpt-5"}, err: "provider/model"},
+		{name: "opencode: empty task", cli: OpenCode(), req: backend.Request{}, err: "empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := New(tt.cli, tt.binary).Command(tt.req)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Command() error = %v, want one containing %q", err, tt.err)
+				}
+				if tt.req.SessionID != "" && !errors.Is(err, ErrInvalidSessionID) {
+					t.Errorf("Command() error = %v, want ErrInvalidSessionID", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Command() error = %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Command() =\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEveryCLIIsDescribed(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, cli := range CLIs() {
+		names = append(names, New(cli, "").Name())
+		if cli.Model == nil || cli.Resume == nil || cli.Prompt == nil || cli.Session == nil || cli.SessionShape == "" || cli.NewDecoder == nil || cli.NoEnd == nil || len(cli.Rules) == 0 {
+			t.Errorf("%s: the description is missing a part: %+v", cli.Name, cli)
+		}
+	}
+	if want := []string{"codex", "opencode", "gemini"}; !slices.Equal(names, want) {
+		t.Errorf("CLIs() = %q, want %q", names, want)
+	}
+}
+
+// A run that never reached its end, or failed by its exit code: the result
+// says why, with the CLI's own words first, and classifies it.
+func TestFinishWithoutAnEnd(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		cli    CLI
+		req    backend.Request
+		exit   int
+		lines  []string
+		stderr string
+		output string
+		err    error
+	}{
+		{
+			name: "codex: unknown session", cli: Codex(),
+			req:    backend.Request{SessionID: codexSession},
+			exit:   1,
+			stderr: "Error: thread/resume: thread/resume failed: no rollout found for thread id " + codexSession + " (code -32600)\n",
+			output: "Error: thread/resume: thread/resume failed: no rollout found for thread id " + codexSession + " (code -32600)",
+			err:    backend.ErrSessionNotFound,
+		},
+		{name: "codex: nothing at all", cli: Codex(), exit: 2, output: "codex exited with code 2 without finishing a turn"},
+		{name: "codex: exit 0 without a turn is still an error", cli: Codex(), exit: 0, output: "codex exited with code 0 without finishing a turn"},
+		{
+			name: "codex: stderr tail keeps the end", cli: Codex(),
+			exit:   1,
+			stderr: strings.Repeat("noise line\n", 100) + "the real reason\n",
+			output: strings.TrimSpace(strings.Repeat("noise line\n", 19) + "the real reason"),
+		},
+		{
+			name: "gemini: unknown session", cli: Gemini(),
+			req:    backend.Request{SessionID: geminiSession},
+			exit:   1,
+			stderr: "Error resuming session: Invalid session identifier \"" + geminiSession + "\".\nSearched for sessions in /home/agent/.gemini/tmp/x/chats.\n",
+			output: "Error resuming session: Invalid session identifier \"" + geminiSession + "\".\nSearched for sessions in /home/agent/.gemini/tmp/x/chats.",
+			err:    backend.ErrSessionNotFound,
+		},
+		{
+			name: "gemini: no credentials", cli: Gemini(),
+			exit:   1,
+			stderr: "Please set an Auth method in your /home/agent/.gemini/settings.json or specify one of the following environment variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA\n",
+			output: "Please set an Auth method in your /home/agent/.gemini/settings.json or specify one of the following environment variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA",
+			err:    backend.ErrNotLoggedIn,
+		},
+		{name: "gemini: turn limit", cli: Gemini(), exit: 53, output: "gemini exited with code 53 without a result (turn limit exceeded)"},
+		{
+			name: "gemini: an error event beats stderr", cli: Gemini(),
+			exit:   1,
+			lines:  []string{`{"type":"error","severity":"error","message":"quota exceeded"}`},
+			stderr: "stack trace\n",
+			output: "quota exceeded",
+		},
+		{
+			name: "gemini: a warning is the last resort", cli: Gemini(),
+			exit:   1,
+			lines:  []string{`{"type":"error","severity":"warning","message":"model fell back to flash"}`},
+			output: "model fell back to flash",
+		},
+		{
+			name: "opencode: unknown session, colours stripped", cli: OpenCode(),
+			req:    backend.Request{SessionID: opencodeSession},
+			exit:   1,
+			stderr: "\x1b[91m\x1b[1mError: \x1b[0mSession not found\n",
+			output: "Error: Session not found",
+			err:    backend.ErrSessionNotFound,
+		},
+		{name: "opencode: crash without stderr", cli: OpenCode(), exit: 137, output: "opencode exited with code 137"},
+		{name: "opencode: exit 0 without a step", cli: OpenCode(), exit: 0, output: "opencode finished without completing a step"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := New(tt.cli, "").NewParser(tt.req)
+			for _, l := range tt.lines {
+				p.Line([]byte(l))
+			}
+			res := p.Finish(tt.exit, tt.stderr)
+			if !res.IsError || res.Output != tt.output || !errors.Is(res.Err, tt.err) || (tt.err == nil && res.Err != nil) {
+				t.Errorf("Finish() = %+v\nwant output %q, err %v", res, tt.output, tt.err)
+			}
+			if res.SessionID != tt.req.SessionID {
+				t.Errorf("SessionID = %q, want the resumed %q", res.SessionID, tt.req.SessionID)
+			}
+		})
+	}
+}
+
+func TestParsersIgnoreNoise(t *testing.T) {
+	t.Parallel()
+	common := []string{"", "   ", "not json", "{", "[1,2]", "null", `{"type":42}`, `{"type":"error"}`, `{"type":"unknown.event"}`}
+	noise := map[string][]string{
+		"codex": {
+			`{"type":"item.completed"}`, `{"type":"item.completed","item":"nope"}`, `{"type":"thread.started"}`,
+			`{"type":"item.completed","item":{"type":"reasoning","text":"hmm"}}`,
+		},
+		"gemini": {
+			"Loaded cached credentials.", `{"type":"init"}`, `{"type":"message","role":"user","content":"hi"}`,
+			`{"type":"message","role":"assistant"}`, `{"type":"tool_use"}`, `{"type":"stats"}`, `{"type":"message","content":42}`,
+		},
+		"opencode": {
+			`{"type":"text"}`, `{"type":"text","part":"x"}`, `{"type":"tool_use","part":{"type":"tool"}}`,
+			`{"type":"error","error":42}`, `{"type":"message.part.updated","properties":{}}`,
+		},
+	}
+	for _, cli := range CLIs() {
+		p := New(cli, "").NewParser(backend.Request{})
+		for _, line := range append(common, noise[cli.Name]...) {
+			if got := p.Line([]byte(line)); len(got) != 0 {
+				t.Errorf("%s: Line(%q) = %+v, want nothing", cli.Name, line, got)
+			}
+		}
+	}
+}
+
+// FuzzParsers gives every CLI's parser the same lines, seeded with every
+// fixture: whatever a line holds, no parser panics, and no result has a
+// negative or non-finite count or a success with an error class.
+func FuzzParsers(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*", "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("fixtures: %v, %v", files, err)
+	}
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for line := range strings.SplitSeq(string(data), "\n") {
+			f.Add([]byte(line), 0)
+		}
+	}
+	f.Add([]byte(`{"type":"item.completed","item":{"type":"command_execution","exit_code":1e400}}`), 1)
+	f.Add([]byte(`{"type":"turn.completed","usage":{"input_tokens":-1e30}}`), 0)
+	f.Add([]byte(`{"type":"tool_result","tool_id":"x","status":"success"}`), 0)
+	f.Add([]byte(`{"type":"result","status":"success","stats":{"input_tokens":1e300,"duration_ms":-5}}`), 0)
+	f.Add([]byte(`{"type":"step_finish","part":{"cost":1e308,"tokens":{"input":1e300}}}`), 0)
+	f.Add([]byte(`{"type":"tool_use","part":{"tool":"write","state":{"status":"completed","input":{"filePath":7}}}}`), 0)
+	f.Fuzz(func(t *testing.T, line []byte, exitCode int) {
+		for _, cli := range CLIs() {
+			p := New(cli, "").NewParser(backend.Request{})
+			p.Line(line)
+			p.Line(line) // a second time: state from the first must not break it
+			res := p.Finish(exitCode, string(line))
+			if res.InputTokens < 0 || res.OutputTokens < 0 || res.DurationMS < 0 || res.CostUSD < 0 || math.IsNaN(res.CostUSD) || math.IsInf(res.CostUSD, 0) {
+				t.Errorf("%s: counts out of range: %+v", cli.Name, res)
+			}
+			if !res.IsError && res.Err != nil {
+				t.Errorf("%s: a success with an error class: %+v", cli.Name, res)
+			}
+		}
+	})
+}
+
+// fakeFacts is what differs between the CLIs in the tests that run the
+// fake agents (testdata/fakeagents): each fake parses argv as its CLI does
+// and refuses what it would refuse, so these tests check the argv as much
+// as the parser.
+type fakeFacts struct {
+	cli CLI
+	// model is one the CLI accepts; unknownSession has the CLI's shape.
+	model, unknownSession string
+	// argumentTasks are tasks that look like the CLI's flags or subcommands.
+	argumentTasks []string
+	// tools are the tool names of a command and a file edit.
+	tools []string
+	// unknownSessionOutput is in the result of a resume of an unknown
+	// session, as the CLI says it.
+	unknownSessionOutput string
+	// reportsCost: the CLI reports what a run cost; turns, when set, is how
+	// many turns it counts for one prompt.
+	reportsCost bool
+	turns       int
+	// oneStep: the fake plays a whole run as one step, whose text is all
+	// of the answer (so talk between calls is part of it).
+	oneStep bool
+}
+
+var fakes = []fakeFacts{
+	{
+		cli: Codex(), model: "gpt-5", unknownSession: "0199a213-81c0-7800-8aa1-000000000000",
+		argumentTasks:        []string{"--help", "resume", "review", "-m gpt", "line one\nline two"},
+		tools:                []string{"command_execution", "file_change"},
+		unknownSessionOutput: "no rollout found",
+		turns:                1,
+	},
+	{
+		cli: OpenCode(), model: "anthropic/claude-sonnet-4-5", unknownSession: "ses_000000000000000000000000ab",
+		argumentTasks:        []string{"--help", "-s ses_x", "--format text"},
+		tools:                []string{"bash", "write"},
+		unknownSessionOutput: "Error: Session not found",
+		reportsCost:          true,
+		oneStep:              true,
+	},
+	{
+		// --skip-trust, as a release with folder trust needs.
+		cli: withFlags(Gemini(), "--output-format=stream-json", "--approval-mode=yolo", "--skip-trust"), model: "gemini-2.5-flash", unknownSession: "4df9d202-a0c2-4ec6-8144-000000000000",
+		argumentTasks:        []string{"--help", "-y", "--resume=latest", "x\n--prompt=y"},
+		tools:                []string{"run_shell_command", "write_file"},
+		unknownSessionOutput: "Invalid session identifier",
+	},
+}
+
+// TestConformance runs the backend conformance suite on every CLI with its
+// fake standing in.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	for _, f := range fakes {
+		t.Run(f.cli.Name, func(t *testing.T) {
+			t.Parallel()
+			cli := fakeagenttest.Scripted(fakeagenttest.Binary(t, f.cli.Name))
+			cli.UnknownSession = f.unknownSession
+			backendtest.Exercise(t, New(f.cli, ""), cli)
+		})
+	}
+}
+
+func TestFakeResumeContinuesTheSession(t *testing.T) {
+	t.Parallel()
+	for _, f := range fakes {
+		t.Run(f.cli.Name, func(t *testing.T) {
+			t.Parallel()
+			b := New(f.cli, fakeagenttest.Binary(t, f.cli.Name))
+			home, repo := t.TempDir(), t.TempDir()
+			first := fakeagenttest.Run(t, b, home, backend.Request{Repository: repo, Task: "remember the number 7"}, script.Reply("noted"))
+			if first.Result.IsError || first.Result.Output != "noted" || !f.cli.Session.MatchString(first.Result.SessionID) {
+				t.Fatalf("first run: %+v\nstderr: %s", first.Result, first.Stderr)
+			}
+			recall := &script.Script{Runs: []script.Run{{Steps: []script.Step{{Recall: true}}}}}
+			req := backend.Request{Repository: repo, Task: "what was it?", SessionID: first.Result.SessionID, Model: f.model}
+			second := fakeagenttest.Run(t, b, home, req, recall)
+			if second.Result.IsError || second.Result.SessionID != first.Result.SessionID {
+				t.Fatalf("second run: %+v\nstderr: %s", second.Result, second.Stderr)
+			}
+			if want := "previous prompt: remember the number 7"; second.Result.Output != want {
+				t.Errorf("resumed output = %q, want %q", second.Result.Output, want)
+			}
+			if f.reportsCost && second.Result.CostUSD <= 0 {
+				t.Errorf("CostUSD = %v, want the run's cost", second.Result.CostUSD)
+			}
+		})
+	}
+}
+
+func TestFakeTasksThatLookLikeArguments(t *testing.T) {
+	t.Parallel()
+	for _, f := range fakes {
+		bin := fakeagenttest.Binary(t, f.cli.Name)
+		for _, task := range f.argumentTasks {
+			t.Run(f.cli.Name+"/"+task, func(t *testing.T) {
+				t.Parallel()
+				sc := &script.Script{Runs: []script.Run{{Task: task, Steps: []script.Step{{Reply: "got it"}}}}}
+				p := fakeagenttest.Run(t, New(f.cli, bin), t.TempDir(), backend.Request{Repository: t.TempDir(), Task: task}, sc)
+				if p.Result.IsError || p.Result.Output != "got it" {
+					t.Errorf("task %q: %+v\nstderr: %s", task, p.Result, p.Stderr)
+				}
+			})
+		}
+	}
+}
+
+// A run with an unknown event, a failing command, an edit, a warning on
+// stderr and talk between the calls: the answer is the last reply, the edit
+// is on disk and reported, and the tools are named as the CLI names them.
+func TestFakeEditCommandAndNoise(t *testing.T) {
+	t.Parallel()
+	for _, f := range fakes {
+		t.Run(f.cli.Name, func(t *testing.T) {
+			t.Parallel()
+			repo := t.TempDir()
+			steps := []script.Step{
+				{Unknown: true},
+				{Reply: "Let me check."},
+				{Command: &script.Command{Line: "go test ./...", Output: "FAIL", ExitCode: 1}},
+				{Edit: &script.Edit{Path: "pkg/add.go", Content: "package pkg\n"}},
+				{Stderr: "a warning on stderr"},
+				{Reply: "fixed"},
+			}
+			if f.oneStep {
+				steps = slices.Delete(steps, 1, 2)
+			}
+			sc := &script.Script{Runs: []script.Run{{Steps: steps}}}
+			p := fakeagenttest.Run(t, New(f.cli, fakeagenttest.Binary(t, f.cli.Name)), t.TempDir(), backend.Request{Repository: repo, Task: "fix"}, sc)
+			if p.Result.IsError || p.Result.Output != "fixed" {
+				t.Fatalf("result: %+v\nstderr: %s", p.Result, p.Stderr)
+			}
+			if data, err := os.ReadFile(filepath.Join(repo, "pkg", "add.go")); err != nil || string(data) != "package pkg\n" {
+				t.Errorf("edited file: %q, %v", data, err)
+			}
+			if len(p.Result.FilesModified) != 1 || !strings.HasSuffix(p.Result.FilesModified[0], filepath.Join("pkg", "add.go")) {
+				t.Errorf("FilesModified = %q", p.Result.FilesModified)
+			}
+			if !slices.Equal(p.Result.ToolsUsed, f.tools) {
+				t.Errorf("ToolsUsed = %q, want %q", p.Result.ToolsUsed, f.tools)
+			}
+			if f.turns != 0 && (p.Result.NumTurns != f.turns || p.Result.InputTokens == 0) {
+				t.Errorf("usage: %+v", p.Result)
+			}
+		})
+	}
+}
+
+func TestFakeFailures(t *testing.T) {
+	t.Parallel()
+	for _, f := range fakes {
+		bin := fakeagenttest.Binary(t, f.cli.Name)
+		t.Run(f.cli.Name+"/failed", func(t *testing.T) {
+			t.Parallel()
+			sc := &script.Script{Runs: []script.Run{{Steps: []script.Step{{Reply: "trying"}, {Fail: "the model is overloaded"}}}}}
+			p := fakeagenttest.Run(t, New(f.cli, bin), t.TempDir(), backend.Request{Repository: t.TempDir(), Task: "x"}, sc)
+			if !p.Result.IsError || p.Result.Output != "the model is overloaded" || p.ExitCode != 1 {
+				t.Errorf("result: %+v, exit %d", p.Result, p.ExitCode)
+			}
+		})
+		t.Run(f.cli.Name+"/unknown session", func(t *testing.T) {
+			t.Parallel()
+			req := backend.Request{Repository: t.TempDir(), Task: "x", SessionID: f.unknownSession}
+			p := fakeagenttest.Run(t, New(f.cli, bin), t.TempDir(), req, script.Reply("never"))
+			if !p.Result.IsError || !errors.Is(p.Result.Err, backend.ErrSessionNotFound) || p.Result.SessionID != req.SessionID {
+				t.Errorf("result: %+v", p.Result)
+			}
+			if !strings.Contains(p.Result.Output, f.unknownSessionOutput) {
+				t.Errorf("Output = %q, want the CLI's own message (%q)", p.Result.Output, f.unknownSessionOutput)
+			}
+		})
+	}
+}
