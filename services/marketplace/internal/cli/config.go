@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,8 +25,8 @@ type serveConfig struct {
 	Addr string
 	// Catalog is a directory of worker definitions. Defaults to the built-in catalog.
 	Catalog string
-	// TokensFile holds bearer tokens, one "caller token" pair per line. Tokens
-	// also come from MESHWORK_TOKENS ("caller=token,caller=token").
+	// TokensFile holds bearer tokens, besides MESHWORK_TOKENS (package
+	// bearer has the format).
 	TokensFile string
 	// Caller is the identity of the stdio client. Defaults to "local".
 	Caller string
@@ -126,7 +125,7 @@ func (c *serveConfig) fields() []configField {
 		{flag: "transport", usage: "stdio or http", str: &c.Transport},
 		{flag: "addr", usage: "HTTP listen address", str: &c.Addr},
 		{flag: "catalog", usage: "catalog directory of worker definitions (default: built-in)", str: &c.Catalog},
-		{flag: "tokens-file", usage: `bearer tokens, one "caller token" per line`, str: &c.TokensFile},
+		{flag: "tokens-file", usage: `bearer tokens file, one "caller token" or "caller=token" per line (besides MESHWORK_TOKENS)`, str: &c.TokensFile},
 		{flag: "caller", usage: "identity of the stdio client", str: &c.Caller},
 		{flag: "archive-dir", usage: "where stop_worker archive writes tarballs", str: &c.ArchiveDir},
 		{flag: "allow-process-isolation", usage: "allow isolation_level process: NO container isolation, development only", boolean: &c.AllowProcessIsolation},
@@ -230,57 +229,6 @@ func parseLabels(s string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
-}
-
-// loadTokens reads bearer tokens from MESHWORK_TOKENS ("caller=token,...")
-// and the tokens file ("caller token" per line, # comments).
-func loadTokens(envValue, file string) (map[string]string, error) {
-	tokens := map[string]string{} // token -> caller
-	add := func(caller, token, where string) error {
-		caller, token = strings.TrimSpace(caller), strings.TrimSpace(token)
-		if caller == "" || len(token) < 16 {
-			return fmt.Errorf("%s: want a caller and a token of at least 16 characters", where)
-		}
-		if prev, dup := tokens[token]; dup && prev != caller {
-			return fmt.Errorf("%s: one token is given to two callers", where)
-		}
-		tokens[token] = caller
-		return nil
-	}
-	for i, pair := range strings.Split(envValue, ",") {
-		if strings.TrimSpace(pair) == "" {
-			continue
-		}
-		caller, token, _ := strings.Cut(pair, "=")
-		if err := add(caller, token, fmt.Sprintf("MESHWORK_TOKENS entry %d", i+1)); err != nil {
-			return nil, err
-		}
-	}
-	if file != "" {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, fmt.Errorf("reading tokens: %w", err)
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for n := 1; sc.Scan(); n++ {
-			line := strings.TrimSpace(sc.Text())
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			fields := strings.Fields(line)
-			if len(fields) != 2 {
-				return nil, fmt.Errorf("%s:%d: want \"caller token\"", file, n)
-			}
-			if err := add(fields[0], fields[1], fmt.Sprintf("%s:%d", file, n)); err != nil {
-				return nil, err
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return tokens, nil
 }
 
 // sourcePolicy builds what spawn_worker sources may be from the settings.

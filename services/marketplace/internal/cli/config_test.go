@@ -110,21 +110,6 @@ func TestServeConfigRefusesBadInput(t *testing.T) {
 	}
 }
 
-func TestLoadTokens(t *testing.T) {
-	t.Parallel()
-	file := filepath.Join(t.TempDir(), "tokens")
-	_ = os.WriteFile(file, []byte("# callers\nbob bob-token-0123456789abcdef\n"), 0o600)
-	got, err := loadTokens("alice=alice-token-0123456789ab", file)
-	if err != nil || got["alice-token-0123456789ab"] != "alice" || got["bob-token-0123456789abcdef"] != "bob" {
-		t.Errorf("tokens %v, %v", got, err)
-	}
-	for _, bad := range []string{"alice=short", "=no-caller-token-0123456789", "a=same-token-0123456789,b=same-token-0123456789"} {
-		if _, err := loadTokens(bad, ""); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
-	}
-}
-
 // Pool sizes are "worker=size" pairs; anything else is refused, naming
 // where it came from.
 func TestServeConfigPoolSizes(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/pkg/action"
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/meshtype"
@@ -219,25 +220,26 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return err
 	}
 
-	tokens, err := loadTokens(os.Getenv("MESHWORK_TOKENS"), cfg.TokensFile)
+	tokens, err := bearer.Load("MESHWORK_TOKENS", os.Getenv("MESHWORK_TOKENS"), cfg.TokensFile)
 	if err != nil {
 		return err
 	}
-	if len(tokens) == 0 {
-		return errors.New("HTTP needs at least one bearer token: set MESHWORK_TOKENS=caller=token or --tokens-file")
+	if tokens.Len() == 0 {
+		return errors.New("HTTP needs at least one bearer token: set MESHWORK_TOKENS=caller=token (16+ characters) or --tokens-file")
 	}
-	keep := make([][]byte, 0, len(tokens))
-	for token, caller := range tokens {
-		h := store.TokenHash(token)
-		if err := st.PutToken(ctx, caller, h, nil); err != nil {
-			return err
+	keep := make([][]byte, 0, tokens.Len())
+	tokens.Each(func(caller string, hash []byte) {
+		if err == nil {
+			err = st.PutToken(ctx, caller, hash, nil)
+			keep = append(keep, hash)
 		}
-		keep = append(keep, h)
+	})
+	if err != nil {
+		return err
 	}
 	if err := st.RevokeConfiguredExcept(ctx, keep); err != nil {
 		return err
 	}
-	clear(tokens) // only the hashes are kept, in the database
 
 	srv := mcpserver.New(mgr, catalog, mcpserver.TokenCaller, logger)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
@@ -209,7 +210,7 @@ func (m *Manager) nestedAccess(ctx context.Context, caller string, j store.Journ
 	if err := m.cfg.Store.RevokeNested(ctx, uid); err != nil {
 		return "", err
 	}
-	if err := m.cfg.Store.PutToken(ctx, caller+"/"+j.ID, store.TokenHash(token), &uid); err != nil {
+	if err := m.cfg.Store.PutToken(ctx, caller+"/"+j.ID, bearer.Hash(token), &uid); err != nil {
 		return "", err
 	}
 	return env, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -341,7 +342,7 @@ func (m *Manager) createMember(ctx context.Context, rt workerruntime.Runtime, en
 		// caller (store.ClaimPoolMember).
 		token, env, err := m.nestedConfig()
 		if err == nil {
-			err = m.cfg.Store.PutPoolToken(ctx, uid, store.TokenHash(token))
+			err = m.cfg.Store.PutPoolToken(ctx, uid, bearer.Hash(token))
 		}
 		if err != nil {
 			_, _ = m.cfg.Store.DeletePoolMember(context.WithoutCancel(ctx), uid)

@@ -15,8 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/meshtype"
-	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
@@ -246,7 +246,7 @@ func testNestedJourneysAreConfined(t *testing.T, pooled bool) {
 	if err := b.pool.QueryRow(context.Background(), `SELECT uid FROM journeys WHERE caller = 'alice' AND id = 'agent'`).Scan(&parent); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.PutToken(context.Background(), "alice/agent", store.TokenHash(token), &parent); err != nil {
+	if err := b.store.PutToken(context.Background(), "alice/agent", bearer.Hash(token), &parent); err != nil {
 		t.Fatal(err)
 	}
 	late := b.client(t, token)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
@@ -27,16 +27,16 @@ const MaxRequestBytes = mcphttp.MaxRequestBytes
 // an unauthenticated client likes.
 func NewHTTPHandler(srv *mcp.Server, st *store.Store, metrics http.Handler, serverName string) http.Handler {
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		caller, err := st.Caller(ctx, store.TokenHash(token))
+		caller, err := st.Caller(ctx, bearer.Hash(token))
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, auth.ErrInvalidToken
 		}
 		if err != nil {
 			return nil, err
 		}
-		// Tokens do not expire by themselves; revoking one in the database
-		// takes effect on the next request, which is verified again.
-		return &auth.TokenInfo{UserID: caller, Expiration: time.Now().Add(time.Hour)}, nil
+		// Revoking a token in the database takes effect on the next
+		// request, which is verified again.
+		return bearer.Info(caller), nil
 	}
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

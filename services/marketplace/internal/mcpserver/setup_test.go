@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/oauth2"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
@@ -108,7 +109,7 @@ func setupWith(t testing.TB, b *bundle) *bundle {
 	b.baseDir = t.TempDir()
 	t.Cleanup(func() { removeLabelled(t, b.labels["meshwork.test"]) })
 	for token, caller := range map[string]string{aliceToken: "alice", bobToken: "bob"} {
-		if err := b.store.PutToken(context.Background(), caller, store.TokenHash(token), nil); err != nil {
+		if err := b.store.PutToken(context.Background(), caller, bearer.Hash(token), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

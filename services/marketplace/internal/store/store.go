@@ -5,7 +5,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -605,12 +604,6 @@ func (s *Store) Actions(ctx context.Context, uid uuid.UUID) ([]AuditRow, error) 
 		out = append(out, a)
 	}
 	return out, rows.Err()
-}
-
-// TokenHash is how tokens are stored and looked up: never the token itself.
-func TokenHash(token string) []byte {
-	sum := sha256.Sum256([]byte(token))
-	return sum[:]
 }
 
 // PutToken records that a token (by its hash) authenticates as caller. A

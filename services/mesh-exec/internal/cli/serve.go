@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,12 +17,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/proctree"
@@ -256,17 +255,11 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 // serverName, such as
 // "mesh-exec:8081", is the server.address and server.port of the spans and
 // metrics.
-func httpHandler(mcpSrv *mcp.Server, token string, metrics http.Handler, serverName string) http.Handler {
-	verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
-		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: "client", Expiration: time.Now().Add(time.Hour)}, nil
-	}
+func httpHandler(mcpSrv *mcp.Server, tokens *bearer.Set, metrics http.Handler, serverName string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("GET /metrics", metrics)
-	mux.Handle("/mcp", mcphttp.Handler(mcpSrv, mcphttp.HandlerOptions{Verify: verify}))
+	mux.Handle("/mcp", mcphttp.Handler(mcpSrv, mcphttp.HandlerOptions{Verify: tokens.Verify}))
 	return otelhttp.NewHandler(mux, "mesh-exec",
 		otelhttp.WithServerName(serverName),
 		// Health checks and scrapes every few seconds would bury the
@@ -274,19 +267,27 @@ func httpHandler(mcpSrv *mcp.Server, token string, metrics http.Handler, serverN
 		otelhttp.WithFilter(func(r *http.Request) bool { return r.URL.Path != "/healthz" && r.URL.Path != "/metrics" }))
 }
 
-func loadToken(file string) (string, error) {
+// loadToken reads mesh-exec's one bearer token, from MESH_EXEC_TOKEN or the
+// file (which holds just the token): its one caller is whoever started it,
+// the marketplace or the orchestrator. It is checked and kept as every
+// service's tokens are (package bearer).
+func loadToken(file string) (*bearer.Set, error) {
 	token := os.Getenv("MESH_EXEC_TOKEN")
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("reading the token: %w", err)
+			return nil, fmt.Errorf("reading the token: %w", err)
 		}
 		token = strings.TrimSpace(string(b))
 	}
-	if len(token) < 16 {
-		return "", errors.New("HTTP needs a bearer token of at least 16 characters: set MESH_EXEC_TOKEN or --token-file")
+	if len(token) < bearer.MinLength {
+		return nil, fmt.Errorf("HTTP needs a bearer token of at least %d characters: set MESH_EXEC_TOKEN or --token-file", bearer.MinLength)
 	}
-	return token, nil
+	tokens, err := bearer.New(map[string]string{"client": token})
+	if err != nil {
+		return nil, fmt.Errorf("MESH_EXEC_TOKEN: %w", err)
+	}
+	return tokens, nil
 }
 
 // credential is the user agents run as. Agents never run as root: as root,

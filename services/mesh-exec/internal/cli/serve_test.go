@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/oauth2"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
@@ -50,7 +51,7 @@ func TestHTTPCallIsParentedByItsOwnRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	hs := httptest.NewServer(httpHandler(srv.MCP(), testToken, http.NotFoundHandler(), telemetry.ServerName("mesh-exec", &net.TCPAddr{Port: 8081})))
+	hs := httptest.NewServer(httpHandler(srv.MCP(), testTokens(t), http.NotFoundHandler(), telemetry.ServerName("mesh-exec", &net.TCPAddr{Port: 8081})))
 	t.Cleanup(hs.Close)
 
 	transport := http.DefaultTransport.(*http.Transport).Clone()
@@ -114,4 +115,13 @@ func TestHTTPCallIsParentedByItsOwnRequest(t *testing.T) {
 	if attrs["server.address"] != "mesh-exec" || attrs["server.port"] != int64(8081) {
 		t.Errorf("POST /mcp has server.address %v, server.port %v; want mesh-exec, 8081", attrs["server.address"], attrs["server.port"])
 	}
+}
+
+func testTokens(t *testing.T) *bearer.Set {
+	t.Helper()
+	tokens, err := bearer.New(map[string]string{"client": testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokens
 }

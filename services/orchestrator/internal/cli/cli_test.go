@@ -120,26 +120,6 @@ mesh_url: http://file/mcp
 	}
 }
 
-func TestLoadTokens(t *testing.T) {
-	t.Parallel()
-	file := writeFile(t, "tokens", "# callers\ncarol carol-token-0123456789\n\ndave=dave-token-0123456789\n")
-	got, err := loadTokens("alice=alice-token-0123456789, bob=bob-token-0123456789", file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 4 || got["bob"] != "bob-token-0123456789" || got["dave"] != "dave-token-0123456789" {
-		t.Errorf("tokens %v", got)
-	}
-	for _, bad := range []string{"alice", "=x", "alice=a,alice=b"} {
-		if _, err := loadTokens(bad, ""); err == nil {
-			t.Errorf("loadTokens(%q) accepted", bad)
-		}
-	}
-	if _, err := loadTokens("", writeFile(t, "bad", "carol a b\n")); err == nil {
-		t.Error("a line of three fields was accepted")
-	}
-}
-
 // lines is a log destination that hands each line to the test.
 type lines chan string
 

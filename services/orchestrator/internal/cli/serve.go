@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/meshwork/meshwork/migrations"
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/telemetry"
@@ -93,7 +94,7 @@ func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Console, "console", true, "serve the web console at / (sign in with a token)")
 	fs.StringVar(&c.TraceURL, "trace-url", "", `link from a run's console page to its trace, "{trace_id}" replaced (e.g. a Grafana explore URL)`)
 	fs.StringSliceVar(&c.Admins, "admins", nil, "callers that see and act on every caller's runs (comma-separated); any other caller sees only the runs it started")
-	fs.StringVar(&c.TokensFile, "tokens-file", "", `bearer tokens file, one "caller token" per line (besides ORCHESTRATOR_TOKENS)`)
+	fs.StringVar(&c.TokensFile, "tokens-file", "", `bearer tokens file, one "caller token" or "caller=token" per line (besides ORCHESTRATOR_TOKENS)`)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running nodes are waited for before they are cancelled")
 }
 
@@ -154,14 +155,9 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	if cfg.MaxWorkers < 1 || cfg.LeaseTTL < time.Second || cfg.ShutdownTimeout <= 0 {
 		return fmt.Errorf("max-workers must be at least 1, lease-ttl at least 1s and shutdown-timeout positive (have %d, %s, %s)", cfg.MaxWorkers, cfg.LeaseTTL, cfg.ShutdownTimeout)
 	}
-	byCaller, err := loadTokens(getenv("ORCHESTRATOR_TOKENS"), cfg.TokensFile)
+	tokens, err := bearer.Load("ORCHESTRATOR_TOKENS", getenv("ORCHESTRATOR_TOKENS"), cfg.TokensFile)
 	if err != nil {
 		return err
-	}
-	tokens, err := httpapi.NewTokens(byCaller)
-	clear(byCaller) // only the hashes are kept
-	if err != nil {
-		return fmt.Errorf("bearer tokens: %w", err)
 	}
 	if tokens.Len() == 0 {
 		return errors.New("the API needs at least one bearer token: set ORCHESTRATOR_TOKENS=caller=token (16+ characters) or --tokens-file")

@@ -12,6 +12,7 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
 	"errors"
 	"html/template"
@@ -23,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 
 	"github.com/go-chi/chi/v5"
@@ -42,16 +44,22 @@ var staticFS embed.FS
 // else: no script at all, no other origin, no framing.
 const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// Tokens authenticates callers: the API's (httpapi.Tokens).
-type Tokens interface {
-	Caller(token string) (string, bool)
-	SessionKey(caller string) ([]byte, bool)
+// signingKey is the key of caller's sessions: derived from the hash of the
+// caller's token, so that every replica with the same tokens accepts a
+// session, and a changed token ends its sessions.
+func signingKey(tokens *bearer.Set, caller string) ([]byte, bool) {
+	h, ok := tokens.HashOf(caller)
+	if !ok {
+		return nil, false
+	}
+	k := sha256.Sum256(append([]byte("meshwork console session\x00"), h...))
+	return k[:], true
 }
 
 // Config configures the console.
 type Config struct {
 	Engine *engine.Engine
-	Tokens Tokens
+	Tokens *bearer.Set
 	// Admins see and act on every caller's runs, as in the API.
 	Admins []string
 	// TraceURL, when set, links a run to its trace: "{trace_id}" in it is
@@ -142,7 +150,7 @@ func (c *console) requireSession(next http.Handler) http.Handler {
 		var s session
 		ok := false
 		if ck, err := r.Cookie(cookieName); err == nil {
-			s, ok = parseSession(ck.Value, c.cfg.Tokens.SessionKey, c.cfg.Now())
+			s, ok = parseSession(ck.Value, func(caller string) ([]byte, bool) { return signingKey(c.cfg.Tokens, caller) }, c.cfg.Now())
 		}
 		if !ok {
 			if r.Method != http.MethodGet {
@@ -222,7 +230,7 @@ func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", struct{ Next, Error string }{Next: next, Error: "That token is not one of the orchestrator's callers'. Check it and try again."})
 		return
 	}
-	key, _ := c.cfg.Tokens.SessionKey(caller)
+	key, _ := signingKey(c.cfg.Tokens, caller)
 	setCookie(w, r, session{caller: caller, expires: c.cfg.Now().Add(sessionTTL), key: key})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/console"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -38,7 +39,7 @@ type site struct {
 func start(t *testing.T) *site {
 	t.Helper()
 	eb := enginetest.Start(t)
-	tokens, err := httpapi.NewTokens(map[string]string{"alice": aliceToken, "bob": bobToken})
+	tokens, err := bearer.New(map[string]string{"alice": aliceToken, "bob": bobToken})
 	if err != nil {
 		t.Fatal(err)
 	}

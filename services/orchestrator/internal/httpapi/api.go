@@ -4,7 +4,7 @@
 // /v1/openapi.json, the MCP tools at /mcp (streamable HTTP), and /healthz,
 // /readyz and /metrics beside them.
 //
-// /v1 and /mcp need a bearer token of a known caller ([Tokens]); the caller is
+// /v1 and /mcp need a bearer token of a known caller ([bearer.Set]); the caller is
 // recorded with the runs it starts and the decisions it makes. Errors are
 // JSON: {"error":{"code":"not_found","message":"..."}}.
 //
@@ -31,6 +31,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
 
@@ -40,7 +41,7 @@ type Config struct {
 	Engine *engine.Engine
 	// Tokens authenticates /v1 and /mcp. Required; with no tokens every
 	// request to them is refused.
-	Tokens *Tokens
+	Tokens *bearer.Set
 	// MCP is the MCP server's stateless streamable HTTP handler
 	// (mcptools.HTTPHandler), served at POST /mcp behind the bearer tokens.
 	// The caller reaches its tools as the request's auth.TokenInfo UserID.
@@ -78,7 +79,7 @@ type Config struct {
 // API is the orchestrator's HTTP handler.
 type API struct {
 	eng     *engine.Engine
-	tokens  *Tokens
+	tokens  *bearer.Set
 	admins  map[string]bool
 	ready   func(context.Context) error
 	metrics *Metrics
@@ -157,7 +158,7 @@ func New(cfg Config) (*API, error) {
 			// so this second check always passes.
 			// The handler is stateless: POST only (no server-to-client
 			// stream to GET, no session to DELETE).
-			r.Method(http.MethodPost, "/mcp", auth.RequireBearerToken(a.tokens.verify, nil)(cfg.MCP))
+			r.Method(http.MethodPost, "/mcp", auth.RequireBearerToken(a.tokens.Verify, nil)(cfg.MCP))
 		}
 	})
 	if cfg.Console != nil {

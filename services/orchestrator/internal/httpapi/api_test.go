@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -69,35 +70,6 @@ func TestAuth(t *testing.T) {
 			}
 		}
 	})
-}
-
-func TestTokens(t *testing.T) {
-	t.Parallel()
-	for _, bad := range []map[string]string{
-		{"alice": "short"},
-		{"": "a-long-enough-token-1"},
-		{"a b": "a-long-enough-token-1"},
-		{"alice": "a-long-enough-token-1", "bob": "a-long-enough-token-1"},
-	} {
-		if _, err := NewTokens(bad); err == nil {
-			t.Errorf("NewTokens(%v) accepted", bad)
-		}
-	}
-	tokens, err := NewTokens(map[string]string{"alice": aliceToken, "bob": bobToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range tokens.entries {
-		if strings.Contains(fmt.Sprintf("%+v", e), "token-0123") {
-			t.Fatal("a token is kept in the clear")
-		}
-	}
-	if c, ok := tokens.Caller(bobToken); !ok || c != "bob" {
-		t.Errorf("Caller(bob's) = %q, %v", c, ok)
-	}
-	if _, ok := tokens.Caller(""); ok {
-		t.Error("the empty token was accepted")
-	}
 }
 
 // A run from start to finish: started, read back with its outputs, listed,
@@ -492,7 +464,7 @@ func TestEventsEndOnShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, _ := NewTokens(map[string]string{"alice": aliceToken})
+	tokens, _ := bearer.New(map[string]string{"alice": aliceToken})
 	api, err := New(Config{Engine: eng, Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)

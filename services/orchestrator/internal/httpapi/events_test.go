@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -84,7 +85,7 @@ func TestEventStreamLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, _ := NewTokens(map[string]string{"alice": aliceToken})
+	tokens, _ := bearer.New(map[string]string{"alice": aliceToken})
 	api, err := New(Config{Engine: eng, Tokens: tokens, MaxEventStreams: 1})
 	if err != nil {
 		t.Fatal(err)

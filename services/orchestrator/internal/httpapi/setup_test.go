@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -39,7 +40,7 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	eb := enginetest.Start(t)
-	tokens, err := NewTokens(map[string]string{"alice": aliceToken, "bob": bobToken, "root": rootToken})
+	tokens, err := bearer.New(map[string]string{"alice": aliceToken, "bob": bobToken, "root": rootToken})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/mcpinterop"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -22,7 +23,7 @@ func TestThirdPartyClientOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := httpapi.NewTokens(map[string]string{"carol": carolToken})
+	tokens, err := bearer.New(map[string]string{"carol": carolToken})
 	if err != nil {
 		t.Fatal(err)
 	}
