@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/procgroup"
 	"github.com/meshwork/meshwork/pkg/proctree"
 )
 
@@ -88,8 +89,8 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	cmd.Env = append([]string{"PATH=" + execPath, "HOME=/tmp"}, w.cfg.ExecEnv...)
 	// Its own process group, so that what the command starts is killed
 	// with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	procgroup.Lead(cmd)
+	procgroup.CancelWith(cmd, syscall.SIGTERM)
 	cmd.WaitDelay = killGrace // then Wait kills the leader; the group is killed below
 
 	out := &capture{max: w.cfg.MaxOutput}
@@ -116,7 +117,7 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 		defer close(watched)
 		w.quota.Watch(quotaInterval, stopWatch, func(reason string) {
 			quotaMsg.Store(&reason)
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			procgroup.Kill(cmd)
 		})
 	}()
 	waitErr := cmd.Wait()
@@ -127,7 +128,7 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	// Whatever is left of the group (background children, or members that
 	// ignored SIGTERM) is killed now, and with the sweeper whatever left
 	// the group too (setsid): nothing outlives the call.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	procgroup.Kill(cmd)
 	endSweep()
 	out.finish()
 	errOut.finish()

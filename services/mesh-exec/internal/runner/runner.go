@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/procgroup"
 	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/tailbuf"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
@@ -108,7 +109,8 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	cmd.Dir = req.Repository
 	cmd.Env = scrubEnv(r.cfg.Env)
 	cmd.Stdin = nil // /dev/null
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: r.cfg.Credential}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cfg.Credential}
+	procgroup.Lead(cmd)
 	// Our own pipe rather than StdoutPipe: the run ends when the agent
 	// process exits, not when every process holding its stdout has.
 	stdout, stdoutW, err := os.Pipe()
@@ -148,7 +150,7 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 		// A finished agent's leftover children (a background shell, a hung
 		// tool) go with it; whatever left the group has a moment to let go
 		// of stdout, then the read ends anyway.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = procgroup.Signal(pgid, syscall.SIGKILL)
 		endSweep()
 		_ = stdout.SetReadDeadline(time.Now().Add(2 * time.Second))
 		waited <- err
@@ -170,12 +172,7 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 			stopped = "timeout"
 		}
 		stopMu.Unlock()
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(r.cfg.Grace):
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		}
+		procgroup.Stop(pgid, r.cfg.Grace, exited)
 	}()
 
 	parser := b.NewParser(req)

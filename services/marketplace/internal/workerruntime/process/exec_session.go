@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/procgroup"
 	"github.com/meshwork/meshwork/pkg/tailbuf"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
@@ -53,12 +54,7 @@ func (r *Runtime) Exec(ctx context.Context, h workerruntime.Handle, argv []strin
 	}
 	// ctx done kills the whole group, not just the process os/exec knows.
 	cmd := exec.CommandContext(ctx, host, args...)
-	cmd.Cancel = func() error {
-		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return err
-		}
-		return nil
-	}
+	procgroup.CancelWith(cmd, syscall.SIGKILL)
 	cmd.Dir = dir
 	cmd.Env = append([]string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
@@ -66,7 +62,7 @@ func (r *Runtime) Exec(ctx context.Context, h workerruntime.Handle, argv []strin
 		"TMPDIR=" + os.TempDir(),
 		"LANG=C.UTF-8",
 	}, rec.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	procgroup.Lead(cmd)
 
 	// Our own pipes rather than cmd.StdoutPipe: os/exec closes those in Wait,
 	// which would lose output not yet read when the process exits.
@@ -223,8 +219,8 @@ func (s *session) terminate(grace time.Duration) {
 }
 
 func (s *session) signal(sig syscall.Signal) {
-	// Negative pid: the whole process group, children included.
-	if err := syscall.Kill(-s.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+	// The whole process group, children included.
+	if err := procgroup.Signal(s.pid, sig); err != nil {
 		s.r.logger.Warn("signalling an exec'd process group failed", slog.String("journey", s.journey), slog.Int("pgid", s.pid), slog.Any("error", err))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/procgroup"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
 
@@ -41,8 +42,8 @@ func Run(t testing.TB, p backend.Parser, argv []string, dir string, env []string
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env, cmd.Stdin = dir, env, nil
 	// A group, so that a timeout also ends children that hold stdout open.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	procgroup.Lead(cmd)
+	procgroup.CancelWith(cmd, syscall.SIGKILL)
 	cmd.WaitDelay = 5 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -62,7 +63,7 @@ func Run(t testing.TB, p backend.Parser, argv []string, dir string, env []string
 	}
 	scanErr := sc.Err()
 	waitErr := cmd.Wait()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers
+	procgroup.Kill(cmd) // leftovers
 	if ctx.Err() != nil {
 		t.Fatalf("%q did not finish within %s (stdout so far: %q, stderr: %q)", argv, runTimeout, out.Stdout, stderr.String())
 	}

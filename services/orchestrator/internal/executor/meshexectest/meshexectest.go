@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshwork/meshwork/pkg/procgroup"
 )
 
 // Token is the bearer token of every mesh-exec Start runs.
@@ -339,6 +341,6 @@ func killAgents(log, claude string) {
 		if err != nil || exe != claude {
 			continue
 		}
-		_ = syscall.Kill(-entry.PID, syscall.SIGKILL)
+		_ = procgroup.Signal(entry.PID, syscall.SIGKILL)
 	}
 }
