@@ -142,3 +142,56 @@ func ResultText(res *mcp.CallToolResult) string {
 	}
 	return s
 }
+
+// CallerFunc names the caller of a tool call: the bearer token's identity
+// over HTTP (TokenCaller), a fixed name over stdio (FixedCaller).
+type CallerFunc func(req *mcp.CallToolRequest) (string, error)
+
+// FixedCaller is the CallerFunc of a single-client transport (stdio).
+func FixedCaller(name string) CallerFunc {
+	return func(*mcp.CallToolRequest) (string, error) { return name, nil }
+}
+
+// TokenCaller reads the caller from the bearer token the HTTP middleware
+// verified.
+func TokenCaller(req *mcp.CallToolRequest) (string, error) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
+		return "", errors.New("unauthenticated request")
+	}
+	return req.Extra.TokenInfo.UserID, nil
+}
+
+// Refusable is a tool's output that may report a refusal of its own (the
+// result gate's): the call is then an error result that still carries the
+// output, with its reasons, as structured content.
+type Refusable interface{ IsRefused() bool }
+
+// Tool adapts op, a service's operation on behalf of a caller, into an MCP
+// tool handler, the same way in every service: the caller comes from the
+// request (else the call fails as unauthenticated); a panic in op fails the
+// call rather than the server; op's error goes through fail, the service's
+// translation into the Error the client sees (with its code); and a
+// Refusable output that was refused is an error result.
+func Tool[In, Out any](name string, caller CallerFunc, fail func(ctx context.Context, tool string, err error) error,
+	op func(ctx context.Context, caller string, in In) (Out, error),
+) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (_ *mcp.CallToolResult, out Out, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				var zero Out
+				out, err = zero, fail(ctx, name, fmt.Errorf("panic: %v", p))
+			}
+		}()
+		who, err := caller(req)
+		if err != nil {
+			return nil, out, &Error{Code: CodeUnauthenticated, Message: err.Error()}
+		}
+		if out, err = op(ctx, who, in); err != nil {
+			return nil, out, fail(ctx, name, err)
+		}
+		if r, ok := any(out).(Refusable); ok && r.IsRefused() {
+			return &mcp.CallToolResult{IsError: true}, out, nil
+		}
+		return nil, out, nil
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
@@ -211,7 +212,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 
 	if cfg.Transport == "stdio" {
 		logger.InfoContext(ctx, "serving MCP on stdio", slog.String("caller", cfg.Caller))
-		srv := mcpserver.New(mgr, catalog, mcpserver.FixedCaller(cfg.Caller), logger)
+		srv := mcpserver.New(mgr, catalog, meshapi.FixedCaller(cfg.Caller), logger)
 		// Room for the largest action, JSON-escaped inside the request.
 		err := srv.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: os.Stdout, MaxLineLength: 8 * action.MaxSize})
 		if errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {
@@ -241,7 +242,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return err
 	}
 
-	srv := mcpserver.New(mgr, catalog, mcpserver.TokenCaller, logger)
+	srv := mcpserver.New(mgr, catalog, meshapi.TokenCaller, logger)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return err

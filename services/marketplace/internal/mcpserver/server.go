@@ -8,7 +8,6 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -31,26 +30,8 @@ import (
 // the journey id), before anything is decoded.
 const MaxExecuteArguments = 34 << 20
 
-// CallerFunc names the caller of a request: the bearer token's identity over
-// HTTP, the process owner over stdio.
-type CallerFunc func(req *mcp.CallToolRequest) (string, error)
-
-// FixedCaller is the CallerFunc of a single-client transport (stdio).
-func FixedCaller(name string) CallerFunc {
-	return func(*mcp.CallToolRequest) (string, error) { return name, nil }
-}
-
-// TokenCaller reads the caller from the bearer token the HTTP middleware
-// verified.
-func TokenCaller(req *mcp.CallToolRequest) (string, error) {
-	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
-		return "", errors.New("unauthenticated request")
-	}
-	return req.Extra.TokenInfo.UserID, nil
-}
-
 // New builds the marketplace's MCP server.
-func New(mgr *journeys.Manager, catalog *workerdef.Catalog, caller CallerFunc, logger *slog.Logger) *mcp.Server {
+func New(mgr *journeys.Manager, catalog *workerdef.Catalog, caller meshapi.CallerFunc, logger *slog.Logger) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "meshwork-marketplace", Title: "Meshwork marketplace", Version: buildinfo.Version},
 		&mcp.ServerOptions{Logger: logger, Instructions: instructions})
 	// HTTPParent runs first: over HTTP, a request's span is the HTTP
@@ -89,7 +70,7 @@ out, checked by the worker's result gate.`
 type handlers struct {
 	mgr     *journeys.Manager
 	catalog *workerdef.Catalog
-	caller  CallerFunc
+	caller  meshapi.CallerFunc
 	logger  *slog.Logger
 }
 
@@ -292,34 +273,11 @@ type logsIn struct {
 	Tail      int    `json:"tail,omitempty" jsonschema:"lines to return (default 100, at most 10000)"`
 }
 
-// tool adapts a manager operation to a typed MCP tool handler: it names the
-// caller, and returns failures as errors, which the SDK turns into isError
-// results carrying only the message.
+// tool adapts op into a tool handler (meshapi.Tool) with this server's
+// caller and errors.
 func tool[In, Out any](h *handlers, name string, op func(ctx context.Context, caller string, in In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
-	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (_ *mcp.CallToolResult, out Out, err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = h.clientError(ctx, name, fmt.Errorf("panic: %v", p))
-			}
-		}()
-		caller, err := h.caller(req)
-		if err != nil {
-			return nil, out, &journeys.Error{Code: meshapi.CodeUnauthenticated, Message: err.Error()}
-		}
-		if out, err = op(ctx, caller, in); err != nil {
-			return nil, out, h.clientError(ctx, name, err)
-		}
-		// A result the result gate refused is an ordinary failure for the
-		// client: isError, with the violations in the structured output.
-		if r, ok := any(out).(refusable); ok && r.IsRefused() {
-			return &mcp.CallToolResult{IsError: true}, out, nil
-		}
-		return nil, out, nil
-	}
+	return meshapi.Tool(name, h.caller, h.clientError, op)
 }
-
-// refusable is an output that the result gate may have refused.
-type refusable interface{ IsRefused() bool }
 
 func (h *handlers) state(ctx context.Context, caller string, in journeyIn) (journeys.WorkerState, error) {
 	return h.mgr.State(ctx, caller, in.JourneyID)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/gate"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
@@ -183,7 +184,7 @@ func (b *bundle) start(t testing.TB) {
 	if err := b.mgr.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv.Config.Handler = mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, mcpserver.TokenCaller, nil), b.store,
+	srv.Config.Handler = mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, meshapi.TokenCaller, nil), b.store,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), "marketplace:8080")
 	srv.Start()
 	t.Cleanup(srv.Close)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/pkg/buildinfo"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/mcptools"
@@ -89,7 +90,7 @@ func serveMCP(ctx context.Context, cfg mcpConfig, getenv func(string) string, in
 	if err != nil {
 		return err
 	}
-	srv, err := mcptools.New(mcptools.Config{Engine: eng, Caller: mcptools.FixedCaller(cfg.Caller), Logger: logger})
+	srv, err := mcptools.New(mcptools.Config{Engine: eng, Caller: meshapi.FixedCaller(cfg.Caller), Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/mcphttp"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/console"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -224,7 +225,7 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	reg.MustRegister(httpapi.NewRunsCollector(pool))
 	metrics := httpapi.NewMetrics(reg)
 	tools, err := mcptools.New(mcptools.Config{
-		Engine: eng, Caller: mcptools.TokenCaller, Logger: logger, Admins: cfg.Admins,
+		Engine: eng, Caller: meshapi.TokenCaller, Logger: logger, Admins: cfg.Admins,
 		OnRunStarted: func(r store.Run) { metrics.RunStarted(r.Pipeline, "mcp") },
 	})
 	if err != nil {

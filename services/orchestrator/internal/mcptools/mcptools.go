@@ -30,31 +30,13 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
-// CallerFunc names the caller of a tool call: the bearer token's identity
-// over HTTP, a fixed name over stdio.
-type CallerFunc func(req *mcp.CallToolRequest) (string, error)
-
-// FixedCaller is the CallerFunc of a single-client transport (stdio).
-func FixedCaller(name string) CallerFunc {
-	return func(*mcp.CallToolRequest) (string, error) { return name, nil }
-}
-
-// TokenCaller reads the caller from the bearer token the HTTP middleware
-// verified.
-func TokenCaller(req *mcp.CallToolRequest) (string, error) {
-	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
-		return "", errors.New("unauthenticated request")
-	}
-	return req.Extra.TokenInfo.UserID, nil
-}
-
 // Config configures the tools.
 type Config struct {
 	// Engine serves the operations. Required.
 	Engine *engine.Engine
 	// Caller names who calls; it is recorded with the runs started and the
 	// decisions made. Defaults to TokenCaller.
-	Caller CallerFunc
+	Caller meshapi.CallerFunc
 	// Admins are the callers that see and act on every caller's runs;
 	// any other caller sees only the runs it started. Defaults to none.
 	Admins []string
@@ -82,7 +64,7 @@ func New(cfg Config) (*mcp.Server, error) {
 		t.admins[a] = true
 	}
 	if t.caller == nil {
-		t.caller = TokenCaller
+		t.caller = meshapi.TokenCaller
 	}
 	if t.logger == nil {
 		t.logger = slog.New(slog.DiscardHandler)
@@ -126,24 +108,14 @@ func add[In, Out any](s *mcp.Server, t *tools, name, description string, h func(
 		panic(fmt.Sprintf("mcptools: %s output: %v", name, err))
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: name, Description: description, InputSchema: in, OutputSchema: out},
-		func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
-			var zero Out
-			caller, err := t.caller(req)
-			if err != nil {
-				return nil, zero, &meshapi.Error{Code: meshapi.CodeUnauthenticated, Message: err.Error()}
-			}
-			ctx = engine.WithViewer(ctx, engine.Viewer{Caller: caller, Admin: t.admins[caller]})
-			res, err := h(ctx, caller, args)
-			if err != nil {
-				return nil, zero, t.clientError(ctx, name, err)
-			}
-			return nil, res, nil
-		})
+		meshapi.Tool(name, t.caller, t.clientError, func(ctx context.Context, caller string, args In) (Out, error) {
+			return h(engine.WithViewer(ctx, engine.Viewer{Caller: caller, Admin: t.admins[caller]}), caller, args)
+		}))
 }
 
 type tools struct {
 	eng     *engine.Engine
-	caller  CallerFunc
+	caller  meshapi.CallerFunc
 	admins  map[string]bool
 	onStart func(store.Run)
 	logger  *slog.Logger

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -24,7 +25,7 @@ func TestToolCallTrace(t *testing.T) {
 	rec := telemetrytest.Record(t)
 
 	eb := enginetest.Start(t)
-	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine, Caller: mcptools.FixedCaller("erin")})
+	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine, Caller: meshapi.FixedCaller("erin")})
 	if err != nil {
 		t.Fatal(err)
 	}
