@@ -92,3 +92,47 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 }
+
+func TestTableAndSyncDoc(t *testing.T) {
+	t.Parallel()
+	l := settings.Layers{Prefix: "X_", ConfigFlag: "config", Skip: []string{"caller"}}
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.String("config", "", "")
+	fs.String("caller", "local", "the stdio caller")
+	fs.Duration("idle", 2*time.Minute, "close | after this")
+	fs.Bool("fast", false, "go fast")
+	l.Annotate(fs)
+	table := l.Table(fs)
+	for _, row := range []string{
+		"| `--config` | `X_CONFIG` | none | YAML file of these settings |",
+		"| `--caller` | none | `local` | the stdio caller |",
+		"| `--idle` | `X_IDLE` | `2m0s` | close \\| after this |",
+		"| `--fast` | `X_FAST` | `false` | go fast |",
+	} {
+		if !strings.Contains(table, row+"\n") {
+			t.Errorf("the table has no row %s:\n%s", row, table)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "doc.md")
+	doc := "# Settings\n\n<!-- settings:serve -->\nold\n<!-- /settings:serve -->\n\nAfter.\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := settings.SyncDoc(path, "serve", table, false); err == nil || !strings.Contains(err.Error(), "-update") {
+		t.Errorf("an out-of-date doc: %v", err)
+	}
+	if err := settings.SyncDoc(path, "serve", table, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := settings.SyncDoc(path, "serve", table, false); err != nil {
+		t.Errorf("after the update: %v", err)
+	}
+	got, _ := os.ReadFile(path)
+	if !strings.HasPrefix(string(got), "# Settings\n\n<!-- settings:serve -->\n| Flag") || !strings.HasSuffix(string(got), "<!-- /settings:serve -->\n\nAfter.\n") {
+		t.Errorf("the doc after the update:\n%s", got)
+	}
+	if err := settings.SyncDoc(path, "other", table, true); err == nil {
+		t.Error("a doc without the markers was accepted")
+	}
+}
