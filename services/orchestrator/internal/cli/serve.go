@@ -239,9 +239,13 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 			return errors.Join(err, stopEngine())
 		}
 	}
+	var sessions func(*http.Request) (string, bool)
+	if web != nil {
+		sessions = console.SessionCaller(tokens, nil)
+	}
 	api, err := httpapi.New(httpapi.Config{
-		Console: web,
-		Engine:  eng, Tokens: tokens, Metrics: metrics, Gatherer: reg, Logger: logger, Admins: cfg.Admins,
+		Console: web, SessionCaller: sessions,
+		Engine: eng, Tokens: tokens, Metrics: metrics, Gatherer: reg, Logger: logger, Admins: cfg.Admins,
 		MCP:        mcptools.HTTPHandler(tools, logger),
 		Ready:      pool.Ping,
 		ServerName: telemetry.ServerName("orchestrator", ln.Addr()),

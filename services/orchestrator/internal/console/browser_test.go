@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -64,47 +65,13 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	s.settle(echo.ID)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1280, 800))...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	// The browser starts on ctx itself: the first Run's context owns it, and
-	// each step below runs under its own deadline.
-	if err := chromedp.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, shot, step := openBrowser(t, chrome, dir)
 	dialogs := make(chan string, 4)
 	chromedp.ListenTarget(ctx, func(ev any) {
 		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
 			dialogs <- d.Message
 		}
 	})
-	shot := func(name string) chromedp.Action {
-		return chromedp.ActionFunc(func(ctx context.Context) error {
-			var png []byte
-			if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil { // quality 100: PNG
-				return err
-			}
-			return os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
-		})
-	}
-	// step runs actions under a deadline; when they fail it says where the
-	// browser is and what it shows, and saves that page.
-	step := func(name string, actions ...chromedp.Action) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-		defer cancel()
-		err := chromedp.Run(sctx, actions...)
-		if err == nil {
-			return
-		}
-		var at, body string
-		lctx, cancelLook := context.WithTimeout(ctx, 10*time.Second)
-		defer cancelLook()
-		_ = chromedp.Run(lctx, chromedp.Location(&at), chromedp.Text(`body`, &body, chromedp.ByQuery), shot("failed-"+name))
-		t.Fatalf("%s: %v; the browser is at %s, showing %.1500q", name, err, at, body)
-	}
 
 	var url, started, runs, graph string
 	step("sign in and start",
@@ -190,4 +157,99 @@ func TestConsoleInABrowser(t *testing.T) {
 	default:
 	}
 	t.Logf("screenshots in %s", dir)
+}
+
+// openBrowser starts chromium for t, stopped when t ends, and returns its
+// context, an action that saves a screenshot of the page in dir, and step,
+// which runs actions under a deadline and, when they fail, says where the
+// browser is and what it shows, and saves that page.
+func openBrowser(t *testing.T, chrome, dir string) (context.Context, func(name string) chromedp.Action, func(name string, actions ...chromedp.Action)) {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1280, 800))...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	// The browser starts on ctx itself: the first Run's context owns it, and
+	// each step runs under its own deadline.
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	shot := func(name string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			var png []byte
+			if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil { // quality 100: PNG
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+		})
+	}
+	step := func(name string, actions ...chromedp.Action) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+		defer cancel()
+		err := chromedp.Run(sctx, actions...)
+		if err == nil {
+			return
+		}
+		var at, body string
+		lctx, cancelLook := context.WithTimeout(ctx, 10*time.Second)
+		defer cancelLook()
+		_ = chromedp.Run(lctx, chromedp.Location(&at), chromedp.Text(`body`, &body, chromedp.ByQuery), shot("failed-"+name))
+		t.Fatalf("%s: %v; the browser is at %s, showing %.1500q", name, err, at, body)
+	}
+	return ctx, shot, step
+}
+
+// A running run's page in a browser in Tokyo: its times are in the
+// viewer's time zone, and it follows the run over the event stream, from
+// running to succeeded, without a reload (a value set on the page's window
+// survives).
+func TestRunPageFollowsTheRunInABrowser(t *testing.T) {
+	t.Parallel()
+	chrome := chromium(t)
+	dir := screenshots(t)
+	s := start(t)
+	release := s.exec.Hold("first: live")
+	defer release()
+	viewer := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	run, err := s.eng.StartRun(viewer, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": "live"}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, shot, step := openBrowser(t, chrome, dir)
+
+	var started, status string
+	var stayed int
+	step("sign in in Tokyo",
+		emulation.SetTimezoneOverride("Asia/Tokyo"),
+		chromedp.Navigate(s.url+"/signin?next=/runs"),
+		chromedp.WaitVisible(`#token`),
+		chromedp.SendKeys(`#token`, aliceToken),
+		chromedp.Submit(`#token`),
+		chromedp.WaitVisible(`main table`),
+	)
+	step("the running run",
+		chromedp.Navigate(s.url+"/runs/"+run.ID),
+		chromedp.WaitVisible(`main .live`),
+		chromedp.Text(`dl.facts time`, &started),
+		chromedp.Evaluate(`window.meshworkStayed = 42`, nil),
+		shot("run-live-running"),
+	)
+	if !strings.Contains(started, "GMT+9") {
+		t.Errorf("the start time in Tokyo reads %q, want the viewer's time zone (GMT+9)", started)
+	}
+	release()
+	step("the run goes on by itself",
+		chromedp.WaitVisible(`h1 span.status.succeeded`),
+		chromedp.Text(`h1 span.status`, &status),
+		chromedp.Evaluate(`window.meshworkStayed || 0`, &stayed),
+		shot("run-live-succeeded"),
+	)
+	if stayed != 42 {
+		t.Errorf("the page was reloaded (window value %d), not updated in place", stayed)
+	}
+	if !strings.Contains(status, "succeeded") {
+		t.Errorf("the status after the run ended: %q", status)
+	}
 }

@@ -40,9 +40,11 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// contentSecurityPolicy allows the console's own stylesheet and nothing
-// else: no script at all, no other origin, no framing.
-const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// contentSecurityPolicy allows the console's own stylesheet and script
+// (static/console.js: local times, a running run's page kept live) and
+// nothing else: no inline script, no other origin, no framing. connect-src
+// is the run's event stream and the page's own refresh.
+const contentSecurityPolicy = "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // signingKey is the key of caller's sessions: derived from the hash of the
 // caller's token, so that every replica with the same tokens accepts a
@@ -73,6 +75,24 @@ type Config struct {
 type console struct {
 	cfg   Config
 	pages map[string]*template.Template
+}
+
+// SessionCaller returns the caller of a request that carries a valid
+// console session, for the API's event stream: a browser's EventSource
+// cannot send a bearer token, only the session cookie (SameSite=Strict, so
+// never on another site's request).
+func SessionCaller(tokens *bearer.Set, now func() time.Time) func(*http.Request) (string, bool) {
+	if now == nil {
+		now = time.Now
+	}
+	return func(r *http.Request) (string, bool) {
+		ck, err := r.Cookie(cookieName)
+		if err != nil {
+			return "", false
+		}
+		s, ok := parseSession(ck.Value, func(caller string) ([]byte, bool) { return signingKey(tokens, caller) }, now())
+		return s.caller, ok
+	}
 }
 
 // New returns the console's handler.
@@ -288,6 +308,9 @@ type runData struct {
 	Pending  []store.Interrupt
 	TraceURL string
 	Live     bool
+	// Following: the page follows the run over its event stream (a
+	// running run; a waiting one changes by a decision, which reloads it).
+	Following bool
 }
 
 func (c *console) run(w http.ResponseWriter, r *http.Request) {
@@ -296,7 +319,8 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d := runData{RunView: v, Graph: layout(v.Nodes), Live: v.Status == runstate.RunRunning || v.Status == runstate.RunWaiting}
+	d := runData{RunView: v, Graph: layout(v.Nodes), Live: v.Status == runstate.RunRunning || v.Status == runstate.RunWaiting,
+		Following: v.Status == runstate.RunRunning}
 	for _, in := range v.Interrupts {
 		if in.Status == "pending" {
 			d.Pending = append(d.Pending, in)

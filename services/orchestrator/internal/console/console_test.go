@@ -29,9 +29,10 @@ const (
 )
 
 type site struct {
-	t   *testing.T
-	url string
-	eng *engine.Engine
+	t    *testing.T
+	url  string
+	eng  *engine.Engine
+	exec *enginetest.InstantExecutor
 }
 
 // start serves the API with the console, as orchestrator serve does, over
@@ -47,13 +48,13 @@ func start(t *testing.T) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.New(httpapi.Config{Engine: eb.Engine, Tokens: tokens, Console: web})
+	api, err := httpapi.New(httpapi.Config{Engine: eb.Engine, Tokens: tokens, Console: web, SessionCaller: console.SessionCaller(tokens, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &site{t: t, url: srv.URL, eng: eb.Engine}
+	return &site{t: t, url: srv.URL, eng: eb.Engine, exec: eb.Executor}
 }
 
 // browser is a cookie-keeping client that does not follow redirects.
@@ -302,5 +303,59 @@ func TestInboxOfANamedApprover(t *testing.T) {
 	}
 	if _, inbox := bob.get("/approvals"); strings.Contains(inbox, run.ID[:8]) {
 		t.Error("a decided approval is still in bob's inbox")
+	}
+}
+
+// A running run's page follows the run over the API's event stream, which
+// takes the console's session cookie instead of a token for that one
+// read-only route: a signed-in browser reads the stream of its own run;
+// without the session, or for another caller's run, or on any other route,
+// the cookie is no credential.
+func TestEventStreamWithTheSession(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	release := s.exec.Hold("first: slow")
+	defer release()
+	alice := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	run, err := s.eng.StartRun(alice, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": "slow"}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.browser()
+	b.signIn(aliceToken)
+	_, page := b.get("/runs/" + run.ID)
+	if !strings.Contains(page, `data-events="/v1/runs/`+run.ID+`/events?after=0"`) {
+		t.Errorf("the running run's page does not follow it:\n%s", page)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/v1/runs/"+run.ID+"/events?after=0", nil)
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("the stream with the session: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	release()
+	body, _ := io.ReadAll(resp.Body) // to the run's last event
+	if !strings.Contains(string(body), "event: checkpoint") || !strings.Contains(string(body), "event: run") || !strings.Contains(string(body), `"status":"succeeded"`) {
+		t.Errorf("the stream: %s", body)
+	}
+
+	if r, _ := s.browser().get("/v1/runs/" + run.ID + "/events"); r.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without a session: %d", r.StatusCode)
+	}
+	bob := s.browser()
+	bob.signIn(bobToken)
+	if r, _ := bob.get("/v1/runs/" + run.ID + "/events"); r.StatusCode != http.StatusNotFound {
+		t.Errorf("another caller's run: %d", r.StatusCode)
+	}
+	for _, path := range []string{"/v1/runs/" + run.ID, "/v1/runs", "/v1/runs/" + run.ID + "/events/x"} {
+		if r, _ := b.get(path); r.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s with only the session: %d", path, r.StatusCode)
+		}
 	}
 }

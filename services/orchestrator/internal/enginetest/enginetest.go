@@ -8,6 +8,7 @@ package enginetest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -75,6 +76,28 @@ func Catalog(tb testing.TB) *pipeline.Catalog {
 type InstantExecutor struct {
 	mu    sync.Mutex
 	tasks []string
+	holds map[string]chan struct{}
+}
+
+// Hold makes tasks that start with prefix wait, until release is called
+// (or their call ends): a run that stays running while a test looks at it.
+func (x *InstantExecutor) Hold(prefix string) (release func()) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.holds == nil {
+		x.holds = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	x.holds[prefix] = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			x.mu.Lock()
+			delete(x.holds, prefix)
+			x.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 // Execute answers req at once.
@@ -84,7 +107,20 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 	}
 	x.mu.Lock()
 	x.tasks = append(x.tasks, req.Task)
+	var held []chan struct{}
+	for prefix, ch := range x.holds {
+		if strings.HasPrefix(req.Task, prefix) {
+			held = append(held, ch)
+		}
+	}
 	x.mu.Unlock()
+	for _, ch := range held {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return executor.Result{}, ctx.Err()
+		}
+	}
 	session := req.SessionID
 	if session == "" {
 		session = fmt.Sprintf("session-%s-%s", req.Thread, req.RoleName)

@@ -51,6 +51,11 @@ type Config struct {
 	// the API; it authenticates its own way (a session cookie). Defaults to
 	// none.
 	Console http.Handler
+	// SessionCaller, when set, authenticates GET /v1/runs/{id}/events by a
+	// console session (console.SessionCaller) when the request has no
+	// bearer token: the console's pages follow a run with EventSource,
+	// which cannot send one. Every other route needs the token.
+	SessionCaller func(*http.Request) (string, bool)
 	// Admins are the callers that see and act on every caller's runs;
 	// any other caller sees only the runs it started. Defaults to none.
 	Admins []string
@@ -80,6 +85,7 @@ type Config struct {
 type API struct {
 	eng     *engine.Engine
 	tokens  *bearer.Set
+	session func(*http.Request) (string, bool)
 	admins  map[string]bool
 	ready   func(context.Context) error
 	metrics *Metrics
@@ -105,7 +111,7 @@ func New(cfg Config) (*API, error) {
 		maxStreams = DefaultMaxEventStreams
 	}
 	a := &API{
-		eng: cfg.Engine, tokens: cfg.Tokens, ready: cfg.Ready, metrics: cfg.Metrics, logger: cfg.Logger,
+		eng: cfg.Engine, tokens: cfg.Tokens, session: cfg.SessionCaller, ready: cfg.Ready, metrics: cfg.Metrics, logger: cfg.Logger,
 		closing: make(chan struct{}), streams: make(chan struct{}, maxStreams), admins: map[string]bool{},
 	}
 	for _, c := range cfg.Admins {

@@ -3,11 +3,16 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
+
+// eventsPath is the one route a console session may use instead of a
+// token: a run's event stream, read-only.
+var eventsPath = regexp.MustCompile(`^/v1/runs/[^/]+/events$`)
 
 type callerKey struct{}
 
@@ -25,6 +30,8 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		caller, ok := "", false
 		if strings.EqualFold(scheme, "Bearer") {
 			caller, ok = a.tokens.Caller(strings.TrimSpace(token))
+		} else if a.session != nil && r.Method == http.MethodGet && eventsPath.MatchString(r.URL.Path) {
+			caller, ok = a.session(r)
 		}
 		if !ok {
 			challenge := `Bearer realm="meshwork-orchestrator"`
