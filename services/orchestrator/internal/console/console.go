@@ -14,21 +14,24 @@ import (
 	"context"
 	"crypto/sha256"
 	"embed"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/meshwork/meshwork/pkg/bearer"
-	"github.com/meshwork/meshwork/pkg/meshapi"
-
 	"github.com/go-chi/chi/v5"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -142,6 +145,7 @@ func New(cfg Config) (http.Handler, error) {
 		r.Post("/start/{pipeline}", c.start)
 		r.Post("/signout", c.signout)
 		r.Post("/runs/{id}/cancel", c.cancel)
+		r.Post("/runs/{id}/fork", c.fork)
 		r.Post("/interrupts/{id}/resume", c.resume)
 	})
 	return r, nil
@@ -311,6 +315,9 @@ type runData struct {
 	// Following: the page follows the run over its event stream (a
 	// running run; a waiting one changes by a decision, which reloads it).
 	Following bool
+	// Checkpoints are the run's, newest first, each one a place to fork
+	// from.
+	Checkpoints []store.Checkpoint
 }
 
 func (c *console) run(w http.ResponseWriter, r *http.Request) {
@@ -329,7 +336,53 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.TraceURL != "" && v.TraceID != "" {
 		d.TraceURL = strings.ReplaceAll(c.cfg.TraceURL, "{trace_id}", url.QueryEscape(v.TraceID))
 	}
+	cps, err := c.cfg.Engine.Checkpoints(r.Context(), v.ID)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	slices.Reverse(cps)
+	if len(cps) > maxCheckpointsShown {
+		cps = cps[:maxCheckpointsShown]
+	}
+	d.Checkpoints = cps
 	c.render(w, r, http.StatusOK, "run", "Run "+v.ID, d)
+}
+
+// maxCheckpointsShown bounds the checkpoints a run's page lists (the
+// newest); older ones are forked from with meshctl or the API.
+const maxCheckpointsShown = 50
+
+// fork starts a new run from one of the run's checkpoints, with an
+// optional state patch (JSON: new inputs, node states to run again), and
+// shows it. A refused patch comes back with the engine's message.
+func (c *console) fork(w http.ResponseWriter, r *http.Request) {
+	seq, err := strconv.Atoi(r.PostFormValue("seq"))
+	if err != nil || seq < 0 || seq > math.MaxInt32 {
+		c.fail(w, r, http.StatusBadRequest, "Choose a checkpoint to fork from.")
+		return
+	}
+	req := engine.ForkRequest{RunID: chi.URLParam(r, "id"), Seq: seq, Caller: sessionOf(r).caller}
+	if text := strings.TrimSpace(r.PostFormValue("patch")); text != "" {
+		var patch runstate.State
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&patch)
+		if err == nil && dec.More() {
+			err = errors.New("more than one JSON value")
+		}
+		if err != nil {
+			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf(`The patch is not a state patch (JSON such as {"inputs": {"task": "…"}}, or {"nodes": {"review": {"status": "pending"}}} to run a node again): %v`, err))
+			return
+		}
+		req.Patch = &patch
+	}
+	run, err := c.cfg.Engine.Fork(r.Context(), req)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 }
 
 func (c *console) patch(w http.ResponseWriter, r *http.Request) {

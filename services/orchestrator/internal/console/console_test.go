@@ -359,3 +359,60 @@ func TestEventStreamWithTheSession(t *testing.T) {
 		}
 	}
 }
+
+// A run forks from a checkpoint on its page: the fork form of each
+// checkpoint, a patch of the inputs that the new run runs with, a patch
+// that is not one refused with the reason, no fork without the CSRF token,
+// and none of another caller's run.
+func TestForkFromACheckpoint(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	run, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": "first"}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.settle(run.ID)
+	alice := s.browser()
+	alice.signIn(aliceToken)
+	_, page := alice.get("/runs/" + run.ID)
+	for _, want := range []string{`action="/runs/` + run.ID + `/fork"`, `name="seq" value="0"`, `name="seq" value="2"`, "Fork from 1"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run's page lacks %q", want)
+		}
+	}
+	csrf := csrfOf(t, page)
+	if resp, _ := alice.post("/runs/"+run.ID+"/fork", url.Values{"seq": {"0"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a fork without the CSRF token: %d, want 403", resp.StatusCode)
+	}
+	for patch, want := range map[string]string{
+		`{"inputs": `:                       "not a state patch",
+		`{"bogus": 1}`:                      "not a state patch",
+		`{"inputs": {"task": 7}}`:           "task",
+		`{"inputs": {"task": "a"}} {"x":1}`: "more than one JSON value",
+	} {
+		resp, body := alice.post("/runs/"+run.ID+"/fork", url.Values{"csrf": {csrf}, "seq": {"0"}, "patch": {patch}})
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, want) {
+			t.Errorf("fork with patch %s: %d, want 400 saying %q:\n%s", patch, resp.StatusCode, want, body)
+		}
+	}
+	if resp, _ := alice.post("/runs/"+run.ID+"/fork", url.Values{"csrf": {csrf}, "seq": {"99"}}); resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a fork from a checkpoint that does not exist: %d", resp.StatusCode)
+	}
+	resp, _ := alice.post("/runs/"+run.ID+"/fork", url.Values{"csrf": {csrf}, "seq": {"0"}, "patch": {`{"inputs": {"task": "again"}}`}})
+	where := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(where, "/runs/") || where == "/runs/"+run.ID {
+		t.Fatalf("fork: %d to %q", resp.StatusCode, where)
+	}
+	fork := s.settle(strings.TrimPrefix(where, "/runs/"))
+	if fork.Caller != "alice" || fork.ForkedFromRun != run.ID || fork.Status != runstate.RunSucceeded || fork.Outputs["second"] != "b: second: a: first: again" {
+		t.Errorf("the fork: %+v, outputs %v", fork.Run, fork.Outputs)
+	}
+
+	bob := s.browser()
+	bob.signIn(bobToken)
+	_, bobs := bob.get("/runs")
+	if resp, _ := bob.post("/runs/"+run.ID+"/fork", url.Values{"csrf": {csrfOf(t, bobs)}, "seq": {"0"}}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob forking alice's run: %d, want 404", resp.StatusCode)
+	}
+}
