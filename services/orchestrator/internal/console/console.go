@@ -326,8 +326,10 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d := runData{RunView: v, Graph: layout(v.Nodes), Live: v.Status == runstate.RunRunning || v.Status == runstate.RunWaiting,
-		Following: v.Status == runstate.RunRunning}
+	d := runData{
+		RunView: v, Graph: layout(v.Nodes), Live: v.Status == runstate.RunRunning || v.Status == runstate.RunWaiting,
+		Following: v.Status == runstate.RunRunning,
+	}
 	for _, in := range v.Interrupts {
 		if in.Status == "pending" {
 			d.Pending = append(d.Pending, in)
