@@ -55,7 +55,7 @@ func TestLinearRun(t *testing.T) {
 		t.Errorf("calls %v, want each node once", ids)
 	}
 	// River handed out the first node only: two and three were worked
-	// inline, and their backstop jobs went with their commits.
+	// inline, with no job of their own, and the run's inline_job is clear.
 	var jobs, scheduled int
 	if err := b.pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE state = 'scheduled')
 		FROM river_job WHERE args->>'run_id' = $1`, run.ID).Scan(&jobs, &scheduled); err != nil {
@@ -63,6 +63,13 @@ func TestLinearRun(t *testing.T) {
 	}
 	if jobs != 1 || scheduled != 0 {
 		t.Errorf("%d River jobs of the run left (%d scheduled), want the first node's only", jobs, scheduled)
+	}
+	var inlineLeft bool
+	if err := b.pool.QueryRow(context.Background(), `SELECT inline_job IS NOT NULL FROM runs WHERE id = $1`, run.ID).Scan(&inlineLeft); err != nil {
+		t.Fatal(err)
+	}
+	if inlineLeft {
+		t.Error("the finished run still records an inline node")
 	}
 }
 

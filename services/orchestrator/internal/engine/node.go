@@ -68,21 +68,21 @@ func (a nodeArgs) key() string { return fmt.Sprintf("%s/%s/%d", a.RunID, a.NodeI
 
 // inlineNext is a successor the job goes on with itself.
 type inlineNext struct {
-	args  nodeArgs
-	jobID int64
+	args nodeArgs
 	// headSeq is the run's head after the commit that made it ready.
 	headSeq int
 }
 
 // Work works the job's node and then, while each node it commits makes
-// exactly one agent node ready, goes on with that node itself (inline),
-// keeping the run's lease: a linear pipeline does not wait for River to
-// hand out each step. Each successor's job is committed all the same, with
-// the step that made it ready, so that a crash loses nothing; but it is
-// scheduled LeaseTTL ahead, a backstop River does not fetch while this
-// goroutine works the node, and the node's commit deletes it. If this
-// replica dies, the job becomes available when the run's lease has expired
-// anyway, and finds the node committed or works it.
+// exactly one agent node ready and no other node of the run is under way
+// here, goes on with that node itself (inline), keeping the run's lease: a
+// linear pipeline does not wait for River to hand out each step, and the
+// step inserts no job for it. The commit that hands a node over records
+// the job it would have had in the run's row (inline_job), in the statement
+// that moves the run's head, and the node's own commit clears it. If this
+// replica stops or dies before that, whoever claims the run's lease afresh
+// schedules the recorded job (see scheduleInline): a takeover job of the
+// reaper, or River retrying the job this goroutine started from.
 func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	e, a := w.e, job.Args
 	if a.NotBefore != nil {
@@ -121,6 +121,12 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	}
 	if !sessionKnown {
 		lease.Session = ""
+	} else if err := e.scheduleInline(ctx, lease); err != nil {
+		// A fresh claim: nobody works the run, so a node left inline by
+		// its last holder has no worker until it has a job.
+		e.leases.end(key)
+		e.leases.release(ctx, a.RunID)
+		return err
 	}
 	jobID, inline := job.ID, false
 	for {
@@ -130,29 +136,56 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 			e.leases.release(ctx, a.RunID)
 		}
 		if inline && (err != nil || held) {
-			// An inline node that did not commit: its job, waiting as the
-			// backstop, is made available now rather than after LeaseTTL.
-			e.releaseBackstop(ctx, jobID)
+			// An inline node that did not commit gets its job now, for
+			// River to hand out here or elsewhere; if that fails, the next
+			// fresh claim of the run schedules it from inline_job.
+			e.giveUpInline(ctx, a)
 		}
 		if err != nil || next == nil {
 			return err
 		}
 		// The successor's key was taken in the commit, and the lease kept.
-		a, jobID, key, sessionKnown, inline = next.args, next.jobID, next.args.key(), false, true
+		// An inline node has no job of its own (its attempt records none).
+		a, jobID, key, sessionKnown, inline = next.args, 0, next.args.key(), false, true
 		lease.Run.HeadSeq, lease.Run.Status = next.headSeq, runstate.RunRunning
 	}
 }
 
-// releaseBackstop makes an inline node's job available at once, for a node
-// its goroutine gave up on without committing; River then works it here or
-// on another replica. If this fails the job still becomes available when
-// its schedule comes.
-func (e *Engine) releaseBackstop(ctx context.Context, jobID int64) {
+// giveUpInline inserts the job of an inline node this goroutine stopped
+// working without committing it (the replica is stopping, the run was
+// taken over or its commit failed). River refuses it if the job exists
+// already (unique args).
+func (e *Engine) giveUpInline(ctx context.Context, a nodeArgs) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := e.river.JobRetry(ctx, jobID); err != nil {
-		e.logger.WarnContext(ctx, "making an inline node's job available failed; it waits for its schedule", slog.Int64("job", jobID), slog.Any("error", err))
+	if _, err := e.river.Insert(ctx, a, nil); err != nil {
+		e.logger.WarnContext(ctx, "scheduling an inline node failed; the run's next claim schedules it", slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Any("error", err))
 	}
+}
+
+// scheduleInline inserts the job of the node the run's last holder worked
+// inline (lease.InlineJob), after a fresh claim of its lease: that holder
+// died or stopped before the node's commit, and the node has no job of its
+// own. A live holder would still hold the lease, so nobody else works the
+// node. River refuses the job if it exists already (unique args), and a
+// job whose node is committed ends at once.
+func (e *Engine) scheduleInline(ctx context.Context, lease store.Lease) error {
+	if len(lease.InlineJob) == 0 || (lease.Run.Status != runstate.RunRunning && lease.Run.Status != runstate.RunWaiting) {
+		return nil
+	}
+	var a nodeArgs
+	if err := json.Unmarshal(lease.InlineJob, &a); err != nil || a.RunID != lease.Run.ID {
+		e.logger.ErrorContext(ctx, "a run's inline job does not decode; ignored", slog.String("run", lease.Run.ID), slog.Any("error", err))
+		return nil
+	}
+	r, err := e.river.Insert(ctx, a, nil)
+	if err != nil {
+		return fmt.Errorf("scheduling the inline node %s of run %s: %w", a.NodeID, a.RunID, err)
+	}
+	if !r.UniqueSkippedAsDuplicate {
+		e.logger.InfoContext(ctx, "scheduled a node its replica left inline", slog.String("run", a.RunID), slog.String("node", a.NodeID))
+	}
+	return nil
 }
 
 // workNode works one node while holding a reference on the run's lease. held
@@ -450,8 +483,11 @@ func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipe
 // job; on the last failure the failed node and the failed run.
 //
 // last says whether this job holds the replica's last reference on the
-// run's lease. When the step makes exactly one agent node ready, the commit
-// keeps the lease and returns that node for the job to go on with.
+// run's lease. When the step makes exactly one agent node ready and no
+// other node of the run is under way here (last), the commit keeps the
+// lease and returns that node for the job to go on with; it inserts no job
+// for it but records it in the run's inline_job, which an inline node's
+// commit (inline) clears or replaces.
 func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipeline, a nodeArgs, jobID int64, inline bool, fence int64, last bool,
 	started time.Time, res nodeResult, execErr error,
 ) (*inlineNext, error) {
@@ -470,10 +506,6 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		batch := &store.Batch{}
 		if locked.Status != runstate.RunRunning && locked.Status != runstate.RunWaiting {
 			return errNodeDone // cancelled or ended while the node ran
-		}
-		if inline {
-			// The node's backstop job goes with its result.
-			store.DeleteBackstopJob(ctx, batch, jobID)
 		}
 		st, err := e.stateAt(ctx, tx, a.RunID, locked.HeadSeq)
 		if err != nil {
@@ -510,7 +542,9 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 				}
 				headSeq, next = locked.HeadSeq, st
 				info.Status, info.RunStatus = outcomeRetry, locked.Status
-				if err := store.UpdateRun(ctx, batch, a.RunID, store.RunUpdate{HeadSeq: locked.HeadSeq, Status: locked.Status, Release: release}); err != nil {
+				// An inline node's retry has a job now: the run's inline_job
+				// no longer stands for it.
+				if err := store.UpdateRun(ctx, batch, a.RunID, store.RunUpdate{HeadSeq: locked.HeadSeq, Status: locked.Status, Release: release, SetInline: inline}); err != nil {
 					return err
 				}
 				return batch.Send(ctx, tx)
@@ -533,10 +567,11 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		headSeq, next = locked.HeadSeq+1, step.Next
 		info.RunStatus = step.Status
 		skipped = step
-		// Go on with a lone successor in this job; its key is taken
-		// before the commit makes its job visible to River.
+		// Go on with a lone successor in this job, when no other node of
+		// the run is under way here (so inline_job stands for one node at
+		// most); its key is taken before the commit.
 		successor = nil
-		if execErr == nil && len(step.Schedule) == 1 && len(step.Interrupts) == 0 && step.Status == runstate.RunRunning {
+		if execErr == nil && last && len(step.Schedule) == 1 && len(step.Interrupts) == 0 && step.Status == runstate.RunRunning {
 			id := step.Schedule[0]
 			n, _ := p.Node(id)
 			na := nodeArgs{RunID: a.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: locked.HeadSeq + 1, Role: n.Role}
@@ -544,15 +579,12 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 				successor = &inlineNext{args: na, headSeq: locked.HeadSeq + 1}
 			}
 		}
-		var backstop time.Time
+		w := stepWrite{RunID: a.RunID, Head: locked.HeadSeq, NodeID: a.NodeID, Iteration: a.Iteration, Step: step, Release: release && successor == nil}
 		if successor != nil {
-			backstop = time.Now().Add(e.cfg.LeaseTTL)
+			w.Inline = &successor.args
 		}
-		ids, err := e.applyStep(ctx, tx, batch, p, a.RunID, locked.HeadSeq, a.NodeID, a.Iteration, step, release && successor == nil, "", backstop)
-		if successor != nil && len(ids) == 1 {
-			successor.jobID = ids[0]
-		}
-		return err
+		w.SetInline = inline || successor != nil
+		return e.applyStep(ctx, tx, batch, p, w)
 	})
 	if err != nil {
 		if successor != nil {
@@ -575,57 +607,80 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 	return successor, nil
 }
 
-// applyStep writes a step as checkpoint head+1 (a child of head) and does
-// what it asks for: interrupts, successor jobs, the run's new status. The
-// writes are queued on batch, which it sends. It returns the successor
-// jobs' ids, in step.Schedule's order. A non-zero backstop schedules the
-// jobs then: a successor worked inline (see nodeWorker.Work).
-func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, head int, nodeID string, iteration int, step runstate.Step, release bool, newHash string, backstop time.Time) ([]int64, error) {
-	seq := head + 1
-	parent := head
-	if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: runID, Seq: seq, ParentRun: runID, ParentSeq: &parent, NodeID: nodeID, Iteration: iteration, Delta: step.Delta}); err != nil {
-		return nil, err
-	}
-	return e.afterCheckpoint(ctx, tx, batch, p, runID, seq, step, release, newHash, backstop)
+// stepWrite is what a step commits besides its checkpoint's content.
+type stepWrite struct {
+	RunID string
+	// Head is the run's head the step follows; the step is checkpoint
+	// Head+1 (applyStep) or, for afterCheckpoint, Seq is written already.
+	Head int
+	Seq  int
+	// NodeID and Iteration name the node whose result the step is.
+	NodeID    string
+	Iteration int
+	Step      runstate.Step
+	// Release gives up the committer's lease with the step.
+	Release bool
+	// NewHash migrates the run to a changed pipeline definition.
+	NewHash string
+	// SetInline writes the run's inline_job: Inline, the successor the
+	// committer goes on with (nil: none); its job is not inserted.
+	SetInline bool
+	Inline    *nodeArgs
 }
 
-// afterCheckpoint opens the step's interrupts, inserts its jobs and writes
-// the run's new head and status, then sends batch: every write of the step
-// in one round trip besides River's insert. It returns the jobs' ids.
-func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, runID string, seq int, step runstate.Step, release bool, newHash string, backstop time.Time) ([]int64, error) {
+// applyStep writes w.Step as checkpoint Head+1 (a child of Head) and does
+// what it asks for (see afterCheckpoint). The writes are queued on batch,
+// which it sends.
+func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, w stepWrite) error {
+	w.Seq = w.Head + 1
+	parent := w.Head
+	if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: w.RunID, Seq: w.Seq, ParentRun: w.RunID, ParentSeq: &parent, NodeID: w.NodeID, Iteration: w.Iteration, Delta: w.Step.Delta}); err != nil {
+		return err
+	}
+	return e.afterCheckpoint(ctx, tx, batch, p, w)
+}
+
+// afterCheckpoint opens the step's interrupts, inserts the jobs of the
+// nodes it schedules (but w.Inline's) and writes the run's new head
+// (w.Seq), status and inline_job, then sends batch: every write of the step
+// in one round trip besides River's insert.
+func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, w stepWrite) error {
+	step := w.Step
 	for _, id := range step.Interrupts {
-		if err := store.InsertInterrupt(ctx, batch, runID, id, step.Next.Node(id).Iteration+1); err != nil {
-			return nil, err
+		if err := store.InsertInterrupt(ctx, batch, w.RunID, id, step.Next.Node(id).Iteration+1); err != nil {
+			return err
 		}
 	}
-	var ids []int64
-	if len(step.Schedule) > 0 {
-		params := make([]river.InsertManyParams, 0, len(step.Schedule))
-		for _, id := range step.Schedule {
-			n, _ := p.Node(id)
-			var opts *river.InsertOpts
-			if !backstop.IsZero() {
-				opts = &river.InsertOpts{ScheduledAt: backstop}
-			}
-			params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: seq, Role: n.Role}, InsertOpts: opts})
+	params := make([]river.InsertManyParams, 0, len(step.Schedule))
+	for _, id := range step.Schedule {
+		if w.Inline != nil && w.Inline.NodeID == id {
+			continue
 		}
-		res, err := e.river.InsertManyTx(ctx, tx, params)
-		if err != nil {
-			return nil, fmt.Errorf("inserting the successor jobs: %w", err)
-		}
-		for _, r := range res {
-			ids = append(ids, r.Job.ID)
+		n, _ := p.Node(id)
+		params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: w.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: w.Seq, Role: n.Role}})
+	}
+	if len(params) > 0 {
+		if _, err := e.river.InsertManyTx(ctx, tx, params); err != nil {
+			return fmt.Errorf("inserting the successor jobs: %w", err)
 		}
 	}
 	if step.Status != runstate.RunRunning && step.Status != runstate.RunWaiting {
-		if err := store.CancelInterrupts(ctx, batch, runID); err != nil {
-			return nil, err
+		if err := store.CancelInterrupts(ctx, batch, w.RunID); err != nil {
+			return err
 		}
 	}
-	if err := store.UpdateRun(ctx, batch, runID, store.RunUpdate{HeadSeq: seq, Status: step.Status, Error: step.Error, Release: release, PipelineHash: newHash}); err != nil {
-		return nil, err
+	u := store.RunUpdate{HeadSeq: w.Seq, Status: step.Status, Error: step.Error, Release: w.Release, PipelineHash: w.NewHash, SetInline: w.SetInline}
+	if w.Inline != nil {
+		job, err := json.Marshal(w.Inline)
+		if err != nil {
+			return err
+		}
+		u.InlineJob = job
 	}
-	return ids, batch.Send(ctx, tx)
+	if err := store.UpdateRun(ctx, batch, w.RunID, u); err != nil {
+		return err
+	}
+	return batch.Send(ctx, tx)
 }
 
 func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -123,8 +122,7 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 				return err
 			}
 		}
-		_, err := e.afterCheckpoint(ctx, tx, batch, p, n.ID, 0, step, false, "", time.Time{})
-		return err
+		return e.afterCheckpoint(ctx, tx, batch, p, stepWrite{RunID: n.ID, Seq: 0, Step: step})
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -495,8 +493,7 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		if p.Hash() != run.PipelineHash {
 			newHash = p.Hash()
 		}
-		_, err = e.applyStep(ctx, tx, &store.Batch{}, p, run.ID, run.HeadSeq, in.NodeID, in.Iteration, step, false, newHash, time.Time{})
-		return err
+		return e.applyStep(ctx, tx, &store.Batch{}, p, stepWrite{RunID: run.ID, Head: run.HeadSeq, NodeID: in.NodeID, Iteration: in.Iteration, Step: step, NewHash: newHash})
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -577,8 +574,7 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: run.ID, Seq: seq, ParentRun: run.ID, ParentSeq: &parent, Delta: step.Delta}); err != nil {
 			return err
 		}
-		_, err = e.afterCheckpoint(ctx, tx, batch, p, run.ID, seq, step, false, newHash, time.Time{})
-		return err
+		return e.afterCheckpoint(ctx, tx, batch, p, stepWrite{RunID: run.ID, Seq: seq, Step: step, NewHash: newHash})
 	})
 	if err != nil {
 		return store.Run{}, err

@@ -218,6 +218,10 @@ type Lease struct {
 	// Session is the run's thread's session of the role ClaimLease was
 	// asked for, read in the same statement ("" when none).
 	Session string
+	// InlineJob is the job of the node the run's last holder worked
+	// inline, if it did not commit it (see RunUpdate.InlineJob); nil when
+	// none.
+	InlineJob []byte
 }
 
 // ClaimLease takes the run's lease for owner until ttl from now, unless
@@ -234,9 +238,9 @@ func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Du
 	row := q.QueryRow(ctx, `UPDATE runs SET lease_owner = $2, lease_expires_at = now() + $3 * interval '1 millisecond',
 			fence = CASE WHEN lease_owner = $2 AND lease_expires_at > now() THEN fence ELSE fence + 1 END
 		WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at <= now())
-		RETURNING fence, coalesce((SELECT session_id FROM role_sessions s WHERE s.thread = runs.thread AND s.role = $4), ''), `+runColumns,
+		RETURNING fence, coalesce((SELECT session_id FROM role_sessions s WHERE s.thread = runs.thread AND s.role = $4), ''), inline_job, `+runColumns,
 		runID, owner, ttl.Milliseconds(), role)
-	err := row.Scan(append([]any{&l.Fence, &l.Session}, runFields(&l.Run)...)...)
+	err := row.Scan(append([]any{&l.Fence, &l.Session, &l.InlineJob}, runFields(&l.Run)...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := GetRun(ctx, q, runID); err != nil {
 			return Lease{}, false, err
@@ -309,6 +313,10 @@ type RunUpdate struct {
 	PipelineHash string // set to migrate the run to a changed definition
 	// Release gives up the committer's lease in the same statement.
 	Release bool
+	// SetInline writes InlineJob, the job of the node the committer goes on
+	// with inline (nil: none); without it the run keeps what it had.
+	SetInline bool
+	InlineJob []byte
 }
 
 // UpdateRun writes a run's new head, status and error.
@@ -317,8 +325,9 @@ func UpdateRun(ctx context.Context, q Execer, id string, u RunUpdate) error {
 			pipeline_hash = coalesce(nullif($5, ''), pipeline_hash),
 			finished_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END,
 			lease_owner = CASE WHEN $6 THEN NULL ELSE lease_owner END,
-			lease_expires_at = CASE WHEN $6 THEN NULL ELSE lease_expires_at END
-		WHERE id = $1`, id, u.HeadSeq, u.Status, u.Error, u.PipelineHash, u.Release)
+			lease_expires_at = CASE WHEN $6 THEN NULL ELSE lease_expires_at END,
+			inline_job = CASE WHEN $7 THEN $8::jsonb ELSE inline_job END
+		WHERE id = $1`, id, u.HeadSeq, u.Status, u.Error, u.PipelineHash, u.Release, u.SetInline, u.InlineJob)
 	return err
 }
 
@@ -418,17 +427,6 @@ func LoadState(ctx context.Context, q Querier, runID string, seq int) (runstate.
 // Attempt is one attempt of a node: the API's type (package api), as the
 // node_attempts rows hold it.
 type Attempt = api.Attempt
-
-// DeleteBackstopJob removes the job of a node worked inline, with the
-// node's result: scheduled ahead as a backstop for a replica that dies,
-// it has nothing left to do. It is River's job table, written here so that
-// the removal rides in the step's batch rather than costing a round trip
-// of River's own JobDeleteTx. A job River has fetched meanwhile (its
-// schedule came) is not scheduled any more and is left to finish: it finds
-// the node committed.
-func DeleteBackstopJob(ctx context.Context, q Execer, jobID int64) {
-	_, _ = q.Exec(ctx, `DELETE FROM river_job WHERE id = $1 AND state = 'scheduled'`, jobID)
-}
 
 // InsertAttempt records a finished attempt.
 func InsertAttempt(ctx context.Context, q Execer, a Attempt) error {
