@@ -69,6 +69,8 @@ func (a nodeArgs) key() string { return fmt.Sprintf("%s/%s/%d", a.RunID, a.NodeI
 // inlineNext is a successor the job goes on with itself.
 type inlineNext struct {
 	args nodeArgs
+	// session is its role's session, read in the commit's transaction.
+	session string
 	// headSeq is the run's head after the commit that made it ready.
 	headSeq int
 }
@@ -145,8 +147,10 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 			return err
 		}
 		// The successor's key was taken in the commit, and the lease kept.
-		// An inline node has no job of its own (its attempt records none).
-		a, jobID, key, sessionKnown, inline = next.args, 0, next.args.key(), false, true
+		// An inline node has no job of its own (its attempt records none);
+		// its role's session was read by the commit.
+		a, jobID, key, sessionKnown, inline = next.args, 0, next.args.key(), true, true
+		lease.Session = next.session
 		lease.Run.HeadSeq, lease.Run.Status = next.headSeq, runstate.RunRunning
 	}
 }
@@ -206,7 +210,7 @@ func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown b
 		return nil, true, err
 	}
 
-	knownSession := "" // lease.Session is another role's after an inline step
+	knownSession := "" // read with the lease, or by the commit that handed the node over
 	if sessionKnown {
 		knownSession = lease.Session
 	}
@@ -499,7 +503,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 	var skipped runstate.Step // the step's, for the nodes it skipped
 	commitStart := time.Now()
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		locked, err := store.LockRunForCommit(ctx, tx, a.RunID, e.cfg.ReplicaID, fence)
+		locked, sessions, err := store.LockRunForCommit(ctx, tx, a.RunID, e.cfg.ReplicaID, fence)
 		if err != nil {
 			return err
 		}
@@ -576,7 +580,11 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 			n, _ := p.Node(id)
 			na := nodeArgs{RunID: a.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: locked.HeadSeq + 1, Role: n.Role}
 			if e.leases.begin(na.key()) {
-				successor = &inlineNext{args: na, headSeq: locked.HeadSeq + 1}
+				session := sessions[n.Role]
+				if n.Role == res.role && res.session != "" {
+					session = res.session // saved by this commit
+				}
+				successor = &inlineNext{args: na, session: session, headSeq: locked.HeadSeq + 1}
 			}
 		}
 		w := stepWrite{RunID: a.RunID, Head: locked.HeadSeq, NodeID: a.NodeID, Iteration: a.Iteration, Step: step, Release: release && successor == nil}

@@ -252,22 +252,27 @@ func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Du
 
 // LockRunForCommit locks a run's row like LockRun and checks, in the same
 // statement, that owner still holds its lease with fence: ErrStaleLease if
-// not.
-func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence int64) (Run, error) {
+// not. It also reads the role sessions of the run's thread, role → session:
+// a commit that goes on with a successor knows its session without another
+// statement.
+func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence int64) (Run, map[string]string, error) {
 	if !validUUID(id) {
-		return Run{}, ErrNotFound
+		return Run{}, nil, ErrNotFound
 	}
 	var r Run
 	var held bool
-	err := tx.QueryRow(ctx, `SELECT `+runColumns+`, coalesce(lease_owner = $2 AND fence = $3, false) FROM runs WHERE id = $1 FOR UPDATE`, id, owner, fence).Scan(
-		append(runFields(&r), &held)...)
+	sessions := map[string]string{}
+	err := tx.QueryRow(ctx, `SELECT `+runColumns+`, coalesce(lease_owner = $2 AND fence = $3, false),
+			coalesce((SELECT jsonb_object_agg(role, session_id) FROM role_sessions s WHERE s.thread = runs.thread), '{}')
+		FROM runs WHERE id = $1 FOR UPDATE`, id, owner, fence).Scan(
+		append(runFields(&r), &held, &sessions)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Run{}, ErrNotFound
+		return Run{}, nil, ErrNotFound
 	}
 	if err == nil && !held {
 		err = ErrStaleLease
 	}
-	return r, err
+	return r, sessions, err
 }
 
 // ReleaseLease gives up owner's lease on a run if it still holds it with

@@ -99,7 +99,8 @@ func (b *bundle) lockForCommit(t *testing.T, runID, owner string, fence int64) (
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(b.ctx) }()
-	return store.LockRunForCommit(b.ctx, tx, runID, owner, fence)
+	r, _, err := store.LockRunForCommit(b.ctx, tx, runID, owner, fence)
+	return r, err
 }
 
 func TestLease(t *testing.T) {
