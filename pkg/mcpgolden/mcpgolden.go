@@ -1,17 +1,15 @@
-// Package mcpgolden keeps a golden transcript of an MCP server's surface: the
-// tools it lists (names, descriptions, input and output schemas), in a txtar
-// file beside the server's tests, as the go-sdk's conformance tests keep
-// theirs. A change to the surface fails the test until the transcript is
+// Package mcpgolden keeps golden transcripts of an MCP server, in txtar
+// files beside the server's tests, as the go-sdk's conformance tests keep
+// theirs: the tools it lists (names, descriptions, input and output
+// schemas), and typical calls with their results. A change to the surface fails the test until the transcript is
 // written again with -update and the change is reviewed in its diff. It is
 // test support, not used by any service.
 package mcpgolden
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -39,35 +37,5 @@ func Tools(t *testing.T, cs *mcp.ClientSession, path string) {
 		}
 		archive.Files = append(archive.Files, txtar.File{Name: "tools/" + tool.Name + ".json", Data: append(b, '\n')})
 	}
-	got := txtar.Format(archive)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the transcript (write it with go test -update): %v", err)
-	}
-	if bytes.Equal(got, want) {
-		return
-	}
-	wantFiles := map[string]string{}
-	for _, f := range txtar.Parse(want).Files {
-		wantFiles[f.Name] = string(f.Data)
-	}
-	for _, f := range archive.Files {
-		switch w, ok := wantFiles[f.Name]; {
-		case !ok:
-			t.Errorf("%s: a new tool, %s, is not in the transcript", path, f.Name)
-		case w != string(f.Data):
-			t.Errorf("%s: %s changed:\n%s\nwas:\n%s", path, f.Name, f.Data, w)
-		}
-		delete(wantFiles, f.Name)
-	}
-	for name := range wantFiles {
-		t.Errorf("%s: %s is no longer listed", path, name)
-	}
-	t.Log("if the change is meant, rewrite the transcript with go test -update and review its diff")
+	compare(t, path, archive)
 }

@@ -17,6 +17,26 @@ func TestToolsTranscript(t *testing.T) {
 	mcpgolden.Tools(t, setup(t).client(t, aliceToken), "testdata/tools.txtar")
 }
 
+// Typical calls, against their golden transcript: the catalog, a spawn, a
+// write, a read, an action the gate refuses, the work as a diff, the
+// journey's state, a stop, and a call on a journey that does not exist.
+func TestCallsTranscript(t *testing.T) {
+	t.Parallel()
+	cs := setup(t).client(t, aliceToken)
+	write := map[string]any{"type": "write", "target": "docs/today.md", "content": "hello meshwork\n"}
+	mcpgolden.Calls(t, cs, "testdata/calls.txtar", []mcpgolden.Call{
+		{Name: "list_workers", Tool: "list_workers", Args: map[string]any{}},
+		{Name: "spawn_worker", Tool: "spawn_worker", Args: map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "notes"}},
+		{Name: "execute_in_worker-write", Tool: "execute_in_worker", Args: execArgs("notes", write)},
+		{Name: "execute_in_worker-read", Tool: "execute_in_worker", Args: execArgs("notes", map[string]any{"type": "read", "target": "docs/today.md"})},
+		{Name: "execute_in_worker-refused", Tool: "execute_in_worker", Args: execArgs("notes", map[string]any{"type": "read", "target": "../../etc/passwd"})},
+		{Name: "workspace_diff", Tool: "workspace_diff", Args: map[string]any{"journey_id": "notes"}},
+		{Name: "get_worker_state", Tool: "get_worker_state", Args: map[string]any{"journey_id": "notes"}},
+		{Name: "stop_worker", Tool: "stop_worker", Args: map[string]any{"journey_id": "notes"}},
+		{Name: "execute_in_worker-unknown-journey", Tool: "execute_in_worker", Args: execArgs("nobody", write)},
+	})
+}
+
 // What describe_worker returns for every worker of the catalog is what its
 // advertised output schema allows: a client that validates results (a
 // duration is text, a size a number) accepts it.
