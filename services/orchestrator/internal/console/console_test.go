@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/console"
@@ -29,15 +31,16 @@ const (
 )
 
 type site struct {
-	t    *testing.T
+	t    testing.TB
 	url  string
 	eng  *engine.Engine
 	exec *enginetest.InstantExecutor
+	pool *pgxpool.Pool
 }
 
 // start serves the API with the console, as orchestrator serve does, over
 // an engine on a fresh database.
-func start(t *testing.T) *site {
+func start(t testing.TB) *site {
 	t.Helper()
 	eb := enginetest.Start(t)
 	tokens, err := bearer.New(map[string]string{"alice": aliceToken, "bob": bobToken})
@@ -54,7 +57,7 @@ func start(t *testing.T) *site {
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &site{t: t, url: srv.URL, eng: eb.Engine, exec: eb.Executor}
+	return &site{t: t, url: srv.URL, eng: eb.Engine, exec: eb.Executor, pool: eb.Pool}
 }
 
 // browser is a cookie-keeping client that does not follow redirects.
