@@ -23,7 +23,10 @@ func TestCallsTranscript(t *testing.T) {
 	mcpgolden.Calls(t, cs, "testdata/calls.txtar", []mcpgolden.Call{
 		{
 			Name: "mesh_execute", Tool: "mesh_execute", Args: map[string]any{"repository": "notes", "task": "Summarise the notes"},
-			Then: func(t *testing.T, result map[string]any) { session, _ = result["session_id"].(string) },
+			Then: func(t *testing.T, result map[string]any) {
+				t.Helper()
+				session, _ = result["session_id"].(string)
+			},
 		},
 		{Name: "mesh_execute-resume", Tool: "mesh_execute", ArgsFrom: func() map[string]any {
 			return map[string]any{"repository": "notes", "task": "And the open questions?", "session_id": session}

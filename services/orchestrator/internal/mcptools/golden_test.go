@@ -19,6 +19,7 @@ func TestCallsTranscript(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	settle := func(t *testing.T, result map[string]any) {
+		t.Helper()
 		id, _ := result["id"].(string)
 		b.settle(t, id)
 	}
@@ -36,7 +37,11 @@ func TestCallsTranscript(t *testing.T) {
 		{Name: "list_pipelines", Tool: "list_pipelines", Args: map[string]any{}},
 		{
 			Name: "run_pipeline", Tool: "run_pipeline", Args: map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "tidy the README"}},
-			Then: func(t *testing.T, result map[string]any) { runID, _ = result["id"].(string); settle(t, result) },
+			Then: func(t *testing.T, result map[string]any) {
+				t.Helper()
+				runID, _ = result["id"].(string)
+				settle(t, result)
+			},
 		},
 		{Name: "get_run", Tool: "get_run", ArgsFrom: ofRun()},
 		{Name: "list_checkpoints", Tool: "list_checkpoints", ArgsFrom: ofRun()},

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// ErrNotFound is returned for an unknown run, checkpoint, interrupt or
+// pipeline.
+var ErrNotFound = store.ErrNotFound
+
+// ErrConflict is returned for an operation the run's state does not allow,
+// such as resuming an interrupt twice or cancelling a finished run.
+var ErrConflict = errors.New("conflict")
+
+// ErrPipelineChanged is returned when a run's pipeline definition changed
+// since it started and the caller did not ask to migrate.
+var ErrPipelineChanged = errors.New("the pipeline definition changed since the run started")
+
+// InvalidError is bad input from a caller; its message says what to fix.
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }
+
+func invalid(format string, args ...any) error {
+	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// StartRequest starts a run.
+type StartRequest struct {
+	// Pipeline names a pipeline of the catalog. Required.
+	Pipeline string `json:"pipeline"`
+	// Inputs are checked against the pipeline's inputs.
+	Inputs map[string]any `json:"inputs,omitempty"`
+	// Thread continues the role sessions of earlier runs on that thread;
+	// empty starts a new thread (the run's id).
+	Thread string `json:"thread,omitempty"`
+	// Caller is recorded with the run.
+	Caller string `json:"-"`
+}
+
+// StartRun starts a run: its first checkpoint and the jobs of its root nodes
+// commit together.
+func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, error) {
+	p, ok := e.catalog.Lookup(req.Pipeline)
+	if !ok {
+		var names []string
+		for _, p := range e.catalog.Pipelines() {
+			names = append(names, p.Name())
+		}
+		return store.Run{}, fmt.Errorf("pipeline %q: %w (known: %s)", req.Pipeline, ErrNotFound, strings.Join(names, ", "))
+	}
+	if err := checkNoNUL("inputs", req.Inputs); err != nil {
+		return store.Run{}, err
+	}
+	inputs, err := p.CheckInputs(req.Inputs)
+	if err != nil {
+		return store.Run{}, invalid("%v", err)
+	}
+	if err := checkThread(req.Thread); err != nil {
+		return store.Run{}, err
+	}
+	if err := e.checkThreadOwner(ctx, req.Thread); err != nil {
+		return store.Run{}, err
+	}
+	id := uuid.NewString()
+	thread := req.Thread
+	if thread == "" {
+		thread = id
+	}
+	step := runstate.Start(p, inputs)
+	return e.createRun(ctx, p, step, store.NewRun{ID: id, Thread: thread, Caller: req.Caller}, nil, "")
+}
+
+// createRun inserts a new run with its first checkpoint (step's delta, over
+// the checkpoint named by n's ForkedFrom fields for a fork), and does what
+// the step asks for, in one transaction. sessions seed the run's thread
+// (a fork's new thread); lockSource is a run whose checkpoints must
+// outlive the transaction (a fork's source).
+//
+// The run keeps the trace context of ctx's span (the HTTP or MCP request
+// that creates it): its nodes' spans continue that trace.
+func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runstate.Step, n store.NewRun, sessions map[string]string, lockSource string) (store.Run, error) {
+	n.Pipeline, n.PipelineHash, n.Status = p.Name(), p.Hash(), runstate.RunRunning
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		// No request span (the engine called directly): a span of the
+		// run's own roots its trace, so that its nodes still share one.
+		var root trace.Span
+		ctx, root = telemetry.Tracer().Start(ctx, "create_run "+p.Name())
+		defer root.End()
+	}
+	// The request's span says which run it created.
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrRunID.String(n.ID), telemetry.AttrPipeline.String(p.Name()))
+	n.Traceparent, n.Tracestate = telemetry.TraceContext(ctx)
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		if lockSource != "" {
+			if err := store.ShareLockRun(ctx, tx, lockSource); err != nil {
+				return err
+			}
+		}
+		if _, err := store.InsertRun(ctx, tx, n); err != nil {
+			return err
+		}
+		batch := &store.Batch{}
+		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: n.ID, Seq: 0, ParentRun: n.ForkedFromRun, ParentSeq: n.ForkedFromSeq, Delta: step.Delta}); err != nil {
+			return err
+		}
+		if len(sessions) > 0 {
+			if err := store.SeedRoleSessions(ctx, batch, n.Thread, n.ID, sessions); err != nil {
+				return err
+			}
+		}
+		return e.afterCheckpoint(ctx, tx, batch, p, stepWrite{RunID: n.ID, Seq: 0, Step: step})
+	})
+	if err != nil {
+		return store.Run{}, err
+	}
+	e.cache.put(n.ID, 0, step.Next)
+	e.reportSkipped(ctx, p, n.ID, "", step)
+	return store.GetRun(ctx, e.pool, n.ID)
+}
+
+// checkNoNUL refuses a NUL character anywhere in a JSON value's strings
+// (keys included): Postgres stores no NUL in text or jsonb.
+func checkNoNUL(what string, v any) error {
+	switch v := v.(type) {
+	case string:
+		if strings.ContainsRune(v, 0) {
+			return invalid("%s must not contain NUL characters", what)
+		}
+	case map[string]any:
+		for k, e := range v {
+			if err := checkNoNUL(what, k); err != nil {
+				return err
+			}
+			if err := checkNoNUL(what, e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkNoNUL(what, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkThread(t string) error {
+	if len(t) > 200 || strings.ContainsFunc(t, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return invalid("thread must be at most 200 characters, without control characters")
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package engine
+
+// What the engine shows of runs: pipelines, a run's view, lists, checkpoints.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// PipelineSummary describes one pipeline of the catalog to callers.
+type PipelineSummary struct {
+	Name        string                    `json:"name"`
+	Description string                    `json:"description,omitempty"`
+	Inputs      map[string]pipeline.Input `json:"inputs"`
+	// Hash identifies the pipeline's definition; a run records the hash it
+	// started under.
+	Hash string `json:"hash"`
+}
+
+// Pipelines describes the catalog's pipelines, by name.
+func (e *Engine) Pipelines() []PipelineSummary {
+	out := []PipelineSummary{}
+	for _, p := range e.catalog.Pipelines() {
+		d := p.Definition()
+		inputs := d.Inputs
+		if inputs == nil {
+			inputs = map[string]pipeline.Input{}
+		}
+		out = append(out, PipelineSummary{Name: p.Name(), Description: d.Description, Inputs: inputs, Hash: p.Hash()})
+	}
+	return out
+}
+
+// NodeView is one node of a run as callers see it.
+type NodeView struct {
+	ID     string `json:"id"`
+	Role   string `json:"role,omitempty"`
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	// Needs are the nodes this one waits for: the pipeline's edges.
+	Needs []string `json:"needs,omitempty"`
+	pipeline.NodeState
+}
+
+// RunView is a run with its state at its head.
+type RunView struct {
+	store.Run
+	Inputs     map[string]any    `json:"inputs"`
+	Nodes      []NodeView        `json:"nodes"`
+	Outputs    map[string]string `json:"outputs"`
+	Sessions   map[string]string `json:"sessions"`
+	Interrupts []store.Interrupt `json:"interrupts"`
+	Attempts   []store.Attempt   `json:"attempts,omitempty"`
+	Loops      map[string]int    `json:"loops,omitempty"`
+	// PatchNode and Patch are the run's patch: the change of the pipeline's
+	// patch node (a git-format diff), once it has one.
+	PatchNode string `json:"patch_node,omitempty"`
+	Patch     string `json:"patch,omitempty"`
+}
+
+// GetRun returns a run with its state, its role sessions, its interrupts and
+// its attempts.
+func (e *Engine) GetRun(ctx context.Context, id string) (RunView, error) {
+	run, err := e.loadVisible(ctx, id)
+	if err != nil {
+		return RunView{}, err
+	}
+	st, err := store.LoadState(ctx, e.pool, id, run.HeadSeq)
+	if err != nil {
+		return RunView{}, err
+	}
+	v := RunView{Run: run, Inputs: st.Inputs, Outputs: map[string]string{}, Loops: st.Loops}
+	if v.Inputs == nil {
+		v.Inputs = map[string]any{}
+	}
+	p, _ := e.catalog.Lookup(run.Pipeline)
+	ready := map[string]bool{}
+	if p != nil {
+		for _, r := range runstate.Ready(p, st) {
+			ready[r] = true
+		}
+		for _, id := range p.Order() {
+			n, _ := p.Node(id)
+			ns := st.Node(id)
+			status := ns.Status
+			if ready[id] && (run.Status == runstate.RunRunning || run.Status == runstate.RunWaiting) {
+				status = pipeline.StatusRunning
+			}
+			v.Nodes = append(v.Nodes, NodeView{ID: id, Role: n.Role, Type: string(n.Type), Status: status, Needs: n.Needs, NodeState: ns})
+		}
+	}
+	for id, ns := range st.Nodes {
+		if ns.Status == pipeline.StatusSucceeded {
+			v.Outputs[id] = ns.Output
+		}
+	}
+	if p != nil {
+		if v.PatchNode = p.PatchNode(); v.PatchNode != "" {
+			v.Patch = st.Node(v.PatchNode).Patch
+		}
+	}
+	if v.Sessions, err = store.ListRoleSessions(ctx, e.pool, run.Thread); err != nil {
+		return RunView{}, err
+	}
+	if v.Interrupts, err = store.ListInterrupts(ctx, e.pool, id); err != nil {
+		return RunView{}, err
+	}
+	if v.Attempts, err = store.ListAttempts(ctx, e.pool, id); err != nil {
+		return RunView{}, err
+	}
+	return v, nil
+}
+
+// ListRuns lists runs, newest first.
+func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]store.Run, error) {
+	f, ok := listFilter(ctx, f)
+	if !ok {
+		return []store.Run{}, nil
+	}
+	runs, err := store.ListRuns(ctx, e.pool, f)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, invalid("%v", err)
+	}
+	return runs, err
+}
+
+// Checkpoints lists a run's checkpoints: each one's delta and where it
+// comes from.
+func (e *Engine) Checkpoints(ctx context.Context, runID string) ([]store.Checkpoint, error) {
+	if _, err := e.loadVisible(ctx, runID); err != nil {
+		return nil, err
+	}
+	return store.ListCheckpoints(ctx, e.pool, runID)
+}

@@ -1,0 +1,208 @@
+package store
+
+// The runs table: a run's row, its head and status.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Run is one row of runs.
+type Run struct {
+	ID            string     `json:"id"`
+	Pipeline      string     `json:"pipeline"`
+	PipelineHash  string     `json:"pipeline_hash"`
+	Thread        string     `json:"thread"`
+	Caller        string     `json:"caller,omitempty"`
+	Status        string     `json:"status"`
+	Error         string     `json:"error,omitempty"`
+	HeadSeq       int        `json:"head_seq"`
+	ForkedFromRun string     `json:"forked_from_run,omitempty"`
+	ForkedFromSeq *int       `json:"forked_from_seq,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	FinishedAt    *time.Time `json:"finished_at,omitempty"`
+	// TraceID is the id of the run's trace (32 hex digits), which every
+	// node attempt continues; empty when the run has none.
+	TraceID string `json:"trace_id,omitempty"`
+	// Traceparent and Tracestate are the W3C trace context the run was
+	// created in; its nodes' spans are its children. Internal: callers
+	// get TraceID.
+	Traceparent string `json:"-"`
+	Tracestate  string `json:"-"`
+}
+
+const runColumns = `id::text, pipeline, pipeline_hash, thread, caller, status, coalesce(error, ''), head_seq,
+	coalesce(forked_from_run::text, ''), forked_from_seq, created_at, updated_at, finished_at,
+	coalesce(traceparent, ''), coalesce(tracestate, ''), coalesce(split_part(traceparent, '-', 2), '')`
+
+// runFields are the scan targets of runColumns, in order. TraceID is
+// the traceparent's second field: InsertRun keeps only valid ones.
+func runFields(r *Run) []any {
+	return []any{
+		&r.ID, &r.Pipeline, &r.PipelineHash, &r.Thread, &r.Caller, &r.Status, &r.Error, &r.HeadSeq,
+		&r.ForkedFromRun, &r.ForkedFromSeq, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.Traceparent, &r.Tracestate, &r.TraceID,
+	}
+}
+
+func scanRun(row pgx.Row) (Run, error) {
+	var r Run
+	err := row.Scan(runFields(&r)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, ErrNotFound
+	}
+	return r, err
+}
+
+// traceID is the trace id of a W3C traceparent
+// ("00-<trace id>-<span id>-<flags>"), or "" when it holds no valid one.
+func traceID(traceparent string) string {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) < 4 {
+		return ""
+	}
+	id, err := trace.TraceIDFromHex(parts[1])
+	if err != nil || !id.IsValid() {
+		return ""
+	}
+	return id.String()
+}
+
+// maxTracestate bounds the tracestate a run keeps. It comes from the
+// caller (the request's headers or MCP _meta); the W3C specification lets a
+// longer one be dropped, which loses only vendors' extra data.
+const maxTracestate = 512
+
+// NewRun is what InsertRun needs.
+type NewRun struct {
+	ID, Pipeline, PipelineHash, Thread, Caller, Status, Error string
+	ForkedFromRun                                             string
+	ForkedFromSeq                                             *int
+	// Traceparent and Tracestate are the trace context the run's nodes
+	// continue; empty for none.
+	Traceparent, Tracestate string
+}
+
+// InsertRun inserts a run with head_seq 0 and returns it.
+func InsertRun(ctx context.Context, q Querier, n NewRun) (Run, error) {
+	if traceID(n.Traceparent) == "" || len(n.Traceparent) > 128 {
+		n.Traceparent, n.Tracestate = "", ""
+	}
+	if len(n.Tracestate) > maxTracestate {
+		n.Tracestate = ""
+	}
+	return scanRun(q.QueryRow(ctx, `INSERT INTO runs (id, pipeline, pipeline_hash, thread, caller, status, error, forked_from_run, forked_from_seq, finished_at, traceparent, tracestate)
+		VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '')::uuid, $9, CASE WHEN $6 IN ('succeeded', 'failed', 'cancelled') THEN now() END,
+			nullif($10, ''), nullif($11, ''))
+		RETURNING `+runColumns,
+		n.ID, n.Pipeline, n.PipelineHash, n.Thread, n.Caller, n.Status, n.Error, n.ForkedFromRun, n.ForkedFromSeq, n.Traceparent, n.Tracestate))
+}
+
+// GetRun reads a run.
+func GetRun(ctx context.Context, q Querier, id string) (Run, error) {
+	if !validUUID(id) {
+		return Run{}, ErrNotFound
+	}
+	return scanRun(q.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+}
+
+// LockRun reads a run and locks its row until the transaction ends, which
+// serialises every writer of the run.
+func LockRun(ctx context.Context, tx pgx.Tx, id string) (Run, error) {
+	if !validUUID(id) {
+		return Run{}, ErrNotFound
+	}
+	return scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 FOR UPDATE`, id))
+}
+
+// ListFilter selects runs.
+type ListFilter struct {
+	// Pipeline, Status, Thread and Caller match exactly when set.
+	Pipeline, Status, Thread, Caller string
+	// Limit bounds the result; 0 means 50, at most 1000.
+	Limit int
+	// Before pages: only runs created before this run (by created_at, id).
+	Before string
+}
+
+// ListRuns lists runs, newest first.
+func ListRuns(ctx context.Context, q Querier, f ListFilter) ([]Run, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 1000)
+	if f.Before != "" && !validUUID(f.Before) {
+		return nil, fmt.Errorf("%w: before %q is not a run id", ErrNotFound, f.Before)
+	}
+	rows, err := q.Query(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE ($1 = '' OR pipeline = $1) AND ($2 = '' OR status = $2) AND ($3 = '' OR thread = $3) AND ($4 = '' OR caller = $4)
+		  AND ($5 = '' OR (created_at, id) < (SELECT created_at, id FROM runs WHERE id = nullif($5, '')::uuid))
+		ORDER BY created_at DESC, id DESC LIMIT $6`, f.Pipeline, f.Status, f.Thread, f.Caller, f.Before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) { return scanRun(r) })
+}
+
+// RunUpdate is what a commit changes in a run's row.
+type RunUpdate struct {
+	HeadSeq      int
+	Status       string
+	Error        string
+	PipelineHash string // set to migrate the run to a changed definition
+	// Release gives up the committer's lease in the same statement.
+	Release bool
+	// SetInline writes InlineJob, the job of the node the committer goes on
+	// with inline (nil: none); without it the run keeps what it had.
+	SetInline bool
+	InlineJob []byte
+}
+
+// UpdateRun writes a run's new head, status and error.
+func UpdateRun(ctx context.Context, q Execer, id string, u RunUpdate) error {
+	_, err := q.Exec(ctx, `UPDATE runs SET head_seq = $2, status = $3, error = nullif($4, ''), updated_at = now(),
+			pipeline_hash = coalesce(nullif($5, ''), pipeline_hash),
+			finished_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END,
+			lease_owner = CASE WHEN $6 THEN NULL ELSE lease_owner END,
+			lease_expires_at = CASE WHEN $6 THEN NULL ELSE lease_expires_at END,
+			inline_job = CASE WHEN $7 THEN $8::jsonb ELSE inline_job END
+		WHERE id = $1`, id, u.HeadSeq, u.Status, u.Error, u.PipelineHash, u.Release, u.SetInline, u.InlineJob)
+	return err
+}
+
+// ShareLockRun locks a run's row against writers until the transaction ends
+// (a fork reading its checkpoints while a prune could delete them).
+func ShareLockRun(ctx context.Context, tx pgx.Tx, id string) error {
+	if !validUUID(id) {
+		return ErrNotFound
+	}
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM runs WHERE id = $1 FOR SHARE`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// RunCount is how many runs of a pipeline have a status.
+type RunCount struct {
+	Pipeline, Status string
+	Runs             int64
+}
+
+// CountRuns counts runs by pipeline and status.
+func CountRuns(ctx context.Context, q Querier) ([]RunCount, error) {
+	rows, err := q.Query(ctx, `SELECT pipeline, status, count(*) FROM runs GROUP BY pipeline, status ORDER BY pipeline, status`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[RunCount])
+}

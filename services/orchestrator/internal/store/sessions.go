@@ -1,0 +1,62 @@
+package store
+
+// Role sessions: the agent session of each role on a thread.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ThreadUsedByOthers reports whether a run of another caller than caller
+// is on thread: its role sessions are that caller's.
+func ThreadUsedByOthers(ctx context.Context, q Querier, thread, caller string) (bool, error) {
+	var used bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE thread = $1 AND caller <> $2)`, thread, caller).Scan(&used)
+	return used, err
+}
+
+// RoleSession reads a role's session on a thread ("" when it has none).
+func RoleSession(ctx context.Context, q Querier, thread, role string) (string, error) {
+	var id string
+	err := q.QueryRow(ctx, `SELECT session_id FROM role_sessions WHERE thread = $1 AND role = $2`, thread, role).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
+}
+
+// SaveRoleSession records a role's session on a thread, if the run's lease
+// is still owner's with fence (a stale replica cannot overwrite it); it
+// reports whether it did.
+func SaveRoleSession(ctx context.Context, q Execer, thread, role, session, runID, nodeID, owner string, fence int64) (bool, error) {
+	tag, err := q.Exec(ctx, `INSERT INTO role_sessions (thread, role, session_id, run_id, node_id)
+		SELECT $1, $2, $3, $4, $5 FROM runs WHERE id = $4 AND lease_owner = $6 AND fence = $7
+		ON CONFLICT (thread, role) DO UPDATE SET session_id = excluded.session_id, run_id = excluded.run_id, node_id = excluded.node_id, updated_at = now()`,
+		thread, role, session, runID, nodeID, owner, fence)
+	return tag.RowsAffected() > 0, err
+}
+
+// SeedRoleSessions gives a new thread the sessions of a state (a fork).
+func SeedRoleSessions(ctx context.Context, q Execer, thread, runID string, sessions map[string]string) error {
+	for role, s := range sessions {
+		if _, err := q.Exec(ctx, `INSERT INTO role_sessions (thread, role, session_id, run_id, node_id) VALUES ($1, $2, $3, $4, '')
+			ON CONFLICT (thread, role) DO NOTHING`, thread, role, s, runID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ListRoleSessions lists a thread's role sessions.
+func ListRoleSessions(ctx context.Context, q Querier, thread string) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT role, session_id FROM role_sessions WHERE thread = $1`, thread)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	var role, id string
+	_, err = pgx.ForEachRow(rows, []any{&role, &id}, func() error { out[role] = id; return nil })
+	return out, err
+}
