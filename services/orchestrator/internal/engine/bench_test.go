@@ -14,19 +14,18 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
-// instantExecutor answers every task at once with a short output: the
-// benchmarks measure the engine (River hand-out, checkpoint commits), not
-// an agent.
-type instantExecutor struct{}
-
-func (instantExecutor) Execute(_ context.Context, req executor.Request) (executor.Result, error) {
-	return executor.Result{Output: "done " + req.NodeID, SessionID: "s-" + req.RoleName}, nil
+// benchExecutor answers every task at once with a short output and names
+// its session only in the result: the benchmarks measure the engine (River
+// hand-out, checkpoint commits), not an agent.
+func benchExecutor() *enginetest.InstantExecutor {
+	return &enginetest.InstantExecutor{Quiet: true, Reply: func(req executor.Request) (string, error) { return "done " + req.NodeID, nil }}
 }
 
 // benchEngine is an engine on a fresh database whose commits report to a
@@ -57,7 +56,7 @@ func newBenchEngine(b *testing.B) *benchEngine {
 	b.Cleanup(pool.Close)
 	be := &benchEngine{pool: pool, done: map[string]chan struct{}{}, statements: counter}
 	eng, err := engine.New(engine.Config{
-		Pool: pool, Catalog: loadTestCatalog(b), Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: instantExecutor{}},
+		Pool: pool, Catalog: loadTestCatalog(b), Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: benchExecutor()},
 		OnCommit: func(c engine.CommitInfo) {
 			be.mu.Lock()
 			defer be.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"testing/fstest"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -455,7 +456,7 @@ nodes:
 		t.Fatal(err)
 	}
 	var fails atomic.Int32
-	ex := &scriptedExecutor{reply: func(r executor.Request) (string, error) {
+	ex := &enginetest.InstantExecutor{Record: true, Reply: func(r executor.Request) (string, error) {
 		if r.NodeID == "deploy" && fails.Add(1) == 1 {
 			return "", errors.New("deploy broke")
 		}
@@ -533,32 +534,16 @@ nodes:
 	if err := b.eng.Stop(ctx); err != nil { // its catalog has no slow pipeline
 		t.Fatal(err)
 	}
-	blocked := make(chan struct{}, 1)
-	ex := &scriptedExecutor{reply: func(r executor.Request) (string, error) { return "", nil }}
-	eng := startEngine(t, b.pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: blockingExecutor{ex, blocked}}, "slow")
+	ex := &enginetest.InstantExecutor{Record: true}
+	release := ex.Hold("") // every call, until its context ends
+	defer release()
+	eng := startEngine(t, b.pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, "slow")
 	run := start(t, eng, "slow", nil)
 	v := waitStatus(t, eng, run.ID, runstate.RunFailed)
 	if !contains(v.Error, "deadline exceeded") {
 		t.Errorf("run error %q, want the deadline", v.Error)
 	}
-	select {
-	case <-blocked:
-	default:
+	if len(ex.Calls()) == 0 {
 		t.Error("the executor was never called")
 	}
-}
-
-// blockingExecutor blocks every call until its context ends.
-type blockingExecutor struct {
-	*scriptedExecutor
-	called chan struct{}
-}
-
-func (b blockingExecutor) Execute(ctx context.Context, _ executor.Request) (executor.Result, error) {
-	select {
-	case b.called <- struct{}{}:
-	default:
-	}
-	<-ctx.Done()
-	return executor.Result{}, ctx.Err()
 }

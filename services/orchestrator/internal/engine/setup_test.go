@@ -3,10 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
@@ -29,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // testPipelines are small pipelines for the engine's rules, all of whose
-// roles are via mesh (served by scriptedExecutor).
+// roles are via mesh (served by enginetest.InstantExecutor).
 var testPipelines = fstest.MapFS{
 	"linear.yaml": {Data: []byte(`
 name: linear
@@ -85,57 +84,11 @@ nodes:
 `)},
 }
 
-// scriptedExecutor is the test double of an agent executor: it answers each
-// task at once with "<role>: <task>" (or what reply says), keeps one
-// session per role and thread, and records every call.
-type scriptedExecutor struct {
-	mu       sync.Mutex
-	calls    []executor.Request
-	sessions map[string]string
-	reply    func(req executor.Request) (string, error)
-}
-
-func (s *scriptedExecutor) Execute(ctx context.Context, req executor.Request) (executor.Result, error) {
-	s.mu.Lock()
-	s.calls = append(s.calls, req)
-	key := req.Thread + "/" + req.RoleName
-	if s.sessions == nil {
-		s.sessions = map[string]string{}
-	}
-	sess := req.SessionID
-	if sess == "" {
-		sess = fmt.Sprintf("sess-%s-%d", req.RoleName, len(s.sessions)+1)
-		s.sessions[key] = sess
-	}
-	reply := s.reply
-	s.mu.Unlock()
-	if req.OnSession != nil {
-		req.OnSession(sess)
-	}
-	out := req.RoleName + ": " + req.Task
-	if reply != nil {
-		var err error
-		if out, err = reply(req); err != nil {
-			return executor.Result{Output: out, SessionID: sess}, err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return executor.Result{}, err
-	}
-	return executor.Result{Output: out, SessionID: sess}, nil
-}
-
-func (s *scriptedExecutor) Calls() []executor.Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]executor.Request(nil), s.calls...)
-}
-
 type bundle struct {
 	pool *pgxpool.Pool
 	dsn  string
 	eng  *engine.Engine
-	exec *scriptedExecutor
+	exec *enginetest.InstantExecutor
 	cat  *pipeline.Catalog
 }
 
@@ -161,12 +114,13 @@ func testDatabase(t *testing.T) (*pgxpool.Pool, string) {
 	return pool, dsn
 }
 
-// setup starts an engine on a fresh database with the test pipelines and a
-// scripted executor.
+// setup starts an engine on a fresh database with the test pipelines and
+// the test executor (enginetest.InstantExecutor), answering with reply when
+// it is set.
 func setup(t *testing.T, reply func(executor.Request) (string, error)) *bundle {
 	t.Helper()
 	pool, dsn := testDatabase(t)
-	b := &bundle{pool: pool, dsn: dsn, exec: &scriptedExecutor{reply: reply}, cat: loadTestCatalog(t)}
+	b := &bundle{pool: pool, dsn: dsn, exec: &enginetest.InstantExecutor{Record: true, Reply: reply}, cat: loadTestCatalog(t)}
 	b.eng = startEngine(t, pool, b.cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.exec}, "")
 	return b
 }

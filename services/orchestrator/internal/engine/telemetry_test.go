@@ -25,6 +25,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
@@ -242,7 +243,7 @@ func TestNodeMetricsAndFailedSpans(t *testing.T) {
 	m := engine.NewMetrics(reg)
 	flaky := 0
 	var mu sync.Mutex
-	ex := &scriptedExecutor{reply: func(req executor.Request) (string, error) {
+	ex := &enginetest.InstantExecutor{Record: true, Reply: func(req executor.Request) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if req.NodeID == "flaky" && flaky < 2 {

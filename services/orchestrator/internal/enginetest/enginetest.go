@@ -70,12 +70,23 @@ func Catalog(tb testing.TB) *pipeline.Catalog {
 	return cat
 }
 
-// InstantExecutor is the test double of an agent: it answers every task at
-// once with "<role>: <task>", keeps one session per role and thread, and
-// records the tasks it was given.
+// InstantExecutor is the one test double of an agent executor for the
+// orchestrator's tests and benchmarks: it answers every task at once with
+// "<role>: <task>" (or what Reply says), keeps one session per role and
+// thread ("session-<thread>-<role>"), reports it while it works (OnSession)
+// unless Quiet, records every call, and holds the tasks a test asks it to.
 type InstantExecutor struct {
+	// Reply, when set, makes a call's answer, and its error.
+	Reply func(req executor.Request) (string, error)
+	// Quiet: the session is not reported while the call runs, only in the
+	// result, as an agent that names it at the end (no save mid-node).
+	Quiet bool
+	// Record keeps every call for Calls and Tasks; a benchmark turns it
+	// off. New executors from Start record.
+	Record bool
+
 	mu    sync.Mutex
-	tasks []string
+	calls []executor.Request
 	holds map[string]chan struct{}
 }
 
@@ -100,13 +111,15 @@ func (x *InstantExecutor) Hold(prefix string) (release func()) {
 	}
 }
 
-// Execute answers req at once.
+// Execute answers req at once, unless a hold keeps it.
 func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (executor.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return executor.Result{}, err
 	}
 	x.mu.Lock()
-	x.tasks = append(x.tasks, req.Task)
+	if x.Record {
+		x.calls = append(x.calls, req)
+	}
 	var held []chan struct{}
 	for prefix, ch := range x.holds {
 		if strings.HasPrefix(req.Task, prefix) {
@@ -125,17 +138,37 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 	if session == "" {
 		session = fmt.Sprintf("session-%s-%s", req.Thread, req.RoleName)
 	}
-	if req.OnSession != nil {
+	if req.OnSession != nil && !x.Quiet {
 		req.OnSession(session)
 	}
-	return executor.Result{Output: req.RoleName + ": " + req.Task, SessionID: session}, nil
+	out := req.RoleName + ": " + req.Task
+	if x.Reply != nil {
+		var err error
+		if out, err = x.Reply(req); err != nil {
+			return executor.Result{Output: out, SessionID: session}, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return executor.Result{}, err
+	}
+	return executor.Result{Output: out, SessionID: session}, nil
+}
+
+// Calls returns the calls made so far, in order.
+func (x *InstantExecutor) Calls() []executor.Request {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]executor.Request(nil), x.calls...)
 }
 
 // Tasks returns the tasks given so far, in order.
 func (x *InstantExecutor) Tasks() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return append([]string(nil), x.tasks...)
+	calls := x.Calls()
+	tasks := make([]string, len(calls))
+	for i, c := range calls {
+		tasks[i] = c.Task
+	}
+	return tasks
 }
 
 // Bundle is a started engine and what it runs on.
@@ -156,7 +189,7 @@ func Start(tb testing.TB) *Bundle {
 		tb.Fatalf("enginetest: connecting: %v", err)
 	}
 	tb.Cleanup(pool.Close)
-	b := &Bundle{Pool: pool, DSN: dsn, Executor: &InstantExecutor{}}
+	b := &Bundle{Pool: pool, DSN: dsn, Executor: &InstantExecutor{Record: true}}
 	b.Engine, err = engine.New(engine.Config{
 		Pool: pool, Catalog: Catalog(tb),
 		Executors:         map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.Executor},
