@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
@@ -57,6 +60,15 @@ func checkVisible(ctx context.Context, run store.Run) error {
 // loadVisible loads a run ctx's viewer may see.
 func (e *Engine) loadVisible(ctx context.Context, id string) (store.Run, error) {
 	run, err := store.GetRun(ctx, e.pool, id)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("run %q: %w", id, err)
+	}
+	return run, checkVisible(ctx, run)
+}
+
+// lockVisible locks a run ctx's viewer may see, in tx (store.LockRun).
+func lockVisible(ctx context.Context, tx pgx.Tx, id string) (store.Run, error) {
+	run, err := store.LockRun(ctx, tx, id)
 	if err != nil {
 		return store.Run{}, fmt.Errorf("run %q: %w", id, err)
 	}

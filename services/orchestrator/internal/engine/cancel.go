@@ -16,11 +16,8 @@ import (
 // nodes stopped (within a lease renewal), and no further node starts.
 func (e *Engine) Cancel(ctx context.Context, runID string) (store.Run, error) {
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		run, err := store.LockRun(ctx, tx, runID)
+		run, err := lockVisible(ctx, tx, runID)
 		if err != nil {
-			return fmt.Errorf("run %q: %w", runID, err)
-		}
-		if err := checkVisible(ctx, run); err != nil {
 			return err
 		}
 		if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
@@ -48,11 +45,7 @@ func (e *Engine) Prune(ctx context.Context, runID string, keep int) (int64, erro
 	}
 	var deleted int64
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		run, err := store.LockRun(ctx, tx, runID)
-		if err != nil {
-			return fmt.Errorf("run %q: %w", runID, err)
-		}
-		if err := checkVisible(ctx, run); err != nil {
+		if _, err := lockVisible(ctx, tx, runID); err != nil {
 			return err
 		}
 		cps, err := store.ListCheckpoints(ctx, tx, runID)

@@ -156,11 +156,8 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 	)
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		var err error
-		run, err = store.LockRun(ctx, tx, req.RunID)
+		run, err = lockVisible(ctx, tx, req.RunID)
 		if err != nil {
-			return fmt.Errorf("run %q: %w", req.RunID, err)
-		}
-		if err := checkVisible(ctx, run); err != nil {
 			return err
 		}
 		if run.Status != runstate.RunFailed {
