@@ -93,12 +93,15 @@ func (t *turn) run() (int, error) {
 	}
 	t.script = sc.forTurn(earlier)
 
-	t.out.event(t.initEvent())
+	// The turn is on disk before the session is announced: a caller that
+	// saves the id from the init event and is cut off right after can
+	// resume it.
 	if !t.o.noPersist {
 		if err := t.store.appendTurn(t.transcript, t.sessionID, t.cwd, t.o.prompt); err != nil {
 			return 0, err
 		}
 	}
+	t.out.event(t.initEvent())
 	if os.Getenv("ANTHROPIC_API_KEY") == "" && os.Getenv("CLAUDE_CODE_OAUTH_TOKEN") == "" {
 		return t.apiError("Not logged in · Please run /login", "authentication_failed"), nil
 	}

@@ -66,6 +66,16 @@ var errNodeDone = errors.New("node needs no work")
 
 func (a nodeArgs) key() string { return fmt.Sprintf("%s/%s/%d", a.RunID, a.NodeID, a.Iteration) }
 
+// inlineJobNames reports whether job, a run's inline_job, is a's node
+// iteration.
+func inlineJobNames(job []byte, a nodeArgs) bool {
+	if len(job) == 0 {
+		return false
+	}
+	var j nodeArgs
+	return json.Unmarshal(job, &j) == nil && j.NodeID == a.NodeID && j.Iteration == a.Iteration
+}
+
 // inlineNext is a successor the job goes on with itself.
 type inlineNext struct {
 	args nodeArgs
@@ -132,7 +142,7 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	}
 	jobID, inline := job.ID, false
 	for {
-		next, held, err := e.workNode(ctx, lease, sessionKnown, a, jobID, inline)
+		next, held, err := e.workNodeRecovering(ctx, lease, sessionKnown, a, jobID, inline)
 		e.leases.end(key)
 		if held {
 			e.leases.release(ctx, a.RunID)
@@ -190,6 +200,20 @@ func (e *Engine) scheduleInline(ctx context.Context, lease store.Lease) error {
 		e.logger.InfoContext(ctx, "scheduled a node its replica left inline", slog.String("run", a.RunID), slog.String("node", a.NodeID))
 	}
 	return nil
+}
+
+// workNodeRecovering is workNode with a panic turned into the node's
+// failure to commit: the lease reference is then released and an inline
+// node given its job, rather than leaked with the goroutine (River
+// recovers the panic, but the lease would be renewed for ever).
+func (e *Engine) workNodeRecovering(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64, inline bool) (next *inlineNext, held bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.logger.ErrorContext(ctx, "a node's work panicked", slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Any("panic", p))
+			next, held, err = nil, true, fmt.Errorf("node %s panicked: %v", a.NodeID, p)
+		}
+	}()
+	return e.workNode(ctx, lease, sessionKnown, a, jobID, inline)
 }
 
 // workNode works one node while holding a reference on the run's lease. held
@@ -504,6 +528,10 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 	commitStart := time.Now()
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		locked, sessions, err := store.LockRunForCommit(ctx, tx, a.RunID, e.cfg.ReplicaID, fence)
+		// The run's inline_job stands for this node when this job is the
+		// inline one, or the job it was given later (a gave-up inline
+		// node, or one scheduled after a fresh claim): its commit clears it.
+		clearsInline := inline || inlineJobNames(locked.InlineJob, a)
 		if err != nil {
 			return err
 		}
@@ -548,7 +576,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 				info.Status, info.RunStatus = outcomeRetry, locked.Status
 				// An inline node's retry has a job now: the run's inline_job
 				// no longer stands for it.
-				if err := store.UpdateRun(ctx, batch, a.RunID, store.RunUpdate{HeadSeq: locked.HeadSeq, Status: locked.Status, Release: release, SetInline: inline}); err != nil {
+				if err := store.UpdateRun(ctx, batch, a.RunID, store.RunUpdate{HeadSeq: locked.HeadSeq, Status: locked.Status, Release: release, SetInline: clearsInline}); err != nil {
 					return err
 				}
 				return batch.Send(ctx, tx)
@@ -591,7 +619,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		if successor != nil {
 			w.Inline = &successor.args
 		}
-		w.SetInline = inline || successor != nil
+		w.SetInline = clearsInline || successor != nil
 		return e.applyStep(ctx, tx, batch, p, w)
 	})
 	if err != nil {

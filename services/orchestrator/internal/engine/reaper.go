@@ -39,9 +39,50 @@ func (e *Engine) reapLoop(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// reap inserts takeover jobs for the node jobs of dead replicas and returns
-// how many it inserted.
+// reap inserts takeover jobs for the node jobs of dead replicas, and the
+// jobs of inline nodes nobody works (reapInline), and returns how many it
+// inserted.
 func (e *Engine) reap(ctx context.Context) (int, error) {
+	n, err := e.reapInline(ctx)
+	if err != nil {
+		return n, err
+	}
+	m, err := e.reapJobs(ctx)
+	return n + m, err
+}
+
+// reapInline inserts the job of each node a replica was working inline on
+// a run whose lease is now free or expired: the replica died or stopped,
+// and whatever would have scheduled the node on a fresh claim of the run
+// (a takeover, River's retry of the chain's job) may never come, say when
+// that retry found its own node committed. River refuses a job it has
+// (unique args), and a job whose node is committed ends at once.
+func (e *Engine) reapInline(ctx context.Context) (int, error) {
+	jobs, err := store.UnheldInlineJobs(ctx, e.pool, 1000)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, job := range jobs {
+		var a nodeArgs
+		if err := json.Unmarshal(job, &a); err != nil || a.RunID == "" {
+			continue
+		}
+		r, err := e.river.Insert(ctx, a, nil)
+		if err != nil {
+			return n, err
+		}
+		if !r.UniqueSkippedAsDuplicate {
+			n++
+			e.logger.InfoContext(ctx, "scheduled a node its replica left inline", slog.String("run", a.RunID), slog.String("node", a.NodeID))
+		}
+	}
+	return n, nil
+}
+
+// reapJobs inserts takeover jobs for the node jobs of dead replicas and
+// returns how many it inserted.
+func (e *Engine) reapJobs(ctx context.Context) (int, error) {
 	res, err := e.river.JobList(ctx, river.NewJobListParams().Kinds(nodeArgs{}.Kind()).States(rivertype.JobStateRunning).First(1000))
 	if err != nil {
 		return 0, err

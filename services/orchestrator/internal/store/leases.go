@@ -51,9 +51,9 @@ func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Du
 
 // LockRunForCommit locks a run's row like LockRun and checks, in the same
 // statement, that owner still holds its lease with fence: ErrStaleLease if
-// not. It also reads the role sessions of the run's thread, role → session:
-// a commit that goes on with a successor knows its session without another
-// statement.
+// not. It also reads the run's inline_job (Run.InlineJob) and the role
+// sessions of the run's thread, role → session: a commit that goes on with
+// a successor knows its session without another statement.
 func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence int64) (Run, map[string]string, error) {
 	if !validUUID(id) {
 		return Run{}, nil, ErrNotFound
@@ -62,9 +62,9 @@ func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence in
 	var held bool
 	sessions := map[string]string{}
 	err := tx.QueryRow(ctx, `SELECT `+runColumns+`, coalesce(lease_owner = $2 AND fence = $3, false),
-			coalesce((SELECT jsonb_object_agg(role, session_id) FROM role_sessions s WHERE s.thread = runs.thread), '{}')
+			coalesce((SELECT jsonb_object_agg(role, session_id) FROM role_sessions s WHERE s.thread = runs.thread), '{}'), inline_job
 		FROM runs WHERE id = $1 FOR UPDATE`, id, owner, fence).Scan(
-		append(runFields(&r), &held, &sessions)...)
+		append(runFields(&r), &held, &sessions, &r.InlineJob)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, nil, ErrNotFound
 	}
@@ -107,4 +107,18 @@ func LeaseLive(ctx context.Context, q Querier, runID string) (bool, error) {
 		return false, nil
 	}
 	return live, err
+}
+
+// UnheldInlineJobs returns, for at most limit running or waiting runs whose
+// lease is free or expired, the job of the node their last holder worked
+// inline (see RunUpdate.InlineJob): nobody works those nodes, and they may
+// have no job of their own.
+func UnheldInlineJobs(ctx context.Context, q Querier, limit int) ([][]byte, error) {
+	rows, err := q.Query(ctx, `SELECT inline_job FROM runs
+		WHERE inline_job IS NOT NULL AND status IN ('running', 'waiting') AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[[]byte])
 }

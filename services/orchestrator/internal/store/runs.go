@@ -37,6 +37,9 @@ type Run struct {
 	// get TraceID.
 	Traceparent string `json:"-"`
 	Tracestate  string `json:"-"`
+	// InlineJob is the run's inline_job as LockRunForCommit reads it (see
+	// RunUpdate.InlineJob); other reads leave it nil. Internal.
+	InlineJob []byte `json:"-"`
 }
 
 const runColumns = `id::text, pipeline, pipeline_hash, thread, caller, status, coalesce(error, ''), head_seq,
@@ -161,7 +164,8 @@ type RunUpdate struct {
 	// Release gives up the committer's lease in the same statement.
 	Release bool
 	// SetInline writes InlineJob, the job of the node the committer goes on
-	// with inline (nil: none); without it the run keeps what it had.
+	// with inline (nil: none); without it the run keeps what it had, unless
+	// it ends (succeeded, failed, cancelled), which clears it.
 	SetInline bool
 	InlineJob []byte
 }
@@ -173,7 +177,7 @@ func UpdateRun(ctx context.Context, q Execer, id string, u RunUpdate) error {
 			finished_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END,
 			lease_owner = CASE WHEN $6 THEN NULL ELSE lease_owner END,
 			lease_expires_at = CASE WHEN $6 THEN NULL ELSE lease_expires_at END,
-			inline_job = CASE WHEN $7 THEN $8::jsonb ELSE inline_job END
+			inline_job = CASE WHEN $7 THEN $8::jsonb WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN NULL ELSE inline_job END
 		WHERE id = $1`, id, u.HeadSeq, u.Status, u.Error, u.PipelineHash, u.Release, u.SetInline, u.InlineJob)
 	return err
 }
