@@ -4,11 +4,12 @@
 //
 // Tokens come from an environment variable, "caller=token,caller2=token2",
 // and from a file with one "caller token" or "caller=token" per line (blank
-// lines and # comments skipped). A caller is a name without spaces, "=" or
-// ","; a token is at least [MinLength] characters without spaces or
-// commas; a caller has one token, and no two callers share one. Once
-// loaded, only each token's SHA-256 is kept, and a presented token is
-// compared with every known hash in constant time.
+// lines and # comments skipped). A caller is a name of letters, digits and
+// ". _ @ / + -"; a token is at least [MinLength] characters without spaces
+// or commas (an "=" in it is fine). A caller may have several tokens (to
+// rotate them), and no two callers share one. Once loaded, only each
+// token's SHA-256 is kept, and a presented token is compared with every
+// known hash in constant time.
 package bearer
 
 import (
@@ -20,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -96,13 +98,19 @@ func Load(envName, envValue, file string) (*Set, error) {
 			continue
 		}
 		where := fmt.Sprintf("%s:%d", file, n)
-		caller, token, ok := strings.Cut(line, "=")
-		if !ok {
-			fields := strings.Fields(line)
-			if len(fields) != 2 {
-				return nil, fmt.Errorf(`%s: want "caller token" or "caller=token"`, where)
-			}
+		var caller, token string
+		ok := true
+		// "caller token" first: a token may hold "=" (base64 padding).
+		switch fields := strings.Fields(line); len(fields) {
+		case 2:
 			caller, token = fields[0], fields[1]
+		case 1:
+			caller, token, ok = strings.Cut(line, "=")
+		default:
+			ok = false
+		}
+		if !ok {
+			return nil, fmt.Errorf(`%s: want "caller token" or "caller=token"`, where)
 		}
 		if err := b.add(caller, token, where); err != nil {
 			return nil, err
@@ -116,31 +124,35 @@ func Load(envName, envValue, file string) (*Set, error) {
 
 // builder checks tokens as they are added.
 type builder struct {
-	set   *Set
-	seen  map[[sha256.Size]byte]string
-	named map[string]bool
+	set  *Set
+	seen map[[sha256.Size]byte]string
 }
+
+// callerPattern is what a caller's name may be. A name that is not one is
+// never printed: it may be a misplaced token.
+var callerPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@/+-]{0,127}$`)
 
 func (b *builder) add(caller, token, where string) error {
 	if b.set == nil {
-		b.set, b.seen, b.named = &Set{}, map[[sha256.Size]byte]string{}, map[string]bool{}
+		b.set, b.seen = &Set{}, map[[sha256.Size]byte]string{}
 	}
 	caller, token = strings.TrimSpace(caller), strings.TrimSpace(token)
 	switch {
-	case caller == "" || strings.ContainsAny(caller, " \t\r\n=,"):
-		return fmt.Errorf("%s: the caller must be a name without spaces, \"=\" or \",\"", where)
+	case !callerPattern.MatchString(caller):
+		return fmt.Errorf("%s: the caller must be a name of letters, digits and . _ @ / + - (at most 128)", where)
 	case len(token) < MinLength:
 		return fmt.Errorf("%s: caller %s: the token must be at least %d characters", where, caller, MinLength)
 	case strings.ContainsAny(token, " \t\r\n,"):
 		return fmt.Errorf("%s: caller %s: the token must not contain spaces or commas", where, caller)
-	case b.named[caller]:
-		return fmt.Errorf("%s: caller %s has a token already", where, caller)
 	}
 	h := sha256.Sum256([]byte(token))
 	if other, dup := b.seen[h]; dup {
+		if other == caller {
+			return nil // the same token twice: once is enough
+		}
 		return fmt.Errorf("%s: callers %s and %s have the same token", where, other, caller)
 	}
-	b.seen[h], b.named[caller] = caller, true
+	b.seen[h] = caller
 	b.set.entries = append(b.set.entries, entry{caller: caller, hash: h})
 	return nil
 }
@@ -168,7 +180,7 @@ func (s *Set) Caller(token string) (string, bool) {
 	return caller, caller != ""
 }
 
-// HashOf returns the hash of caller's token.
+// HashOf returns the hash of caller's first token.
 func (s *Set) HashOf(caller string) ([]byte, bool) {
 	for _, e := range s.entries {
 		if e.caller == caller {

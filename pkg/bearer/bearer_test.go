@@ -90,10 +90,10 @@ func TestLoad(t *testing.T) {
 		{env: "alice", want: "MESHWORK_TOKENS entry 1: want caller=token"},
 		{env: "alice=" + aliceToken + ",=x-long-enough-token", want: "MESHWORK_TOKENS entry 2: the caller must be"},
 		{env: "alice=short", want: "at least 16 characters"},
-		{env: "alice=" + aliceToken + ",alice=" + bobToken, want: "caller alice has a token already"},
+		{env: "x:" + aliceToken + "=" + bobToken, want: "MESHWORK_TOKENS entry 1: the caller must be"},
 		{env: "alice=" + aliceToken + ",bob=" + aliceToken, want: "callers alice and bob have the same token"},
 		{file: "carol a b\n", want: `tokens:1: want "caller token" or "caller=token"`},
-		{env: "carol=" + aliceToken, file: "# x\ncarol " + bobToken + "\n", want: "tokens:2: caller carol has a token already"},
+		{env: "carol=" + aliceToken, file: "# x\nbob " + aliceToken + "\n", want: "tokens:2: callers carol and bob have the same token"},
 	} {
 		path := ""
 		if tc.file != "" {
@@ -108,6 +108,21 @@ func TestLoad(t *testing.T) {
 		}
 		if err != nil && (strings.Contains(err.Error(), aliceToken) || strings.Contains(err.Error(), bobToken)) {
 			t.Errorf("the error shows a token: %v", err)
+		}
+	}
+	// A caller with two tokens (rotation); a token with "=" on a "caller
+	// token" line.
+	rotated := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(rotated, []byte("alice "+aliceToken+"\nalice c2VjcmV0LXRva2VuLWZvci1hbGljZQ==\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, err = Load("X", "", rotated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range []string{aliceToken, "c2VjcmV0LXRva2VuLWZvci1hbGljZQ=="} {
+		if c, ok := set.Caller(token); !ok || c != "alice" {
+			t.Errorf("alice's token %q: %q, %v", token, c, ok)
 		}
 	}
 	if _, err := Load("X", "", filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "reading the tokens file") {

@@ -272,20 +272,20 @@ func httpHandler(mcpSrv *mcp.Server, tokens *bearer.Set, metrics http.Handler, s
 // the marketplace or the orchestrator. It is checked and kept as every
 // service's tokens are (package bearer).
 func loadToken(file string) (*bearer.Set, error) {
-	token := os.Getenv("MESH_EXEC_TOKEN")
+	token, from := os.Getenv("MESH_EXEC_TOKEN"), "MESH_EXEC_TOKEN"
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("reading the token: %w", err)
 		}
-		token = strings.TrimSpace(string(b))
+		token, from = strings.TrimSpace(string(b)), "--token-file "+file
 	}
 	if len(token) < bearer.MinLength {
 		return nil, fmt.Errorf("HTTP needs a bearer token of at least %d characters: set MESH_EXEC_TOKEN or --token-file", bearer.MinLength)
 	}
 	tokens, err := bearer.New(map[string]string{"client": token})
 	if err != nil {
-		return nil, fmt.Errorf("MESH_EXEC_TOKEN: %w", err)
+		return nil, fmt.Errorf("the bearer token of %s: %w", from, err)
 	}
 	return tokens, nil
 }

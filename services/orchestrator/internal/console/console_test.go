@@ -356,9 +356,15 @@ func TestEventStreamWithTheSession(t *testing.T) {
 	if r, _ := bob.get("/v1/runs/" + run.ID + "/events"); r.StatusCode != http.StatusNotFound {
 		t.Errorf("another caller's run: %d", r.StatusCode)
 	}
-	for _, path := range []string{"/v1/runs/" + run.ID, "/v1/runs", "/v1/runs/" + run.ID + "/events/x"} {
+	for _, path := range []string{"/v1/runs/" + run.ID, "/v1/runs", "/v1/runs/" + run.ID + "/checkpoints"} {
 		if r, _ := b.get(path); r.StatusCode != http.StatusUnauthorized {
 			t.Errorf("GET %s with only the session: %d", path, r.StatusCode)
+		}
+	}
+	// Spellings of the path that are not the route get nothing from it.
+	for _, path := range []string{"/v1/runs/" + run.ID + "/events/x", "/v1/runs/" + run.ID + "%2Fevents", "/v1/runs/" + run.ID + "/events/"} {
+		if r, body := b.get(path); r.StatusCode == http.StatusOK {
+			t.Errorf("GET %s with only the session: %d %.200s", path, r.StatusCode, body)
 		}
 	}
 }

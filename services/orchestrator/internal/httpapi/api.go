@@ -130,34 +130,45 @@ func New(cfg Config) (*API, error) {
 	}
 
 	r := chi.NewRouter()
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+	notFound := func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, codeNotFound, "no such path; see /v1/openapi.json")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+	}
+	notAllowed := func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this path; see /v1/openapi.json")
-	})
+	}
+	r.NotFound(notFound)
+	r.MethodNotAllowed(notAllowed)
 	r.Use(a.observe)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", a.readyz)
 	if gatherer != nil {
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}
-	r.Group(func(r chi.Router) {
-		r.Use(a.authenticate)
-		r.Route("/v1", func(r chi.Router) {
+	r.Route("/v1", func(r chi.Router) {
+		// Under /v1 a path that is not a route needs a token too, as the
+		// routes do: without one it is 401, not a map of what exists.
+		r.NotFound(a.authenticate(http.HandlerFunc(notFound)).ServeHTTP)
+		r.MethodNotAllowed(a.authenticate(http.HandlerFunc(notAllowed)).ServeHTTP)
+		// The one route a console session may read (see
+		// authenticateOrSession); the middleware runs once it is routed.
+		r.With(a.authenticateOrSession).Get("/runs/{id}/events", a.streamEvents)
+		r.Group(func(r chi.Router) {
+			r.Use(a.authenticate)
 			r.Get("/openapi.json", serveOpenAPI)
 			r.Get("/pipelines", a.listPipelines)
 			r.Post("/runs", a.startRun)
 			r.Get("/runs", a.listRuns)
 			r.Get("/runs/{id}", a.getRun)
 			r.Get("/runs/{id}/checkpoints", a.listCheckpoints)
-			r.Get("/runs/{id}/events", a.streamEvents)
 			r.Post("/runs/{id}/fork", a.forkRun)
 			r.Post("/runs/{id}/cancel", a.cancelRun)
 			r.Post("/runs/{id}/resume", a.resumeRun)
 			r.Post("/runs/{id}/prune", a.pruneRun)
 			r.Post("/interrupts/{id}/resume", a.resumeInterrupt)
 		})
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(a.authenticate)
 		if cfg.MCP != nil {
 			// The SDK reads the caller from its own TokenInfo, which only
 			// its middleware can set; the token was checked just before,

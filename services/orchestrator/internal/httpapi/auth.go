@@ -3,16 +3,11 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
-
-// eventsPath is the one route a console session may use instead of a
-// token: a run's event stream, read-only.
-var eventsPath = regexp.MustCompile(`^/v1/runs/[^/]+/events$`)
 
 type callerKey struct{}
 
@@ -24,13 +19,23 @@ func callerFrom(ctx context.Context) string {
 
 // authenticate lets through requests with a known caller's bearer token and
 // refuses the others with 401.
-func (a *API) authenticate(next http.Handler) http.Handler {
+func (a *API) authenticate(next http.Handler) http.Handler { return a.authenticateWith(next, false) }
+
+// authenticateOrSession is authenticate that also takes a console session
+// (Config.SessionCaller) from a request without a token. It is put on the
+// one route that may, after routing (chi's With), so that no other path
+// can reach it, however the path is spelled.
+func (a *API) authenticateOrSession(next http.Handler) http.Handler {
+	return a.authenticateWith(next, a.session != nil)
+}
+
+func (a *API) authenticateWith(next http.Handler, orSession bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		caller, ok := "", false
 		if strings.EqualFold(scheme, "Bearer") {
 			caller, ok = a.tokens.Caller(strings.TrimSpace(token))
-		} else if a.session != nil && r.Method == http.MethodGet && eventsPath.MatchString(r.URL.Path) {
+		} else if orSession {
 			caller, ok = a.session(r)
 		}
 		if !ok {
