@@ -338,16 +338,11 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.TraceURL != "" && v.TraceID != "" {
 		d.TraceURL = strings.ReplaceAll(c.cfg.TraceURL, "{trace_id}", url.QueryEscape(v.TraceID))
 	}
-	cps, err := c.cfg.Engine.Checkpoints(r.Context(), v.ID)
+	d.Checkpoints, err = c.cfg.Engine.RecentCheckpoints(r.Context(), v.ID, maxCheckpointsShown)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
 	}
-	slices.Reverse(cps)
-	if len(cps) > maxCheckpointsShown {
-		cps = cps[:maxCheckpointsShown]
-	}
-	d.Checkpoints = cps
 	c.render(w, r, http.StatusOK, "run", "Run "+v.ID, d)
 }
 

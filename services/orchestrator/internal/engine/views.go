@@ -136,3 +136,12 @@ func (e *Engine) Checkpoints(ctx context.Context, runID string) ([]store.Checkpo
 	}
 	return store.ListCheckpoints(ctx, e.pool, runID)
 }
+
+// RecentCheckpoints lists a run's newest checkpoints, newest first, at most
+// limit, without their deltas (store.RecentCheckpoints).
+func (e *Engine) RecentCheckpoints(ctx context.Context, runID string, limit int) ([]store.Checkpoint, error) {
+	if _, err := e.loadVisible(ctx, runID); err != nil {
+		return nil, err
+	}
+	return store.RecentCheckpoints(ctx, e.pool, runID, limit)
+}

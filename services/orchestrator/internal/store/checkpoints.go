@@ -74,6 +74,22 @@ func ListCheckpointsAfter(ctx context.Context, q Querier, runID string, after in
 	})
 }
 
+// RecentCheckpoints lists a run's newest checkpoints, newest first, at most
+// limit, without their deltas (Delta is empty; Bytes is set): what a page
+// that lists them needs, at a cost that does not grow with the run.
+func RecentCheckpoints(ctx context.Context, q Querier, runID string, limit int) ([]Checkpoint, error) {
+	rows, err := q.Query(ctx, `SELECT run_id::text, seq, coalesce(parent_run::text, ''), parent_seq, coalesce(node_id, ''), coalesce(iteration, 0), created_at, pg_column_size(delta)
+		FROM checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2`, runID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Checkpoint, error) {
+		var c Checkpoint
+		err := r.Scan(&c.RunID, &c.Seq, &c.ParentRun, &c.ParentSeq, &c.NodeID, &c.Iteration, &c.CreatedAt, &c.Bytes)
+		return c, err
+	})
+}
+
 // LoadState folds the deltas of the chain that ends at checkpoint (runID,
 // seq), following parents across forks.
 func LoadState(ctx context.Context, q Querier, runID string, seq int) (runstate.State, error) {

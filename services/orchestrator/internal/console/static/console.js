@@ -29,8 +29,19 @@
       (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.tagName === "SELECT");
   }
 
-  function refresh(done) {
+  // refresh fetches the page again and swaps in its main part. While the
+  // person fills in a form of the page it waits until they leave the field,
+  // rather than lose what they typed.
+  var waiting = false;
+  function refresh() {
     if (typing()) {
+      if (!waiting) {
+        waiting = true;
+        document.activeElement.addEventListener("blur", function () {
+          waiting = false;
+          refresh();
+        }, {once: true});
+      }
       return;
     }
     fetch(window.location.href, {credentials: "same-origin", headers: {"Accept": "text/html"}})
@@ -44,9 +55,6 @@
         if (fresh && main) {
           main.replaceWith(document.adoptNode(fresh));
           localTimes(document);
-        }
-        if (done) {
-          done();
         }
       })
       .catch(function () { /* the next event tries again */ });
@@ -64,7 +72,9 @@
         timer = window.setTimeout(function () { timer = null; refresh(); }, 250);
       }
     }
-    ["checkpoint", "attempt", "agent"].forEach(function (type) {
+    // A node's step or attempt changes the page; the agent's own events
+    // (many, and not on the page) do not.
+    ["checkpoint", "attempt"].forEach(function (type) {
       events.addEventListener(type, soon);
     });
     // "run": the run ended or parked, the stream's last event.
