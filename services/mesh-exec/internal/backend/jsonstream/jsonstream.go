@@ -70,6 +70,13 @@ type Decoder interface {
 	Decode(r *Run, line []byte) []backend.Event
 }
 
+// Finisher is a Decoder that brings the run up to date once the output
+// ended, before the result is made from it (an answer assembled from its
+// parts only then, rather than at every line).
+type Finisher interface {
+	Finish(r *Run)
+}
+
 // Run is what a decoder has learned of a run so far; the result is made
 // from it.
 type Run struct {
@@ -185,6 +192,9 @@ func (p *parser) Line(line []byte) []backend.Event {
 // Finish returns the run's result.
 func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 	r := &p.run
+	if f, ok := p.dec.(Finisher); ok {
+		f.Finish(r)
+	}
 	res := backend.Result{
 		SessionID:     r.SessionID,
 		CostUSD:       r.CostUSD,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
@@ -162,9 +163,11 @@ func (d *opencodeDecoder) Decode(r *Run, line []byte) []backend.Event {
 		if ev.Part == nil || ev.Part.Text == "" {
 			break
 		}
-		if len(d.step) < 10000 {
-			d.step = append(d.step, ev.Part.Text)
+		if len(d.step) >= maxStepParts {
+			// Bounded, keeping the end: the conclusion comes last.
+			d.step = slices.Delete(d.step, 0, 1)
 		}
+		d.step = append(d.step, ev.Part.Text)
 		out = append(out, backend.Event{Kind: backend.KindText, Text: ev.Part.Text})
 	case "tool_use":
 		if ev.Part == nil || ev.Part.Tool == "" {
@@ -202,9 +205,14 @@ func (d *opencodeDecoder) Decode(r *Run, line []byte) []backend.Event {
 		r.Ended = true
 		out = append(out, backend.Event{Kind: backend.KindResult, SessionID: r.SessionID, Text: d.finalText()})
 	}
-	r.Answer = d.finalText()
 	return out
 }
+
+// maxStepParts bounds the text parts of a step kept for the answer.
+const maxStepParts = 10000
+
+// Finish sets the answer, from the parts kept (joined once, here).
+func (d *opencodeDecoder) Finish(r *Run) { r.Answer = d.finalText() }
 
 // finalText is the answer: the last step's text, or the text after the last
 // step_finish of a run cut short mid-step.
