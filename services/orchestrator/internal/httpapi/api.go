@@ -251,6 +251,9 @@ type requestInfoKey struct{}
 func (a *API) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// No response is to be read as anything but its declared type
+		// (a JSON error is no script, whatever a page tries).
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		info := &requestInfo{}
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		rec := &statusRecorder{ResponseWriter: w}

@@ -52,6 +52,9 @@ func TestAuth(t *testing.T) {
 			if !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
 				t.Errorf("WWW-Authenticate %q", resp.Header.Get("WWW-Authenticate"))
 			}
+			if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("X-Content-Type-Options %q, want nosniff", got)
+			}
 		})
 	}
 	t.Run("health needs no token", func(t *testing.T) {
