@@ -98,6 +98,26 @@ func SessionCaller(tokens *bearer.Set, now func() time.Time) func(*http.Request)
 	}
 }
 
+// parsePages parses every page's template, each with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"duration": duration,
+		"symbol":   symbol,
+		"decision": func(csrf, id string) struct{ CSRF, ID string } { return struct{ CSRF, ID string }{csrf, id} },
+	}
+	pages := map[string]*template.Template{}
+	for _, page := range []string{"signin", "runs", "run", "approvals", "start", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, err
+		}
+		pages[page] = t
+	}
+	return pages, nil
+}
+
 // New returns the console's handler.
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Engine == nil || cfg.Tokens == nil {
@@ -109,21 +129,11 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &console{cfg: cfg, pages: map[string]*template.Template{}}
-	funcs := template.FuncMap{
-		"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"duration": duration,
-		"symbol":   symbol,
-		"decision": func(csrf, id string) struct{ CSRF, ID string } { return struct{ CSRF, ID string }{csrf, id} },
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
 	}
-	for _, page := range []string{"signin", "runs", "run", "approvals", "start", "error"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
-		if err != nil {
-			return nil, err
-		}
-		c.pages[page] = t
-	}
+	c := &console{cfg: cfg, pages: pages}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		return nil, err
@@ -318,6 +328,9 @@ type runData struct {
 	// Checkpoints are the run's, newest first, each one a place to fork
 	// from.
 	Checkpoints []store.Checkpoint
+	// SideBySide is the run's patch laid out side by side; nil when the
+	// patch does not parse, which the page then shows as text only.
+	SideBySide *sideDiff
 }
 
 func (c *console) run(w http.ResponseWriter, r *http.Request) {
@@ -337,6 +350,9 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.cfg.TraceURL != "" && v.TraceID != "" {
 		d.TraceURL = strings.ReplaceAll(c.cfg.TraceURL, "{trace_id}", url.QueryEscape(v.TraceID))
+	}
+	if v.Patch != "" {
+		d.SideBySide, _ = sideBySide(v.Patch)
 	}
 	d.Checkpoints, err = c.cfg.Engine.RecentCheckpoints(r.Context(), v.ID, maxCheckpointsShown)
 	if err != nil {
