@@ -247,6 +247,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/claude
 	go test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/jsonstream
 	go test -run '^$$' -fuzz '^FuzzSSEReader$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/apiclient
+	go test -run '^$$' -fuzz '^FuzzSideBySide$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/console
 
 ##@ Code
 

@@ -151,3 +151,25 @@ func TestRunPageShowsThePatchSideBySide(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSideBySide: whatever an agent's patch holds, laying it out never
+// panics, and a layout keeps to its bound.
+func FuzzSideBySide(f *testing.F) {
+	f.Add("diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1,2 +1,2 @@\n x\n-y\n+z\n")
+	f.Add("diff --git a/a b/b\nrename from a\nrename to b\n")
+	f.Add("diff --git a/x b/x\nBinary files a/x and b/x differ\n")
+	f.Add("@@ -1 +1 @@\n-a\n+b\n")
+	f.Fuzz(func(t *testing.T, patch string) {
+		d, err := sideBySide(patch)
+		if err != nil {
+			return
+		}
+		rows := 0
+		for _, f := range d.Files {
+			rows += len(f.Rows)
+		}
+		if rows > maxSideRows {
+			t.Errorf("%d rows, over the bound", rows)
+		}
+	})
+}
