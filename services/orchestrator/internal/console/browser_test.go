@@ -13,8 +13,10 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 // chromium finds Debian's chromium; without it the test is skipped, unless
@@ -238,6 +240,29 @@ func TestRunPageFollowsTheRunInABrowser(t *testing.T) {
 	)
 	if !strings.Contains(started, "GMT+9") {
 		t.Errorf("the start time in Tokyo reads %q, want the viewer's time zone (GMT+9)", started)
+	}
+	// The agent works: its events come into the page's list as they
+	// happen, as text, a refused call marked.
+	ctx := context.Background()
+	for _, ev := range []meshtype.AgentEvent{
+		{Kind: "pre_tool", Tool: "Edit", Text: "Editing main.go", Decision: &meshtype.ToolDecision{Tool: "Edit", Summary: "Editing main.go", Allowed: true}},
+		{Kind: "pre_tool", Tool: "Bash", Text: `Running <img src=x onerror=alert(3)>`, Decision: &meshtype.ToolDecision{Tool: "Bash", Allowed: false, Violations: []meshtype.Violation{{ConstraintID: "commands", Violated: true, Message: "command not allowed"}}}},
+	} {
+		if err := store.AddAgentEvent(ctx, s.pool, run.ID, "first", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var agentText string
+	var made int
+	step("the agent's events",
+		chromedp.WaitVisible(`ol.agent-events li.refused`),
+		chromedp.Evaluate(`document.querySelector("ol.agent-events").textContent`, &agentText),
+		chromedp.Evaluate(`document.querySelectorAll("ol.agent-events img, ol.agent-events script").length`, &made),
+		chromedp.Evaluate(`window.meshworkStayed || 0`, &stayed),
+		shot("run-live-agent-events"),
+	)
+	if !strings.Contains(agentText, "first Editing main.go") || !strings.Contains(agentText, "refused by the gate: command not allowed") || made != 0 || stayed != 42 {
+		t.Errorf("the agent's events: %q (%d elements made, window value %d)", agentText, made, stayed)
 	}
 	release()
 	// Read in one script: the page may swap its main part again between

@@ -331,6 +331,8 @@ type runData struct {
 	// SideBySide is the run's patch laid out side by side; nil when the
 	// patch does not parse, which the page then shows as text only.
 	SideBySide *sideDiff
+	// AgentEvents are what the run's agents did last, newest first.
+	AgentEvents []store.AgentEvent
 }
 
 func (c *console) run(w http.ResponseWriter, r *http.Request) {
@@ -354,6 +356,10 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 	if v.Patch != "" {
 		d.SideBySide, _ = sideBySide(v.Patch)
 	}
+	if d.AgentEvents, err = c.cfg.Engine.RecentAgentEvents(r.Context(), v.ID, maxAgentEventsShown); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
 	d.Checkpoints, err = c.cfg.Engine.RecentCheckpoints(r.Context(), v.ID, maxCheckpointsShown)
 	if err != nil {
 		c.failErr(w, r, err)
@@ -361,6 +367,10 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 	}
 	c.render(w, r, http.StatusOK, "run", "Run "+v.ID, d)
 }
+
+// maxAgentEventsShown bounds the agent events a run's page lists (the
+// newest); static/console.js keeps the live list to as many.
+const maxAgentEventsShown = 20
 
 // maxCheckpointsShown bounds the checkpoints a run's page lists (the
 // newest); older ones are forked from with meshctl or the API.

@@ -15,12 +15,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/console"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/httpapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -423,5 +425,34 @@ func TestForkFromACheckpoint(t *testing.T) {
 	_, bobs := bob.get("/runs")
 	if resp, _ := bob.post("/runs/"+run.ID+"/fork", url.Values{"csrf": {csrfOf(t, bobs)}, "seq": {"0"}}); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("bob forking alice's run: %d, want 404", resp.StatusCode)
+	}
+}
+
+// A run's page lists what its agents did last, newest first, as text: a
+// call the gate refused marked, with why.
+func TestRunPageListsTheAgentsEvents(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	run, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": "x"}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.settle(run.ID)
+	for _, ev := range []meshtype.AgentEvent{
+		{Kind: "pre_tool", Tool: "Read", Text: "Reading <b>go.mod</b>", Decision: &meshtype.ToolDecision{Tool: "Read", Allowed: true}},
+		{Kind: "pre_tool", Tool: "Bash", Text: "Running rm -rf /", Decision: &meshtype.ToolDecision{Tool: "Bash", Violations: []meshtype.Violation{{ConstraintID: "commands", Violated: true, Message: "rm is not allowed"}}}},
+	} {
+		if err := store.AddAgentEvent(context.Background(), s.pool, run.ID, "first", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := s.browser()
+	alice.signIn(aliceToken)
+	_, page := alice.get("/runs/" + run.ID)
+	refused := strings.Index(page, `<li class="refused">`)
+	read := strings.Index(page, "Reading &lt;b&gt;go.mod&lt;/b&gt;")
+	if refused < 0 || read < 0 || refused > read || !strings.Contains(page, "Running rm -rf / (refused by the gate: rm is not allowed)") || strings.Contains(page, "<b>go.mod") {
+		t.Errorf("the agents' events on the page (newest first, as text):\n%s", page)
 	}
 }

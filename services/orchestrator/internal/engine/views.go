@@ -145,3 +145,12 @@ func (e *Engine) RecentCheckpoints(ctx context.Context, runID string, limit int)
 	}
 	return store.RecentCheckpoints(ctx, e.pool, runID, limit)
 }
+
+// RecentAgentEvents lists what a run's agents did last, newest first, at
+// most limit (store.RecentAgentEvents).
+func (e *Engine) RecentAgentEvents(ctx context.Context, runID string, limit int) ([]store.AgentEvent, error) {
+	if _, err := e.loadVisible(ctx, runID); err != nil {
+		return nil, err
+	}
+	return store.RecentAgentEvents(ctx, e.pool, runID, limit)
+}

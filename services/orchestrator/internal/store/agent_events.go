@@ -52,23 +52,36 @@ func ListAgentEventsAfter(ctx context.Context, q Querier, runID string, after in
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AgentEvent, error) {
-		var e AgentEvent
-		var allowed *bool
-		var violations []byte
-		if err := r.Scan(&e.ID, &e.NodeID, &e.Kind, &e.Tool, &e.Text, &allowed, &violations, &e.At); err != nil {
-			return e, err
-		}
-		if allowed != nil {
-			e.Decision = &meshtype.ToolDecision{Tool: e.Tool, Summary: e.Text, Allowed: *allowed}
-			if len(violations) > 0 {
-				if err := json.Unmarshal(violations, &e.Decision.Violations); err != nil {
-					return e, err
-				}
+	return pgx.CollectRows(rows, scanAgentEvent)
+}
+
+// RecentAgentEvents returns a run's newest agent events, newest first, at
+// most limit.
+func RecentAgentEvents(ctx context.Context, q Querier, runID string, limit int) ([]AgentEvent, error) {
+	rows, err := q.Query(ctx, `SELECT id, node_id, kind, coalesce(tool, ''), coalesce(text, ''), allowed, violations, created_at
+		FROM agent_events WHERE run_id = $1 ORDER BY id DESC LIMIT $2`, runID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanAgentEvent)
+}
+
+func scanAgentEvent(r pgx.CollectableRow) (AgentEvent, error) {
+	var e AgentEvent
+	var allowed *bool
+	var violations []byte
+	if err := r.Scan(&e.ID, &e.NodeID, &e.Kind, &e.Tool, &e.Text, &allowed, &violations, &e.At); err != nil {
+		return e, err
+	}
+	if allowed != nil {
+		e.Decision = &meshtype.ToolDecision{Tool: e.Tool, Summary: e.Text, Allowed: *allowed}
+		if len(violations) > 0 {
+			if err := json.Unmarshal(violations, &e.Decision.Violations); err != nil {
+				return e, err
 			}
 		}
-		return e, nil
-	})
+	}
+	return e, nil
 }
 
 // clip cuts s to at most n bytes of valid UTF-8.

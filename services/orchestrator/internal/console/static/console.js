@@ -60,6 +60,41 @@
       .catch(function () { /* the next event tries again */ });
   }
 
+  // agentEvent puts one of the agents' events at the top of the page's
+  // list: "Editing main.go", or what the gate refused and why. Every part
+  // is set as text, never as markup.
+  function agentEvent(a) {
+    var list = document.querySelector("main ol.agent-events");
+    if (!list) {
+      return;
+    }
+    var none = document.querySelector("main .agent-events-none");
+    if (none) {
+      none.remove();
+    }
+    var li = document.createElement("li");
+    var when = document.createElement("time");
+    when.setAttribute("datetime", a.at || "");
+    li.appendChild(when);
+    li.appendChild(document.createTextNode(" "));
+    var node = document.createElement("strong");
+    node.textContent = a.node_id || "";
+    li.appendChild(node);
+    var text = a.text || ((a.kind || "") + (a.tool ? " " + a.tool : ""));
+    if (a.decision && !a.decision.allowed) {
+      li.className = "refused";
+      var reasons = (a.decision.violations || []).map(function (v) { return v.message; }).join("; ");
+      text += " (refused by the gate" + (reasons ? ": " + reasons : "") + ")";
+    }
+    li.appendChild(document.createTextNode(" " + text));
+    localTimes(li);
+    list.insertBefore(li, list.firstChild);
+    var max = parseInt(list.getAttribute("data-max"), 10) || 20;
+    while (list.children.length > max) {
+      list.removeChild(list.lastChild);
+    }
+  }
+
   function follow() {
     var live = document.querySelector("main .live[data-events]");
     if (!live || !window.EventSource) {
@@ -73,9 +108,20 @@
       }
     }
     // A node's step or attempt changes the page; the agent's own events
-    // (many, and not on the page) do not.
+    // (many) are added to the page's list as they come, as text.
     ["checkpoint", "attempt"].forEach(function (type) {
       events.addEventListener(type, soon);
+    });
+    events.addEventListener("agent", function (ev) {
+      var data;
+      try {
+        data = JSON.parse(ev.data);
+      } catch (e) {
+        return;
+      }
+      if (data && data.agent) {
+        agentEvent(data.agent);
+      }
     });
     // "run": the run ended or parked, the stream's last event.
     events.addEventListener("run", function () {
