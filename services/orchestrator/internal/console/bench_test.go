@@ -3,8 +3,14 @@ package console_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 )
 
 // BenchmarkRunsPages measures the runs list a person pages through, with
@@ -56,4 +62,37 @@ func BenchmarkRunsPages(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// BenchmarkRunPage50Nodes measures a run's page for a pipeline of 50 nodes
+// (10 columns of 5, each node needing the column before), the run
+// finished: the graph, the nodes, the outputs and the checkpoints, rendered
+// over HTTP as a browser gets it.
+func BenchmarkRunPage50Nodes(b *testing.B) {
+	pipelines := fstest.MapFS{"grid.yaml": {Data: enginetest.Grid("grid", 10, 5)}}
+	for name, f := range enginetest.Pipelines {
+		pipelines[name] = f
+	}
+	s := startWith(b, pipelines)
+	viewer := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	run, err := s.eng.StartRun(viewer, engine.StartRequest{Pipeline: "grid", Caller: "alice"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if v := s.settle(run.ID); v.Status != runstate.RunSucceeded || len(v.Nodes) != 50 {
+		b.Fatalf("the grid run: %s, %d nodes", v.Status, len(v.Nodes))
+	}
+	alice := s.browser()
+	alice.signIn(aliceToken)
+	var worst time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if resp, body := alice.get("/runs/" + run.ID); resp.StatusCode != http.StatusOK || !strings.Contains(body, "n09_4") {
+			b.Fatalf("the run page: %d", resp.StatusCode)
+		}
+		worst = max(worst, time.Since(start))
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/page")
+	b.ReportMetric(float64(worst.Microseconds())/1000, "worst-ms")
+	b.ReportMetric(0, "ns/op")
 }

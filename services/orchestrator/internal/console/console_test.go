@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -44,7 +45,13 @@ type site struct {
 // an engine on a fresh database.
 func start(t testing.TB) *site {
 	t.Helper()
-	eb := enginetest.Start(t)
+	return startWith(t, enginetest.Pipelines)
+}
+
+// startWith is start with another catalog of pipelines.
+func startWith(t testing.TB, pipelines fs.FS) *site {
+	t.Helper()
+	eb := enginetest.StartWith(t, pipelines)
 	tokens, err := bearer.New(map[string]string{"alice": aliceToken, "bob": bobToken})
 	if err != nil {
 		t.Fatal(err)

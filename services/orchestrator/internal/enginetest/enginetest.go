@@ -8,6 +8,7 @@ package enginetest
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -61,13 +62,39 @@ nodes:
 }
 
 // Catalog loads Pipelines.
-func Catalog(tb testing.TB) *pipeline.Catalog {
+func Catalog(tb testing.TB) *pipeline.Catalog { return catalogOf(tb, Pipelines) }
+
+func catalogOf(tb testing.TB, pipelines fs.FS) *pipeline.Catalog {
 	tb.Helper()
-	cat, err := pipeline.LoadDir(Pipelines)
+	cat, err := pipeline.LoadDir(pipelines)
 	if err != nil {
 		tb.Fatalf("enginetest: loading the test pipelines: %v", err)
 	}
 	return cat
+}
+
+// Grid is a pipeline of rows × columns agent nodes, each node needing
+// every node of the column before it: a large graph for benchmarks.
+func Grid(name string, columns, rows int) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\ndescription: A grid of %d nodes.\nroles:\n  a: {via: mesh, repository: a}\nnodes:\n", name, columns*rows)
+	for c := range columns {
+		for r := range rows {
+			fmt.Fprintf(&b, "  - {id: n%02d_%d, role: a, task: step", c, r)
+			if c > 0 {
+				b.WriteString(", needs: [")
+				for p := range rows {
+					if p > 0 {
+						b.WriteString(", ")
+					}
+					fmt.Fprintf(&b, "n%02d_%d", c-1, p)
+				}
+				b.WriteString("]")
+			}
+			b.WriteString("}\n")
+		}
+	}
+	return []byte(b.String())
 }
 
 // InstantExecutor is the one test double of an agent executor for the
@@ -183,6 +210,12 @@ type Bundle struct {
 // InstantExecutor for via mesh, stopped when the test ends.
 func Start(tb testing.TB) *Bundle {
 	tb.Helper()
+	return StartWith(tb, Pipelines)
+}
+
+// StartWith is Start with another catalog of pipelines.
+func StartWith(tb testing.TB, pipelines fs.FS) *Bundle {
+	tb.Helper()
 	dsn := pgtest.DSN(tb)
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
@@ -191,7 +224,7 @@ func Start(tb testing.TB) *Bundle {
 	tb.Cleanup(pool.Close)
 	b := &Bundle{Pool: pool, DSN: dsn, Executor: &InstantExecutor{Record: true}}
 	b.Engine, err = engine.New(engine.Config{
-		Pool: pool, Catalog: Catalog(tb),
+		Pool: pool, Catalog: catalogOf(tb, pipelines),
 		Executors:         map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.Executor},
 		FetchPollInterval: 50 * time.Millisecond,
 	})
