@@ -62,7 +62,10 @@ nodes:
 }
 
 // Catalog loads Pipelines.
-func Catalog(tb testing.TB) *pipeline.Catalog { return catalogOf(tb, Pipelines) }
+func Catalog(tb testing.TB) *pipeline.Catalog {
+	tb.Helper()
+	return catalogOf(tb, Pipelines)
+}
 
 func catalogOf(tb testing.TB, pipelines fs.FS) *pipeline.Catalog {
 	tb.Helper()
