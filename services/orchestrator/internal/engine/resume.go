@@ -28,6 +28,17 @@ func (e *Engine) pipelineFor(run store.Run, migrate bool) (*pipeline.Pipeline, e
 	return p, nil
 }
 
+// continuation is what a resumed run goes on from, in tx: its definition
+// (pipelineFor) and its state at its head.
+func (e *Engine) continuation(ctx context.Context, tx pgx.Tx, run store.Run, migrate bool) (*pipeline.Pipeline, runstate.State, error) {
+	p, err := e.pipelineFor(run, migrate)
+	if err != nil {
+		return nil, runstate.State{}, err
+	}
+	st, err := store.LoadState(ctx, tx, run.ID, run.HeadSeq)
+	return p, st, err
+}
+
 // ResumeRequest resumes an interrupt with a value, or a failed run.
 type ResumeRequest struct {
 	// InterruptID names the interrupt (an approval node waiting); Value is
@@ -96,11 +107,8 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
 			return fmt.Errorf("%w: run %s is %s; resume the run first", ErrConflict, run.ID, run.Status)
 		}
-		p, err = e.pipelineFor(run, req.Migrate)
-		if err != nil {
-			return err
-		}
-		st, err := store.LoadState(ctx, tx, run.ID, run.HeadSeq)
+		var st runstate.State
+		p, st, err = e.continuation(ctx, tx, run, req.Migrate)
 		if err != nil {
 			return err
 		}
@@ -163,11 +171,8 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 		if run.Status != runstate.RunFailed {
 			return fmt.Errorf("%w: run %s is %s; only a failed run can be resumed (an approval is resumed by its interrupt id)", ErrConflict, run.ID, run.Status)
 		}
-		p, err = e.pipelineFor(run, req.Migrate)
-		if err != nil {
-			return err
-		}
-		st, err := store.LoadState(ctx, tx, run.ID, run.HeadSeq)
+		var st runstate.State
+		p, st, err = e.continuation(ctx, tx, run, req.Migrate)
 		if err != nil {
 			return err
 		}
