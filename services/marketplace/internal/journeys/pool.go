@@ -2,10 +2,13 @@ package journeys
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,7 +79,7 @@ func (m *Manager) claimPooled(ctx context.Context, caller, journeyID string, ent
 	if !pooled || level != meshtype.IsolationContainer {
 		return store.Journey{}, nil, false, nil
 	}
-	candidates, err := m.cfg.Store.ReadyPoolMembers(ctx, entry.Definition.ID, entry.Hash, string(level), p.maxAge, claimCandidates)
+	candidates, err := m.cfg.Store.ReadyPoolMembers(ctx, entry.Definition.ID, m.memberHash(entry), string(level), p.maxAge, claimCandidates)
 	if err != nil {
 		return store.Journey{}, nil, false, err
 	}
@@ -215,8 +218,8 @@ func (m *Manager) trimPools(ctx context.Context) error {
 		switch {
 		case !pooled:
 			reason = "its worker has no pool any more"
-		case e.Hash != mem.DefinitionHash:
-			reason = "its worker's definition changed"
+		case m.memberHash(e) != mem.DefinitionHash:
+			reason = "its worker's definition, or the settings it was made with, changed"
 		case time.Since(mem.CreatedAt) > p.maxAge:
 			reason = "it is older than the pool's max_age"
 		case kept[mem.WorkerID] >= p.size:
@@ -320,7 +323,7 @@ func (m *Manager) createMember(ctx context.Context, rt workerruntime.Runtime, en
 		return false, err
 	}
 	defer unlock()
-	mem := store.PoolMember{UID: uid, WorkerID: entry.Definition.ID, DefinitionHash: entry.Hash, IsolationLevel: string(meshtype.IsolationContainer)}
+	mem := store.PoolMember{UID: uid, WorkerID: entry.Definition.ID, DefinitionHash: m.memberHash(entry), IsolationLevel: string(meshtype.IsolationContainer)}
 	if ok, err := m.cfg.Store.ReservePoolMember(ctx, mem, p.size, m.cfg.MaxPoolMembers); err != nil || !ok {
 		return false, err
 	}
@@ -449,4 +452,31 @@ func (m *Manager) reconcilePoolRows(ctx context.Context, listed map[uuid.UUID]bo
 func (m *Manager) running(ctx context.Context, rt workerruntime.Runtime, mem store.PoolMember) bool {
 	st, err := rt.State(ctx, workerruntime.Handle{ID: mem.ContainerID, Workspace: mem.Workspace})
 	return err != nil || st == workerruntime.StateRunning
+}
+
+// memberHash is what a pool member of entry is made from: the definition
+// (its hash) and the marketplace's settings that go into the member's
+// container (labels; for agents, their environment, credentials included,
+// and the nested MCP URL; for egress workers, the network and the proxy).
+// A member made under other settings has another hash, so it is never
+// claimed, and the refill retires it as one of a changed definition: a
+// restart with new credentials hands out no member with the old ones.
+func (m *Manager) memberHash(entry *workerdef.Entry) string {
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "definition %s\n", entry.Hash)
+	for _, k := range slices.Sorted(maps.Keys(m.cfg.Labels)) {
+		_, _ = fmt.Fprintf(h, "label %q=%q\n", k, m.cfg.Labels[k])
+	}
+	if entry.Definition.Kind == meshtype.KindAgent {
+		for _, e := range m.cfg.AgentEnv {
+			_, _ = fmt.Fprintf(h, "env %q\n", e)
+		}
+		if m.nestedAgent(entry) {
+			_, _ = fmt.Fprintf(h, "nested %q\n", m.cfg.NestedMCPURL)
+		}
+	}
+	if entry.Definition.Isolation.Network == meshtype.NetworkEgress {
+		_, _ = fmt.Fprintf(h, "egress %q %q %d %q\n", m.cfg.EgressNetwork, m.cfg.EgressProxyHost, m.cfg.EgressProxyPort, m.cfg.EgressNoProxy)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

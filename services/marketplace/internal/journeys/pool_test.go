@@ -72,3 +72,41 @@ func TestPoolSizes(t *testing.T) {
 		t.Error("an agent worker given nested access has no pool")
 	}
 }
+
+// A pool member's hash covers the settings that went into its container:
+// new credentials or a new nested URL make another hash for an agent
+// worker (its members are then retired, never claimed), and change nothing
+// for a worker that gets neither; labels count for every worker.
+func TestMemberHashFollowsTheSettings(t *testing.T) {
+	t.Parallel()
+	hashes := func(cfg Config) (agent, plain string) {
+		t.Helper()
+		m, err := newTestManager(t, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := m.cfg.Catalog.Lookup("claude_code_assistant_v1")
+		p, _ := m.cfg.Catalog.Lookup("filesystem_write_v1")
+		return m.memberHash(a), m.memberHash(p)
+	}
+	base := Config{AgentEnv: []string{"ANTHROPIC_API_KEY=one"}, NestedMCPURL: "http://marketplace:8080/mcp", Labels: map[string]string{"a": "1"}}
+	agent, plain := hashes(base)
+	if again, _ := hashes(base); again != agent {
+		t.Error("the same settings made another hash")
+	}
+	for name, cfg := range map[string]Config{
+		"new credentials": {AgentEnv: []string{"ANTHROPIC_API_KEY=two"}, NestedMCPURL: base.NestedMCPURL, Labels: base.Labels},
+		"new nested URL":  {AgentEnv: base.AgentEnv, NestedMCPURL: "http://elsewhere:8080/mcp", Labels: base.Labels},
+	} {
+		a, p := hashes(cfg)
+		if a == agent {
+			t.Errorf("%s: the agent worker's members keep their hash", name)
+		}
+		if p != plain {
+			t.Errorf("%s: a worker that gets neither changed hash", name)
+		}
+	}
+	if a, p := hashes(Config{AgentEnv: base.AgentEnv, NestedMCPURL: base.NestedMCPURL, Labels: map[string]string{"a": "2"}}); a == agent || p == plain {
+		t.Error("new labels kept a hash")
+	}
+}

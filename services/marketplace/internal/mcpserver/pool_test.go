@@ -465,3 +465,47 @@ func TestIdleChannelsClose(t *testing.T) {
 		t.Errorf("after the channel reopened, read %q", content)
 	}
 }
+
+// A marketplace restarted with other settings hands out no member made
+// under the old ones: its refill retires them, with their workers, and
+// makes new ones, which a spawn then claims. (Labels are the setting
+// changed here; credentials and the nested URL count the same way for
+// agent workers: journeys.TestMemberHashFollowsTheSettings.)
+func TestPoolMembersOfOldSettingsAreRetired(t *testing.T) {
+	t.Parallel()
+	const size = 2
+	a := setupWith(t, &bundle{adjust: withPool(size)})
+	ctx := context.Background()
+	if err := a.mgr.FillPools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := poolRows(t, a)
+	if len(old) != size {
+		t.Fatalf("%d members, want %d", len(old), size)
+	}
+	a.labels["meshwork.settings"] = "second"
+	a.start(t) // a restart with new settings
+	if err := a.mgr.FillPools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := poolRows(t, a)
+	for uid, container := range old {
+		if _, ok := after[uid]; ok {
+			t.Errorf("member %s, made under the old settings, is still in the pool", uid)
+		}
+		if st := containerState(t, a, container); st != workerruntime.StateMissing {
+			t.Errorf("the worker of old member %s is %s, want removed", uid, st)
+		}
+	}
+	if len(after) != size {
+		t.Errorf("%d members after the refill, want %d new ones", len(after), size)
+	}
+	sp := must(t, a.client(t, aliceToken), "spawn_worker", map[string]any{"worker_id": poolWorker, "journey_id": "after-restart"})
+	fresh := false
+	for _, container := range after {
+		fresh = fresh || container == sp["container_id"]
+	}
+	if sp["pooled"] != true || !fresh {
+		t.Errorf("the spawn after the restart: %v, want a member made under the new settings", sp)
+	}
+}
