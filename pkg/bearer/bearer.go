@@ -19,6 +19,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"os"
 	"regexp"
@@ -190,11 +191,14 @@ func (s *Set) HashOf(caller string) ([]byte, bool) {
 	return nil, false
 }
 
-// Each calls fn with each caller and its token's hash, in callers' order
-// of loading.
-func (s *Set) Each(fn func(caller string, hash []byte)) {
-	for _, e := range s.entries {
-		fn(e.caller, e.hash[:])
+// All yields each caller and its token's hash, in the order of loading.
+func (s *Set) All() iter.Seq2[string, []byte] {
+	return func(yield func(string, []byte) bool) {
+		for _, e := range s.entries {
+			if !yield(e.caller, e.hash[:]) {
+				return
+			}
+		}
 	}
 }
 

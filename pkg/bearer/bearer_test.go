@@ -76,12 +76,12 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	var order []string
-	set.Each(func(caller string, hash []byte) {
+	for caller, hash := range set.All() {
 		order = append(order, caller)
 		if string(hash) != string(Hash(want[caller])) {
 			t.Errorf("%s: the hash is not the token's", caller)
 		}
-	})
+	}
 	if strings.Join(order, ",") != "alice,bob,carol,dave" {
 		t.Errorf("Each order: %v", order)
 	}

@@ -229,14 +229,11 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return errors.New("HTTP needs at least one bearer token: set MESHWORK_TOKENS=caller=token (16+ characters) or --tokens-file")
 	}
 	keep := make([][]byte, 0, tokens.Len())
-	tokens.Each(func(caller string, hash []byte) {
-		if err == nil {
-			err = st.PutToken(ctx, caller, hash, nil)
-			keep = append(keep, hash)
+	for caller, hash := range tokens.All() {
+		if err := st.PutToken(ctx, caller, hash, nil); err != nil {
+			return err
 		}
-	})
-	if err != nil {
-		return err
+		keep = append(keep, hash)
 	}
 	if err := st.RevokeConfiguredExcept(ctx, keep); err != nil {
 		return err

@@ -187,19 +187,28 @@ func (e *Engine) scheduleInline(ctx context.Context, lease store.Lease) error {
 	if len(lease.InlineJob) == 0 || (lease.Run.Status != runstate.RunRunning && lease.Run.Status != runstate.RunWaiting) {
 		return nil
 	}
+	_, err := e.insertInlineJob(ctx, lease.InlineJob)
+	return err
+}
+
+// insertInlineJob inserts a run's recorded inline job (runs.inline_job) and
+// reports whether River took it (it refuses one it has: unique args). A
+// record that does not decode is logged and skipped: no retry mends it.
+func (e *Engine) insertInlineJob(ctx context.Context, job []byte) (bool, error) {
 	var a nodeArgs
-	if err := json.Unmarshal(lease.InlineJob, &a); err != nil || a.RunID != lease.Run.ID {
-		e.logger.ErrorContext(ctx, "a run's inline job does not decode; ignored", slog.String("run", lease.Run.ID), slog.Any("error", err))
-		return nil
+	if err := json.Unmarshal(job, &a); err != nil || a.RunID == "" {
+		e.logger.ErrorContext(ctx, "a run's inline job does not decode; ignored", slog.String("job", string(job)), slog.Any("error", err))
+		return false, nil
 	}
 	r, err := e.river.Insert(ctx, a, nil)
 	if err != nil {
-		return fmt.Errorf("scheduling the inline node %s of run %s: %w", a.NodeID, a.RunID, err)
+		return false, fmt.Errorf("scheduling the inline node %s of run %s: %w", a.NodeID, a.RunID, err)
 	}
-	if !r.UniqueSkippedAsDuplicate {
-		e.logger.InfoContext(ctx, "scheduled a node its replica left inline", slog.String("run", a.RunID), slog.String("node", a.NodeID))
+	if r.UniqueSkippedAsDuplicate {
+		return false, nil
 	}
-	return nil
+	e.logger.InfoContext(ctx, "scheduled a node its replica left inline", slog.String("run", a.RunID), slog.String("node", a.NodeID))
+	return true, nil
 }
 
 // workNodeRecovering is workNode with a panic turned into the node's

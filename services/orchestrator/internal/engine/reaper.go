@@ -64,17 +64,12 @@ func (e *Engine) reapInline(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, job := range jobs {
-		var a nodeArgs
-		if err := json.Unmarshal(job, &a); err != nil || a.RunID == "" {
-			continue
-		}
-		r, err := e.river.Insert(ctx, a, nil)
+		inserted, err := e.insertInlineJob(ctx, job)
 		if err != nil {
 			return n, err
 		}
-		if !r.UniqueSkippedAsDuplicate {
+		if inserted {
 			n++
-			e.logger.InfoContext(ctx, "scheduled a node its replica left inline", slog.String("run", a.RunID), slog.String("node", a.NodeID))
 		}
 	}
 	return n, nil
