@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -181,6 +183,12 @@ func (s *stack) workerJourney(ctx context.Context, t *testing.T) string {
 		t.Errorf("the refused write happened: %v", listed)
 	}
 
+	// The console shows the journey to its caller, audit log included: the
+	// orchestrator asks the marketplace on the signed-in caller's behalf.
+	if page := s.consolePage(ctx, t, "client", "/journeys/"+journey); !strings.Contains(page, "denied_paths") || !strings.Contains(page, "notes/hello.md") {
+		t.Errorf("the console's page of the journey lacks its audit log:\n%.3000s", page)
+	}
+
 	stopped, isErr := call(ctx, t, cs, "stop_worker", map[string]any{"journey_id": journey, "workspace": "delete"})
 	if isErr {
 		t.Fatalf("stop_worker: %v", stopped)
@@ -189,6 +197,30 @@ func (s *stack) workerJourney(ctx context.Context, t *testing.T) string {
 		t.Errorf("journey %s's container is still there after stop_worker: %v", journey, ids)
 	}
 	return span.SpanContext().TraceID().String()
+}
+
+// consolePage signs in to the orchestrator's console as caller and
+// returns the page at path.
+func (s *stack) consolePage(ctx context.Context, t *testing.T, caller, path string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	form := url.Values{"token": {s.tokens[caller]}, "next": {path}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.orchURL+"/signin", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.Do(req) // follows the redirect to path
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the console's %s: %s\n%.2000s", path, resp.Status, body)
+	}
+	return string(body)
 }
 
 // runView is what the test reads of meshctl's run JSON.

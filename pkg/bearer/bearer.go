@@ -133,6 +133,9 @@ type builder struct {
 // never printed: it may be a misplaced token.
 var callerPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@/+-]{0,127}$`)
 
+// ValidCaller reports whether name may be a caller's name.
+func ValidCaller(name string) bool { return callerPattern.MatchString(name) }
+
 func (b *builder) add(caller, token, where string) error {
 	if b.set == nil {
 		b.set, b.seen = &Set{}, map[[sha256.Size]byte]string{}

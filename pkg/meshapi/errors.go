@@ -143,24 +143,6 @@ func ResultText(res *mcp.CallToolResult) string {
 	return s
 }
 
-// CallerFunc names the caller of a tool call: the bearer token's identity
-// over HTTP (TokenCaller), a fixed name over stdio (FixedCaller).
-type CallerFunc func(req *mcp.CallToolRequest) (string, error)
-
-// FixedCaller is the CallerFunc of a single-client transport (stdio).
-func FixedCaller(name string) CallerFunc {
-	return func(*mcp.CallToolRequest) (string, error) { return name, nil }
-}
-
-// TokenCaller reads the caller from the bearer token the HTTP middleware
-// verified.
-func TokenCaller(req *mcp.CallToolRequest) (string, error) {
-	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
-		return "", errors.New("unauthenticated request")
-	}
-	return req.Extra.TokenInfo.UserID, nil
-}
-
 // Refusable is a tool's output that may report a refusal of its own (the
 // result gate's): the call is then an error result that still carries the
 // output, with its reasons, as structured content.

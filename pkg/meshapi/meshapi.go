@@ -18,6 +18,7 @@ const (
 	ToolWorkspaceDiff   = "workspace_diff"
 	ToolExportWorkspace = "export_workspace"
 	ToolWorkerLogs      = "worker_logs"
+	ToolJourneyAudit    = "journey_audit"
 )
 
 // ToolMeshExecute is mesh-exec's tool: one agent turn in a repository.

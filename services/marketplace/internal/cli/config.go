@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/settings"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
@@ -30,6 +31,10 @@ type serveConfig struct {
 	TokensFile string
 	// Caller is the identity of the stdio client. Defaults to "local".
 	Caller string
+	// Delegates are the callers that may act on behalf of another caller
+	// (the orchestrator, for its console), "caller,caller". Defaults to
+	// none.
+	Delegates string
 	// ArchiveDir receives stop_worker archives. Defaults to $TMPDIR/meshwork-archives.
 	ArchiveDir string
 	// AllowProcessIsolation enables isolation_level process (no container; development only). Defaults to false.
@@ -127,6 +132,7 @@ func (c *serveConfig) fields() []configField {
 		{flag: "catalog", usage: "catalog directory of worker definitions (default: built-in)", str: &c.Catalog},
 		{flag: "tokens-file", usage: `bearer tokens file, one "caller token" or "caller=token" per line (besides MESHWORK_TOKENS)`, str: &c.TokensFile},
 		{flag: "caller", usage: "identity of the stdio client", str: &c.Caller},
+		{flag: "delegates", usage: `callers that may act on behalf of another caller, naming it in _meta "meshwork/on_behalf_of" (the orchestrator, for its console), "caller,caller"`, str: &c.Delegates},
 		{flag: "archive-dir", usage: "where stop_worker archive writes tarballs", str: &c.ArchiveDir},
 		{flag: "allow-process-isolation", usage: "allow isolation_level process: NO container isolation, development only", boolean: &c.AllowProcessIsolation},
 		{flag: "process-state-dir", usage: "workspaces of process-isolated workers", str: &c.ProcessStateDir},
@@ -187,6 +193,11 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 	for _, f := range c.fields() {
 		if f.num != nil && *f.num < 1 {
 			return fmt.Errorf("%s must be at least 1, got %d from %s", f.flag, *f.num, from.Of(f.flag))
+		}
+	}
+	for _, d := range splitList(c.Delegates) {
+		if !bearer.ValidCaller(d) {
+			return fmt.Errorf("delegates %q (from %s): %q is not a caller's name", c.Delegates, from.Of("delegates"), d)
 		}
 	}
 	if _, err := parsePoolSizes(c.PoolSizes); err != nil {

@@ -239,7 +239,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return err
 	}
 
-	srv := mcpserver.New(mgr, catalog, meshapi.TokenCaller, logger)
+	srv := mcpserver.New(mgr, catalog, meshapi.Delegating(meshapi.TokenCaller, splitList(cfg.Delegates)), logger)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return err

@@ -25,22 +25,7 @@ import (
 )
 
 // WorkerState is the output of get_worker_state and one entry of list_journeys.
-type WorkerState struct {
-	JourneyID      string    `json:"journey_id"`
-	WorkerID       string    `json:"worker_id"`
-	State          string    `json:"state"`
-	IsolationLevel string    `json:"isolation_level"`
-	ContainerID    string    `json:"container_id,omitempty"`
-	Workspace      string    `json:"workspace,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	LastUsedAt     time.Time `json:"last_used_at"`
-	ActionCount    int64     `json:"action_count" jsonschema:"actions executed (the count max_actions limits)"`
-	Refused        int64     `json:"refused_count" jsonschema:"actions the gate refused"`
-	Failed         int64     `json:"failed_count" jsonschema:"allowed actions that failed to run"`
-	CostUSD        float64   `json:"cost_usd"`
-	SessionID      string    `json:"session_id,omitempty" jsonschema:"agent session id, for agent workers"`
-	DefinitionHash string    `json:"definition_hash"`
-}
+type WorkerState = meshapi.Journey
 
 func stateOf(j store.Journey) WorkerState {
 	return WorkerState{
@@ -76,25 +61,56 @@ func (m *Manager) State(ctx context.Context, caller, id string) (WorkerState, er
 	return s, nil
 }
 
-// ListRequest is the input of list_journeys.
-type ListRequest struct {
-	State  string `json:"state,omitempty" jsonschema:"only journeys in this state: starting, active, stopped, orphaned or failed"`
-	Limit  int    `json:"limit,omitempty" jsonschema:"journeys per page, newest first (default 100, at most 500)"`
-	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page, for the page after it"`
+// Audit returns a page of a journey's audit log, newest first: its
+// actions and what the gate decided, results taken out, its agent's own
+// tool calls and its egress.
+func (m *Manager) Audit(ctx context.Context, caller string, req meshapi.JourneyAuditIn) (meshapi.JourneyAuditOut, error) {
+	limit, err := pageLimit(req.Limit)
+	if err != nil {
+		return meshapi.JourneyAuditOut{}, err
+	}
+	if req.Before < 0 {
+		return meshapi.JourneyAuditOut{}, invalid("before %d is not a next_before journey_audit returned", req.Before)
+	}
+	j, err := m.journey(ctx, caller, req.JourneyID)
+	if err != nil {
+		return meshapi.JourneyAuditOut{}, err
+	}
+	rows, err := m.cfg.Store.RecentActions(ctx, j.UID, req.Before, limit+1) // one more: is there a next page?
+	if err != nil {
+		return meshapi.JourneyAuditOut{}, err
+	}
+	out := meshapi.JourneyAuditOut{JourneyID: j.ID, Entries: make([]meshapi.AuditEntry, 0, min(len(rows), limit))}
+	for i, r := range rows {
+		if i == limit {
+			out.NextBefore = rows[i-1].ID
+			break
+		}
+		out.Entries = append(out.Entries, meshapi.AuditEntry{
+			ID: r.ID, At: r.CreatedAt, Caller: r.Caller, Type: r.ActionType, Target: r.Target, Decision: string(r.Decision),
+			Violations: r.Violations, Error: r.Error, DurationMS: float64(r.Duration.Microseconds()) / 1000,
+			CostUSD: r.CostUSD, TraceID: r.TraceID, ParentID: r.ParentID,
+		})
+	}
+	return out, nil
 }
+
+// pageLimit is a page's size: limit, or the default for 0.
+func pageLimit(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return meshapi.DefaultPageLimit, nil
+	case limit < 0 || limit > meshapi.MaxPageLimit:
+		return 0, invalid("limit %d is not from 1 to %d", limit, meshapi.MaxPageLimit)
+	}
+	return limit, nil
+}
+
+// ListRequest is the input of list_journeys.
+type ListRequest = meshapi.ListJourneysIn
 
 // ListResult is the output of list_journeys.
-type ListResult struct {
-	Journeys []WorkerState `json:"journeys"`
-	// NextCursor is set when more journeys follow.
-	NextCursor string `json:"next_cursor,omitempty" jsonschema:"set when more journeys follow: pass it as cursor for the next page"`
-}
-
-// The page sizes of list_journeys.
-const (
-	DefaultListLimit = 100
-	MaxListLimit     = 500
-)
+type ListResult = meshapi.ListJourneysOut
 
 // listCursor is where a page of list_journeys ended: its last journey's
 // creation time and id, the listing's order. Clients pass it back opaque.
@@ -130,12 +146,9 @@ func (m *Manager) List(ctx context.Context, caller string, req ListRequest) (Lis
 	default:
 		return ListResult{}, invalid("state %q is not one of starting, active, stopped, orphaned, failed", req.State)
 	}
-	limit := req.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultListLimit
-	case limit < 0 || limit > MaxListLimit:
-		return ListResult{}, invalid("limit %d is not from 1 to %d", req.Limit, MaxListLimit)
+	limit, err := pageLimit(req.Limit)
+	if err != nil {
+		return ListResult{}, err
 	}
 	page := store.Page{Limit: limit + 1} // one more: is there a next page?
 	if req.Cursor != "" {
@@ -162,10 +175,7 @@ func (m *Manager) List(ctx context.Context, caller string, req ListRequest) (Lis
 }
 
 // StopRequest is the input of stop_worker.
-type StopRequest struct {
-	JourneyID string `json:"journey_id"`
-	Workspace string `json:"workspace,omitempty" jsonschema:"keep (default: the workspace stays for a later resume), archive (a tarball of it is written, then everything is removed), patch (the diff against the base is returned, then everything is removed) or delete (everything is removed)"`
-}
+type StopRequest = meshapi.StopWorkerIn
 
 // StopResult is the output of stop_worker.
 type StopResult struct {

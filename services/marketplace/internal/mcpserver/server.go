@@ -1,6 +1,6 @@
 // Package mcpserver exposes the marketplace as MCP tools (list_workers,
 // describe_worker, spawn_worker, execute_in_worker, get_worker_state,
-// list_journeys, stop_worker, worker_logs) on the official MCP Go SDK.
+// list_journeys, journey_audit, stop_worker, worker_logs) on the official MCP Go SDK.
 //
 // Every ordinary failure, bad input included, is a tool result with isError
 // and a message that says what to do; protocol errors are left to the SDK.
@@ -51,6 +51,7 @@ func New(mgr *journeys.Manager, catalog *workerdef.Catalog, caller meshapi.Calle
 		InputSchema: executeSchema(),
 	}, h.execute)
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolGetWorkerState, Description: "Show a journey: state, worker, container, times, action counts, cost so far and agent session."}, tool(h, meshapi.ToolGetWorkerState, h.state))
+	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolJourneyAudit, Description: "A journey's audit log, newest first, a page at a time: each action with the gate's decision and every violation, results taken out, the agent's own tool calls (type agent_tool, under their action) and egress connections."}, tool(h, meshapi.ToolJourneyAudit, mgr.Audit))
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolListJourneys, Description: "List your journeys, newest first, optionally in one state, a page at a time (next_cursor leads to the next page)."}, tool(h, meshapi.ToolListJourneys, mgr.List))
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolStopWorker, Description: "Stop a journey's worker and keep (default), archive (tarball), patch (return the diff against the base, passed by the result gate, then remove everything) or delete its workspace."}, tool(h, meshapi.ToolStopWorker, mgr.Stop))
 	mcp.AddTool(s, &mcp.Tool{Name: meshapi.ToolWorkspaceDiff, Description: "The journey's change against the base it was spawned from, as a git-format unified diff (git apply takes it) with a summary: files added, modified, deleted, renamed; lines; binary files listed. The worker's own .git is never consulted. The worker's result gate checks the change first; a refusal lists every violation."}, tool(h, meshapi.ToolWorkspaceDiff, mgr.Diff))

@@ -91,6 +91,8 @@ type bundle struct {
 	egress        bool
 	egressNetwork string
 	egressPort    int // this marketplace's proxy's
+	// delegates may act on behalf of other callers.
+	delegates []string
 }
 
 // setup starts a marketplace (real Docker runtime, real Postgres, real MCP
@@ -184,7 +186,7 @@ func (b *bundle) start(t testing.TB) {
 	if err := b.mgr.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv.Config.Handler = mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, meshapi.TokenCaller, nil), b.store,
+	srv.Config.Handler = mcpserver.NewHTTPHandler(mcpserver.New(b.mgr, catalog, meshapi.Delegating(meshapi.TokenCaller, b.delegates), nil), b.store,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), "marketplace:8080")
 	srv.Start()
 	t.Cleanup(srv.Close)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -580,10 +581,23 @@ type AuditRow struct {
 
 // Actions returns a journey's audit rows, oldest first.
 func (s *Store) Actions(ctx context.Context, uid uuid.UUID) ([]AuditRow, error) {
+	return s.actions(ctx, `WHERE journey_uid = $1 ORDER BY id`, uid)
+}
+
+// RecentActions returns a page of a journey's audit rows, newest first:
+// at most limit rows, of ids below before when before is not 0.
+func (s *Store) RecentActions(ctx context.Context, uid uuid.UUID, before int64, limit int) ([]AuditRow, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	return s.actions(ctx, `WHERE journey_uid = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, uid, before, limit)
+}
+
+func (s *Store) actions(ctx context.Context, where string, args ...any) ([]AuditRow, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, journey_uid, caller, worker_id, definition_hash, action_type, coalesce(target, ''),
 		decision, violations, coalesce(error, ''), duration_us, request_bytes, response_bytes, coalesce(cost_usd, 0)::float8, coalesce(trace_id, ''), created_at,
 		coalesce(parent_action_id, 0)
-		FROM actions WHERE journey_uid = $1 ORDER BY id`, uid)
+		FROM actions `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading actions: %w", err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/httpapi"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/journeyview"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/mcptools"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -86,7 +87,7 @@ func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", ":8090", "HTTP listen address")
 	fs.StringVar(&c.Pipelines, "pipelines", "", "directory of pipeline YAML files (default: the built-in catalog)")
 	fs.StringVar(&c.MeshURL, "mesh-url", "", "mesh-exec's MCP URL for roles via mesh, e.g. http://mesh-exec:8081/mcp (token: MESH_EXEC_TOKEN)")
-	fs.StringVar(&c.MarketplaceURL, "marketplace-url", "", "the marketplace's MCP URL for roles via marketplace, e.g. http://marketplace:8080/mcp (token: MARKETPLACE_TOKEN)")
+	fs.StringVar(&c.MarketplaceURL, "marketplace-url", "", "the marketplace's MCP URL, for roles via marketplace and the console's journeys, e.g. http://marketplace:8080/mcp (token: MARKETPLACE_TOKEN; for the console its caller must be one of the marketplace's delegates)")
 	fs.StringVar(&c.ReplicaID, "replica-id", "", "this replica's name in leases and attempts, to which a random suffix is added (default: hostname-pid)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 15*time.Second, "how long a run's lease lasts without renewal; a dead replica's runs are taken over after it")
 	fs.IntVar(&c.MaxWorkers, "max-workers", 50, "most nodes this replica works at once")
@@ -234,7 +235,20 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	}
 	var web http.Handler
 	if cfg.Console {
-		if web, err = console.New(console.Config{Engine: eng, Tokens: tokens, Admins: cfg.Admins, TraceURL: cfg.TraceURL, Logger: logger}); err != nil {
+		cc := console.Config{Engine: eng, Tokens: tokens, Admins: cfg.Admins, TraceURL: cfg.TraceURL, Logger: logger}
+		if cfg.MarketplaceURL != "" {
+			// newExecutors checked the token. The console's journeys are
+			// asked for on the signed-in caller's behalf: the marketplace
+			// must list the orchestrator's caller in its delegates.
+			jv, err := journeyview.New(journeyview.Config{Endpoint: cfg.MarketplaceURL, Token: getenv("MARKETPLACE_TOKEN"), Logger: logger.With(slog.String("client", "console"))})
+			if err != nil {
+				_ = ln.Close()
+				return errors.Join(err, stopEngine())
+			}
+			defer func() { _ = jv.Close() }()
+			cc.Journeys = jv
+		}
+		if web, err = console.New(cc); err != nil {
 			_ = ln.Close()
 			return errors.Join(err, stopEngine())
 		}

@@ -2,19 +2,25 @@ package console_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
@@ -279,4 +285,167 @@ func TestRunPageFollowsTheRunInABrowser(t *testing.T) {
 	if !strings.Contains(status, "succeeded") {
 		t.Errorf("the status after the run ended: %q", status)
 	}
+}
+
+// The rest of the console in a real browser, beside a real marketplace:
+// alice's journeys and a journey's audit log (a refusal and its reason); a
+// run's patch, its files with their line counts and side by side; a fork
+// from a checkpoint with a patch of the inputs; and bob, signed in
+// elsewhere, who sees none of alice's runs, approvals or journeys. Each
+// page is saved as a screenshot.
+func TestJourneysPatchAndForkInABrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker and the worker image")
+	}
+	t.Parallel()
+	chrome := chromium(t)
+	dir := screenshots(t)
+	pipelines := maps.Clone(enginetest.Pipelines)
+	pipelines["change.yaml"] = &fstest.MapFile{Data: []byte(`name: change
+description: One change to a repository.
+inputs:
+  repository: {type: repository, required: true, description: The code.}
+roles:
+  coder: {via: marketplace, worker: filesystem_write_v1, source: {input: repository}}
+nodes:
+  - {id: implement, role: coder, task: change it}
+`)}
+	s, mp := startWithMarketplace(t, pipelines)
+	s.exec.Patch = func(req executor.Request) string {
+		if req.NodeID != "implement" {
+			return ""
+		}
+		return "diff --git a/calc/add.go b/calc/add.go\n--- a/calc/add.go\n+++ b/calc/add.go\n@@ -1,3 +1,4 @@\n package calc\n-func Add(a, b int) int { return a - b }\n+// Add adds <script>alert(4)</script>.\n+func Add(a, b int) int { return a + b }\n \n"
+	}
+	viewer := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	change, err := s.eng.StartRun(viewer, engine.StartRequest{
+		Pipeline: "change", Caller: "alice",
+		Inputs: map[string]any{"repository": map[string]any{"git": map[string]any{"url": "/sources/calc", "ref": "main"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo, err := s.eng.StartRun(viewer, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": "original"}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approval, err := s.eng.StartRun(viewer, engine.StartRequest{Pipeline: "approval", Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.settle(change.ID)
+	s.settle(echo.ID)
+	s.settle(approval.ID)
+
+	alice := mcpClient(t, mp.Endpoint, aliceToken)
+	callTool(t, alice, meshapi.ToolSpawnWorker, map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "browser-j"})
+	callTool(t, alice, meshapi.ToolExecuteInWorker, map[string]any{"journey_id": "browser-j", "action": map[string]any{"type": "write", "target": "notes.txt", "content": "hi"}})
+	if res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: meshapi.ToolExecuteInWorker, Arguments: map[string]any{"journey_id": "browser-j", "action": map[string]any{"type": "read", "target": "../../etc/passwd"}}}); err != nil || !res.IsError {
+		t.Fatalf("the read was not refused: %v %+v", err, res)
+	}
+
+	_, shot, step := openBrowser(t, chrome, dir)
+	var journeys, audit, files, sbs string
+	var made int
+	step("sign in and see the journeys",
+		chromedp.Navigate(s.url+"/signin?next=/journeys"),
+		chromedp.WaitVisible(`#token`),
+		chromedp.SendKeys(`#token`, aliceToken),
+		chromedp.Submit(`#token`),
+		chromedp.WaitVisible(`main table`),
+		chromedp.Text(`main table`, &journeys),
+		shot("journeys"),
+		chromedp.Navigate(s.url+"/journeys/browser-j"),
+		chromedp.WaitVisible(`table.audit`),
+		chromedp.Text(`table.audit`, &audit),
+		shot("journey-audit"),
+	)
+	if !strings.Contains(journeys, "browser-j") || !strings.Contains(journeys, "active") {
+		t.Errorf("the journeys table: %q", journeys)
+	}
+	if !strings.Contains(audit, "refused") || !strings.Contains(audit, "path_safety") || !strings.Contains(audit, "notes.txt") {
+		t.Errorf("the audit log: %q", audit)
+	}
+	step("the run's patch",
+		chromedp.Navigate(s.url+"/runs/"+change.ID),
+		chromedp.WaitVisible(`table.sbs`),
+		chromedp.Text(`ul.files`, &files),
+		chromedp.Text(`table.sbs`, &sbs),
+		chromedp.Evaluate(`document.querySelectorAll("main script, table.sbs b").length`, &made),
+		shot("patch"),
+	)
+	if !strings.Contains(files, "calc/add.go") || !strings.Contains(files, "+2") || !strings.Contains(files, "−1") {
+		t.Errorf("the patch's files: %q", files)
+	}
+	if !strings.Contains(sbs, "return a - b") || !strings.Contains(sbs, "<script>alert(4)</script>") || made != 0 {
+		t.Errorf("the patch side by side: %q (%d elements made)", sbs, made)
+	}
+
+	// Fork the echo run from its start with other inputs. The click makes
+	// the page navigate by itself: the fork is read from the engine.
+	step("fork",
+		chromedp.Navigate(s.url+"/runs/"+echo.ID),
+		chromedp.WaitVisible(`#patch-0`),
+		chromedp.SendKeys(`#patch-0`, `{"inputs": {"task": "forked"}}`),
+		shot("fork-form"),
+		chromedp.Click(`#patch-0 ~ button`),
+	)
+	forked := waitFork(t, s, echo.ID)
+	if v := s.settle(forked.ID); v.Status != runstate.RunSucceeded || v.Outputs["first"] != "a: first: forked" {
+		t.Errorf("the fork: %s, outputs %v", v.Status, v.Outputs)
+	}
+
+	// Bob, signed in elsewhere, sees none of it.
+	_, bobShot, bobStep := openBrowser(t, chrome, dir)
+	var bobRuns, bobApprovals, bobRun, bobJourneys string
+	bobStep("bob",
+		chromedp.Navigate(s.url+"/signin?next=/runs"),
+		chromedp.WaitVisible(`#token`),
+		chromedp.SendKeys(`#token`, bobToken),
+		chromedp.Submit(`#token`),
+		chromedp.WaitVisible(`main h1`),
+		chromedp.Text(`main`, &bobRuns),
+		chromedp.Navigate(s.url+"/approvals"),
+		chromedp.WaitVisible(`main h1`),
+		chromedp.Text(`main`, &bobApprovals),
+		chromedp.Navigate(s.url+"/runs/"+approval.ID),
+		chromedp.WaitVisible(`main`),
+		chromedp.Text(`main`, &bobRun),
+		bobShot("bob-alices-run"),
+		chromedp.Navigate(s.url+"/journeys"),
+		chromedp.WaitVisible(`main h1`),
+		chromedp.Text(`main`, &bobJourneys),
+	)
+	if strings.Contains(bobRuns, echo.ID[:8]) || strings.Contains(bobRuns, approval.ID[:8]) {
+		t.Errorf("bob's runs list alice's: %q", bobRuns)
+	}
+	if !strings.Contains(bobApprovals, "Nothing is waiting for your decision") {
+		t.Errorf("bob's approvals: %q", bobApprovals)
+	}
+	if !strings.Contains(bobRun, "No such run") || strings.Contains(bobRun, "Approve") {
+		t.Errorf("bob opened alice's run: %q", bobRun)
+	}
+	if strings.Contains(bobJourneys, "browser-j") {
+		t.Errorf("bob's journeys list alice's: %q", bobJourneys)
+	}
+	t.Logf("screenshots in %s", dir)
+}
+
+// waitFork waits for alice's run forked from parent to appear.
+func waitFork(t *testing.T, s *site, parent string) store.Run {
+	t.Helper()
+	viewer := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		runs, err := s.eng.ListRuns(viewer, store.ListFilter{Pipeline: "echo", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			if r.ForkedFromRun == parent {
+				return r
+			}
+		}
+	}
+	t.Fatalf("no fork of %s appeared", parent)
+	return store.Run{}
 }

@@ -1,5 +1,6 @@
 // Package console is the orchestrator's web console: runs, a run's graph,
-// nodes, outputs and patch, and the approvals a caller may decide, served
+// nodes, outputs and patch, the approvals a caller may decide, and the
+// caller's marketplace journeys with their audit logs, served
 // as HTML beside the API on the same listener for the same callers.
 //
 // A caller signs in with their API token; the session is a signed cookie
@@ -71,6 +72,9 @@ type Config struct {
 	// replaced, as in a Grafana explore URL. Defaults to no link.
 	TraceURL string
 	Logger   *slog.Logger
+	// Journeys are the signed-in caller's marketplace journeys; nil when
+	// the orchestrator has no marketplace, which the journeys page says.
+	Journeys Journeys
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -104,11 +108,12 @@ func parsePages() (map[string]*template.Template, error) {
 		"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"duration": duration,
+		"usd":      func(v float64) string { return fmt.Sprintf("$%.4f", v) },
 		"symbol":   symbol,
 		"decision": func(csrf, id string) struct{ CSRF, ID string } { return struct{ CSRF, ID string }{csrf, id} },
 	}
 	pages := map[string]*template.Template{}
-	for _, page := range []string{"signin", "runs", "run", "approvals", "start", "error"} {
+	for _, page := range []string{"signin", "runs", "run", "approvals", "start", "journeys", "journey", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -157,6 +162,9 @@ func New(cfg Config) (http.Handler, error) {
 		r.Post("/runs/{id}/cancel", c.cancel)
 		r.Post("/runs/{id}/fork", c.fork)
 		r.Post("/interrupts/{id}/resume", c.resume)
+		r.Get("/journeys", c.journeys)
+		r.Get("/journeys/{id}", c.journey)
+		r.Post("/journeys/{id}/stop", c.stopJourney)
 	})
 	return r, nil
 }
@@ -286,6 +294,7 @@ func safeNext(next string) string {
 // runsData is the runs page.
 type runsData struct {
 	Runs     []store.Run
+	Costs    map[string]float64 // by run; a run that cost nothing is absent
 	Status   string
 	Pipeline string
 	Statuses []string
@@ -306,7 +315,12 @@ func (c *console) runs(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d := runsData{Runs: runs, Status: f.Status, Pipeline: f.Pipeline, Statuses: runStatuses}
+	costs, err := c.cfg.Engine.RunCosts(r.Context(), runs)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := runsData{Runs: runs, Costs: costs, Status: f.Status, Pipeline: f.Pipeline, Statuses: runStatuses}
 	if len(runs) == runsPerPage {
 		d.Next = runs[len(runs)-1].ID
 	}
@@ -333,6 +347,10 @@ type runData struct {
 	SideBySide *sideDiff
 	// AgentEvents are what the run's agents did last, newest first.
 	AgentEvents []store.AgentEvent
+	// Timeline is the run's attempts in time; NodeCosts what each node
+	// cost, all its attempts together.
+	Timeline  timeline
+	NodeCosts map[string]float64
 }
 
 func (c *console) run(w http.ResponseWriter, r *http.Request) {
@@ -344,6 +362,10 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 	d := runData{
 		RunView: v, Graph: layout(v.Nodes), Live: v.Status == runstate.RunRunning || v.Status == runstate.RunWaiting,
 		Following: v.Status == runstate.RunRunning,
+	}
+	d.Timeline, d.NodeCosts = makeTimeline(v, c.cfg.Now()), map[string]float64{}
+	for _, a := range v.Attempts {
+		d.NodeCosts[a.NodeID] += a.CostUSD
 	}
 	for _, in := range v.Interrupts {
 		if in.Status == "pending" {

@@ -51,12 +51,18 @@ func start(t testing.TB) *site {
 // startWith is start with another catalog of pipelines.
 func startWith(t testing.TB, pipelines fs.FS) *site {
 	t.Helper()
-	eb := enginetest.StartWith(t, pipelines)
+	return serve(t, enginetest.StartWith(t, pipelines), nil)
+}
+
+// serve serves the API with the console over an engine, with the journeys
+// of a marketplace (nil: none).
+func serve(t testing.TB, eb *enginetest.Bundle, journeys console.Journeys) *site {
+	t.Helper()
 	tokens, err := bearer.New(map[string]string{"alice": aliceToken, "bob": bobToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := console.New(console.Config{Engine: eb.Engine, Tokens: tokens, TraceURL: "http://grafana.local/explore?trace={trace_id}"})
+	web, err := console.New(console.Config{Engine: eb.Engine, Tokens: tokens, TraceURL: "http://grafana.local/explore?trace={trace_id}", Journeys: journeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,14 +188,23 @@ func TestConsole(t *testing.T) {
 		t.Error("the session cookie holds the token")
 	}
 
+	// What the echo run's two attempts cost, as their agents reported it.
+	if _, err := s.pool.Exec(context.Background(), `UPDATE node_attempts SET cost_usd = 0.125 WHERE run_id = $1`, echo.ID); err != nil {
+		t.Fatal(err)
+	}
 	resp, runs := alice.get("/runs")
-	if resp.StatusCode != http.StatusOK || !strings.Contains(runs, echo.ID[:8]) || !strings.Contains(runs, "‖ waiting") {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(runs, echo.ID[:8]) || !strings.Contains(runs, "‖ waiting") || !strings.Contains(runs, "$0.2500") {
 		t.Errorf("runs page: %d\n%s", resp.StatusCode, runs)
 	}
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe") {
 		t.Errorf("Content-Security-Policy %q", csp)
 	}
 	_, page := alice.get("/runs/" + echo.ID)
+	for _, want := range []string{"<h2>Timeline</h2>", "$0.1250", "session-" + echo.ID + "-a"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the echo run's page lacks %q", want)
+		}
+	}
 	if strings.Contains(page, "<script>") || strings.Contains(page, "<img") || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;") {
 		t.Errorf("the agent's output is not shown as text:\n%s", page)
 	}

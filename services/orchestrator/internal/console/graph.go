@@ -74,12 +74,18 @@ func layout(nodes []engine.NodeView) graph {
 // state is told by colour alone.
 func symbol(status string) string {
 	switch status {
-	case "succeeded":
+	case "succeeded", "allowed":
 		return "✓"
 	case "failed":
 		return "✗"
-	case "running":
+	case "refused":
+		return "⊘"
+	case "running", "active":
 		return "▶"
+	case "stopped":
+		return "■"
+	case "orphaned":
+		return "!"
 	case "waiting":
 		return "‖"
 	case "skipped", "cancelled":

@@ -21,7 +21,10 @@ type sideFile struct {
 	Name   string // the new name, or the old one of a deleted file
 	Change string // added, deleted, renamed from …, modified
 	Binary bool
-	Rows   []sideRow
+	// Added and Removed count the file's lines added and removed, shown
+	// or not.
+	Added, Removed int64
+	Rows           []sideRow
 }
 
 // sideRow is one row: Kind is "hunk" (a hunk's header, in Old), "same",
@@ -61,6 +64,10 @@ func sideBySide(patch string) (*sideDiff, error) {
 			sf.Change = "renamed from " + f.OldName
 		case f.IsCopy:
 			sf.Change = "copied from " + f.OldName
+		}
+		for _, frag := range f.TextFragments {
+			sf.Added += frag.LinesAdded
+			sf.Removed += frag.LinesDeleted
 		}
 		for _, frag := range f.TextFragments {
 			if rows >= maxSideRows {

@@ -76,11 +76,14 @@ Binary files a/logo.png and b/logo.png differ
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	for i, want := range []struct{ name, change string }{
-		{"calc/add.go", "modified"}, {"NOTES.md", "added"}, {"gone.txt", "deleted"}, {"new.txt", "renamed from old.txt"}, {"logo.png", "modified"},
+	for i, want := range []struct {
+		name, change   string
+		added, removed int64
+	}{
+		{"calc/add.go", "modified", 3, 2}, {"NOTES.md", "added", 1, 0}, {"gone.txt", "deleted", 0, 1}, {"new.txt", "renamed from old.txt", 0, 0}, {"logo.png", "modified", 0, 0},
 	} {
-		if f := d.Files[i]; f.Name != want.name || f.Change != want.change {
-			t.Errorf("file %d: %s %s, want %s %s", i, f.Name, f.Change, want.name, want.change)
+		if f := d.Files[i]; f.Name != want.name || f.Change != want.change || f.Added != want.added || f.Removed != want.removed {
+			t.Errorf("file %d: %s %s +%d -%d, want %s %s +%d -%d", i, f.Name, f.Change, f.Added, f.Removed, want.name, want.change, want.added, want.removed)
 		}
 	}
 	if r := d.Files[2].Rows[1]; r.Kind != "removed" || r.OldNo != "1" || r.Old != "bye" || r.New != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/marketplacetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/pipelines"
@@ -40,7 +41,7 @@ func TestCodingPipeline(t *testing.T) {
 	root := t.TempDir()
 	repo := gittest.Repo(t, filepath.Join(root, "calc"), gittest.BuggyModule(t))
 	mp := startMarketplace(t, dsn, "--source-roots", root)
-	mpEx, err := marketplace.New(marketplace.Config{Endpoint: mp.endpoint, Token: mp.token})
+	mpEx, err := marketplace.New(marketplace.Config{Endpoint: mp.Endpoint, Token: marketplacetest.Token})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,29 +1,22 @@
 package engine_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/marketplacetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/pipelines"
-	"github.com/meshwork/meshwork/workers"
 )
 
 // fakeAgentImage is the test-only agent worker image whose claude is the
@@ -57,7 +50,7 @@ func TestResearchPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = meshEx.Close() })
-	mpEx, err := marketplace.New(marketplace.Config{Endpoint: mp.endpoint, Token: mp.token})
+	mpEx, err := marketplace.New(marketplace.Config{Endpoint: mp.Endpoint, Token: marketplacetest.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,108 +134,9 @@ func requireImage(t *testing.T, image string) {
 	}
 }
 
-type marketplaceProcess struct {
-	endpoint, token string
-}
-
-var buildMarketplace = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "meshwork-marketplace-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "marketplace")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/meshwork/meshwork/services/marketplace/cmd/marketplace").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("building the marketplace: %w\n%s", err, out)
-	}
-	return bin, nil
-})
-
-// startMarketplace runs `marketplace serve --transport http` on dsn's
-// database with the built-in catalog, but the Claude Code worker on the
-// fake agent image. Its containers carry a label of this test's, and are
-// removed with it.
-func startMarketplace(t *testing.T, dsn string, extraArgs ...string) *marketplaceProcess {
+// startMarketplace runs the real marketplace on dsn's database, its Claude
+// Code worker on the fake agent image.
+func startMarketplace(t *testing.T, dsn string, extraArgs ...string) *marketplacetest.Marketplace {
 	t.Helper()
-	bin, err := buildMarketplace()
-	if err != nil {
-		t.Fatal(err)
-	}
-	catalog := t.TempDir()
-	if err := os.CopyFS(catalog, workers.FS()); err != nil {
-		t.Fatal(err)
-	}
-	claude := filepath.Join(catalog, "claude_code_assistant_v1.yaml")
-	b, err := os.ReadFile(claude)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = []byte(strings.Replace(string(b), "image: meshwork/claude-worker:latest", "image: "+fakeAgentImage, 1))
-	if err := os.WriteFile(claude, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	label := fmt.Sprintf("orchestrator-%d-%d", os.Getpid(), time.Now().UnixNano())
-	token := "orchestrator-test-token-0123456789"
-	args := []string{
-		"serve", "--transport", "http", "--addr", "127.0.0.1:0", "--catalog", catalog, "--labels", "meshwork.test=" + label, "--base-dir", t.TempDir(),
-		"--egress-network", "meshwork-test-" + label, // the Claude Code worker is an egress worker
-	}
-	cmd := exec.Command(bin, append(args, extraArgs...)...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MESHWORK_TOKENS=orchestrator="+token, "ANTHROPIC_API_KEY=test-key-not-real")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		removeLabelled(t, "meshwork.test="+label)
-	})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sent := false
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Addr != "" && !sent {
-				addr <- line.Addr
-				sent = true
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	select {
-	case a := <-addr:
-		return &marketplaceProcess{endpoint: "http://" + a + "/mcp", token: token}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the marketplace did not start serving")
-		return nil
-	}
-}
-
-// removeLabelled removes the containers and volumes carrying label.
-func removeLabelled(t *testing.T, label string) {
-	t.Helper()
-	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+label).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.Command("docker", append([]string{"rm", "-fv"}, ids...)...).Run()
-	}
-	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+label).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
-	}
-	out, _ = exec.Command("docker", "network", "ls", "-q", "--filter", "label="+label).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.Command("docker", append([]string{"network", "rm"}, ids...)...).Run()
-	}
+	return marketplacetest.Start(t, dsn, marketplacetest.Options{Images: map[string]string{"claude_code_assistant_v1": fakeAgentImage}, Args: extraArgs})
 }

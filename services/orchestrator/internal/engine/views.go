@@ -128,6 +128,18 @@ func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]store.Run,
 	return runs, err
 }
 
+// RunCosts sums what each of runs cost so far (its attempts' costs), for a
+// list of runs ListRuns returned to the same viewer.
+func (e *Engine) RunCosts(ctx context.Context, runs []store.Run) (map[string]float64, error) {
+	ids := make([]string, 0, len(runs))
+	for _, r := range runs {
+		if CanView(ctx, r) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return store.RunCosts(ctx, e.pool, ids)
+}
+
 // Checkpoints lists a run's checkpoints: each one's delta and where it
 // comes from.
 func (e *Engine) Checkpoints(ctx context.Context, runID string) ([]store.Checkpoint, error) {

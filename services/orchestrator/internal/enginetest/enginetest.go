@@ -108,6 +108,9 @@ func Grid(name string, columns, rows int) []byte {
 type InstantExecutor struct {
 	// Reply, when set, makes a call's answer, and its error.
 	Reply func(req executor.Request) (string, error)
+	// Patch, when set, makes a call's change to its workspace (a git
+	// diff), as a marketplace worker's result carries it.
+	Patch func(req executor.Request) string
 	// Quiet: the session is not reported while the call runs, only in the
 	// result, as an agent that names it at the end (no save mid-node).
 	Quiet bool
@@ -181,7 +184,11 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 	if err := ctx.Err(); err != nil {
 		return executor.Result{}, err
 	}
-	return executor.Result{Output: out, SessionID: session}, nil
+	res := executor.Result{Output: out, SessionID: session}
+	if x.Patch != nil {
+		res.Patch = x.Patch(req)
+	}
+	return res, nil
 }
 
 // Calls returns the calls made so far, in order.
@@ -210,7 +217,7 @@ type Bundle struct {
 }
 
 // Start starts an engine on a fresh database with Catalog and an
-// InstantExecutor for via mesh, stopped when the test ends.
+// InstantExecutor for via mesh and via marketplace, stopped when the test ends.
 func Start(tb testing.TB) *Bundle {
 	tb.Helper()
 	return StartWith(tb, Pipelines)
@@ -228,7 +235,7 @@ func StartWith(tb testing.TB, pipelines fs.FS) *Bundle {
 	b := &Bundle{Pool: pool, DSN: dsn, Executor: &InstantExecutor{Record: true}}
 	b.Engine, err = engine.New(engine.Config{
 		Pool: pool, Catalog: catalogOf(tb, pipelines),
-		Executors:         map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.Executor},
+		Executors:         map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.Executor, pipeline.ViaMarketplace: b.Executor},
 		FetchPollInterval: 50 * time.Millisecond,
 	})
 	if err != nil {

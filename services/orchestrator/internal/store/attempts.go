@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 
@@ -40,4 +41,25 @@ func ListAttemptsAfter(ctx context.Context, q Querier, runID string, after int64
 		err := r.Scan(&a.ID, &a.RunID, &a.NodeID, &a.Iteration, &a.Attempt, &a.JobID, &a.Replica, &a.Status, &a.Error, &a.SessionID, &a.CostUSD, &a.StartedAt, &a.FinishedAt)
 		return a, err
 	})
+}
+
+// RunCosts sums the cost of each run's attempts, for the runs given; a run
+// without a costed attempt is left out.
+func RunCosts(ctx context.Context, q Querier, runIDs []string) (map[string]float64, error) {
+	rows, err := q.Query(ctx, `SELECT run_id::text, sum(cost_usd)::float8 FROM node_attempts
+		WHERE run_id = ANY($1::uuid[]) AND cost_usd IS NOT NULL GROUP BY run_id`, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("summing the runs' costs: %w", err)
+	}
+	costs := map[string]float64{}
+	for rows.Next() {
+		var id string
+		var cost float64
+		if err := rows.Scan(&id, &cost); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		costs[id] = cost
+	}
+	return costs, rows.Err()
 }
