@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -34,10 +35,18 @@ func TokenCaller(req *mcp.CallToolRequest) (string, error) {
 // own journeys, as the marketplace would show them to that person.
 const OnBehalfOfMetaKey = "meshwork/on_behalf_of"
 
+// DelegableTools are the tools a delegate may call for another caller:
+// what the console shows of a journey and its stop. Spawning and running
+// actions stay with the callers themselves, so their quotas and audit rows
+// are theirs.
+var DelegableTools = []string{ToolListJourneys, ToolGetWorkerState, ToolJourneyAudit, ToolStopWorker}
+
 // Delegating returns base, except that a call by one of delegates that
-// names another caller under OnBehalfOfMetaKey is that caller's. A call by
-// anyone else that names a caller is refused rather than served as its
-// sender's, so a mistaken client learns it at once.
+// names another caller under OnBehalfOfMetaKey is that caller's. It is
+// refused, rather than served as its sender's, when its sender is no
+// delegate, the tool is not one of DelegableTools, or the name is not a
+// configured caller's kind of name: a delegate acts for a person, never
+// for another delegate or for an agent's nested caller ("<caller>/…").
 func Delegating(base CallerFunc, delegates []string) CallerFunc {
 	delegates = slices.Clone(delegates)
 	return func(req *mcp.CallToolRequest) (string, error) {
@@ -46,8 +55,9 @@ func Delegating(base CallerFunc, delegates []string) CallerFunc {
 			return "", err
 		}
 		var meta map[string]any
+		tool := ""
 		if req.Params != nil {
-			meta = req.Params.Meta
+			meta, tool = req.Params.Meta, req.Params.Name
 		}
 		v, named := meta[OnBehalfOfMetaKey]
 		if !named {
@@ -56,10 +66,13 @@ func Delegating(base CallerFunc, delegates []string) CallerFunc {
 		if !slices.Contains(delegates, who) {
 			return "", fmt.Errorf("caller %s may not act on behalf of another caller (the marketplace's delegates setting names who may)", who)
 		}
+		if !slices.Contains(DelegableTools, tool) {
+			return "", fmt.Errorf("a delegate may call only %s on behalf of another caller, not %s", strings.Join(DelegableTools, ", "), tool)
+		}
 		name, ok := v.(string)
-		if !ok || !bearer.ValidCaller(name) {
+		if !ok || !bearer.ValidCaller(name) || strings.Contains(name, "/") || slices.Contains(delegates, name) {
 			b, _ := json.Marshal(v)
-			return "", fmt.Errorf("_meta %q is not a caller's name: %.64s", OnBehalfOfMetaKey, b)
+			return "", fmt.Errorf("_meta %q is not a caller a delegate may act for: %.64s", OnBehalfOfMetaKey, b)
 		}
 		return name, nil
 	}

@@ -212,7 +212,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 
 	if cfg.Transport == "stdio" {
 		logger.InfoContext(ctx, "serving MCP on stdio", slog.String("caller", cfg.Caller))
-		srv := mcpserver.New(mgr, catalog, meshapi.FixedCaller(cfg.Caller), logger)
+		srv := mcpserver.New(mgr, catalog, meshapi.Delegating(meshapi.FixedCaller(cfg.Caller), nil), logger)
 		// Room for the largest action, JSON-escaped inside the request.
 		err := srv.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: os.Stdout, MaxLineLength: 8 * action.MaxSize})
 		if errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {

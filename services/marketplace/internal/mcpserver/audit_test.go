@@ -86,6 +86,8 @@ func TestDelegateActsOnBehalfOfACaller(t *testing.T) {
 	}
 	if res, err = onBehalf(console, "bob", "journey_audit", map[string]any{"journey_id": "alices"}); err != nil || !res.IsError {
 		t.Errorf("the console for bob read alice's journey: %v %+v", err, res)
+	} else if e, _ := meshapi.ErrorOf(res); e.Code != meshapi.CodeNotFound {
+		t.Errorf("the console for bob reading alice's journey: %+v, want not_found", e)
 	}
 	if l := must(t, console, "list_journeys", map[string]any{}); len(asList(l["journeys"])) != 0 {
 		t.Errorf("the console on its own lists %v", l)
@@ -94,13 +96,23 @@ func TestDelegateActsOnBehalfOfACaller(t *testing.T) {
 	for name, c := range map[string]struct {
 		cs   *mcp.ClientSession
 		who  any
+		tool string
 		want string
 	}{
-		"bob is no delegate": {bob, "alice", "may not act on behalf of another caller"},
-		"not a name":         {console, "../alice", "is not a caller's name"},
-		"not a string":       {console, 42, "is not a caller's name"},
+		"bob is no delegate":  {bob, "alice", "list_journeys", "may not act on behalf of another caller"},
+		"not a name":          {console, "../alice", "list_journeys", "is not a caller a delegate may act for"},
+		"not a string":        {console, 42, "list_journeys", "is not a caller a delegate may act for"},
+		"a nested agent's":    {console, "alice/alices", "list_journeys", "is not a caller a delegate may act for"},
+		"a delegate":          {console, "console", "list_journeys", "is not a caller a delegate may act for"},
+		"spawning for alice":  {console, "alice", "spawn_worker", "a delegate may call only"},
+		"an action for alice": {console, "alice", "execute_in_worker", "a delegate may call only"},
 	} {
-		res, err := onBehalf(c.cs, c.who, "list_journeys", map[string]any{})
+		args := map[string]map[string]any{
+			"list_journeys":     {},
+			"spawn_worker":      {"worker_id": "filesystem_write_v1", "journey_id": "for-alice"},
+			"execute_in_worker": {"journey_id": "alices", "action": map[string]any{"type": "list", "target": "."}},
+		}[c.tool]
+		res, err := onBehalf(c.cs, c.who, c.tool, args)
 		if err != nil || !res.IsError || !strings.Contains(meshapi.ResultText(res), c.want) {
 			t.Errorf("%s: %v %+v, want an error saying %q", name, err, res, c.want)
 			continue
@@ -108,6 +120,9 @@ func TestDelegateActsOnBehalfOfACaller(t *testing.T) {
 		if e, ok := meshapi.ErrorOf(res); !ok || e.Code != meshapi.CodeUnauthenticated {
 			t.Errorf("%s: code %+v, want unauthenticated", name, e)
 		}
+	}
+	if l := must(t, alice, "list_journeys", map[string]any{}); len(asList(l["journeys"])) != 1 {
+		t.Errorf("after the refused calls alice has %v, want her one journey", l)
 	}
 }
 

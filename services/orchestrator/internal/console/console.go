@@ -161,6 +161,7 @@ func New(cfg Config) (http.Handler, error) {
 		r.Post("/signout", c.signout)
 		r.Post("/runs/{id}/cancel", c.cancel)
 		r.Post("/runs/{id}/fork", c.fork)
+		r.Post("/runs/{id}/resume", c.resumeRun)
 		r.Post("/interrupts/{id}/resume", c.resume)
 		r.Get("/journeys", c.journeys)
 		r.Get("/journeys/{id}", c.journey)
@@ -448,6 +449,17 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 func (c *console) cancel(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if _, err := c.cfg.Engine.Cancel(r.Context(), id); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/runs/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// resumeRun runs a failed run's failed nodes again, optionally under the
+// pipeline's current definition (migrate), and shows the run.
+func (c *console) resumeRun(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, err := c.cfg.Engine.Resume(r.Context(), engine.ResumeRequest{RunID: id, Migrate: r.PostFormValue("migrate") == "on", DecidedBy: sessionOf(r).caller}); err != nil {
 		c.failErr(w, r, err)
 		return
 	}

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/console"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/httpapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -52,6 +55,12 @@ func start(t testing.TB) *site {
 func startWith(t testing.TB, pipelines fs.FS) *site {
 	t.Helper()
 	return serve(t, enginetest.StartWith(t, pipelines), nil)
+}
+
+// startWithExecutor is start with an executor of the test's.
+func startWithExecutor(t testing.TB, x *enginetest.InstantExecutor) *site {
+	t.Helper()
+	return serve(t, enginetest.StartWithExecutor(t, enginetest.Pipelines, x), nil)
 }
 
 // serve serves the API with the console over an engine, with the journeys
@@ -200,7 +209,7 @@ func TestConsole(t *testing.T) {
 		t.Errorf("Content-Security-Policy %q", csp)
 	}
 	_, page := alice.get("/runs/" + echo.ID)
-	for _, want := range []string{"<h2>Timeline</h2>", "$0.1250", "session-" + echo.ID + "-a"} {
+	for _, want := range []string{"<h2>Timeline</h2>", "<td>$0.1250</td></tr>", "session-" + echo.ID + "-a"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the echo run's page lacks %q", want)
 		}
@@ -476,5 +485,49 @@ func TestRunPageListsTheAgentsEvents(t *testing.T) {
 	read := strings.Index(page, "Reading &lt;b&gt;go.mod&lt;/b&gt;")
 	if refused < 0 || read < 0 || refused > read || !strings.Contains(page, "Running rm -rf / (refused by the gate: rm is not allowed)") || strings.Contains(page, "<b>go.mod") {
 		t.Errorf("the agents' events on the page (newest first, as text):\n%s", page)
+	}
+}
+
+// A failed run's page offers to run its failed nodes again; the run's
+// caller can, another caller cannot.
+func TestResumeAFailedRun(t *testing.T) {
+	t.Parallel()
+	var failing atomic.Bool
+	failing.Store(true)
+	s := startWithExecutor(t, &enginetest.InstantExecutor{Record: true, Reply: func(req executor.Request) (string, error) {
+		if req.NodeID == "second" && failing.Load() {
+			return "", errors.New("the agent gave up")
+		}
+		return req.RoleName + ": " + req.Task, nil
+	}})
+	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	run, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": "t"}, Caller: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := s.settle(run.ID); v.Status != runstate.RunFailed {
+		t.Fatalf("the run is %s, want failed", v.Status)
+	}
+	alice, bob := s.browser(), s.browser()
+	alice.signIn(aliceToken)
+	bob.signIn(bobToken)
+	_, page := alice.get("/runs/" + run.ID)
+	if !strings.Contains(page, "Run the failed nodes again") || !strings.Contains(page, "the agent gave up") {
+		t.Fatalf("the failed run's page:\n%s", page)
+	}
+	_, bobs := bob.get("/runs")
+	if resp, _ := bob.post("/runs/"+run.ID+"/resume", url.Values{"csrf": {csrfOf(t, bobs)}}); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob resumed alice's run: %d, want 404", resp.StatusCode)
+	}
+	if resp, _ := alice.post("/runs/"+run.ID+"/resume", url.Values{}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a resume without the CSRF token: %d, want 403", resp.StatusCode)
+	}
+	failing.Store(false)
+	resp, _ := alice.post("/runs/"+run.ID+"/resume", url.Values{"csrf": {csrfOf(t, page)}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/runs/"+run.ID {
+		t.Fatalf("alice's resume: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if v := s.settle(run.ID); v.Status != runstate.RunSucceeded || v.Outputs["second"] != "b: second: a: first: t" {
+		t.Errorf("after the resume: %s, outputs %v", v.Status, v.Outputs)
 	}
 }

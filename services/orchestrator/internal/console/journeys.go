@@ -170,7 +170,7 @@ func (c *console) failJourney(w http.ResponseWriter, r *http.Request, err error)
 	var e *meshapi.Error
 	if !errors.As(err, &e) {
 		c.cfg.Logger.ErrorContext(r.Context(), "console: the marketplace did not answer", slog.String("path", r.URL.Path), slog.Any("error", err))
-		c.fail(w, r, http.StatusBadGateway, "The marketplace did not answer; it logged nothing for this. Try again in a moment.")
+		c.fail(w, r, http.StatusBadGateway, "The marketplace did not answer; the orchestrator logged why. Try again in a moment.")
 		return
 	}
 	switch e.Code {
@@ -181,7 +181,9 @@ func (c *console) failJourney(w http.ResponseWriter, r *http.Request, err error)
 	case meshapi.CodeConflict:
 		c.fail(w, r, http.StatusConflict, e.Message)
 	default:
+		// Its message may be about the orchestrator's own access (not a
+		// delegate, say): for the operator's log, not for the caller.
 		c.cfg.Logger.ErrorContext(r.Context(), "console: the marketplace refused", slog.String("path", r.URL.Path), slog.String("code", string(e.Code)), slog.String("error", e.Message))
-		c.fail(w, r, http.StatusBadGateway, "The marketplace could not do it: "+e.Message)
+		c.fail(w, r, http.StatusBadGateway, "The marketplace could not do it; the orchestrator logged why. Try again, or ask its operator.")
 	}
 }

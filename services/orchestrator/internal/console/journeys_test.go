@@ -20,9 +20,9 @@ import (
 // callers alice and bob have the same tokens as at the orchestrator, and
 // whose delegate is the orchestrator: the console shows each their own
 // journeys.
-func startWithMarketplace(t *testing.T, pipelines fs.FS) (*site, *marketplacetest.Marketplace) {
+func startWithMarketplace(t *testing.T, pipelines fs.FS, x *enginetest.InstantExecutor) (*site, *marketplacetest.Marketplace) {
 	t.Helper()
-	eb := enginetest.StartWith(t, pipelines)
+	eb := enginetest.StartWithExecutor(t, pipelines, x)
 	mp := marketplacetest.Start(t, eb.DSN, marketplacetest.Options{
 		Tokens: map[string]string{"alice": aliceToken, "bob": bobToken},
 		Args:   []string{"--delegates", "orchestrator"},
@@ -74,7 +74,7 @@ func TestJourneysPages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker and the worker image")
 	}
-	s, mp := startWithMarketplace(t, enginetest.Pipelines)
+	s, mp := startWithMarketplace(t, enginetest.Pipelines, &enginetest.InstantExecutor{Record: true})
 	alice := mcpClient(t, mp.Endpoint, aliceToken)
 	callTool(t, alice, meshapi.ToolSpawnWorker, map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "console-j"})
 	callTool(t, alice, meshapi.ToolExecuteInWorker, map[string]any{"journey_id": "console-j", "action": map[string]any{"type": "write", "target": "notes<b>bold</b>.txt", "content": "hi"}})
@@ -110,8 +110,8 @@ func TestJourneysPages(t *testing.T) {
 
 	b := s.browser()
 	b.signIn(bobToken)
-	if _, list := b.get("/journeys"); strings.Contains(list, "console-j") {
-		t.Errorf("bob lists alice's journey")
+	if resp, list := b.get("/journeys"); resp.StatusCode != http.StatusOK || strings.Contains(list, "console-j") || !strings.Contains(list, "No journeys") {
+		t.Errorf("bob's journeys: %d\n%s", resp.StatusCode, list)
 	}
 	resp, bobs := b.get("/journeys/console-j")
 	if resp.StatusCode != http.StatusNotFound {

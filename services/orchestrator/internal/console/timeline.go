@@ -51,7 +51,7 @@ func makeTimeline(v engine.RunView, now time.Time) timeline {
 		if a.FinishedAt != nil {
 			stop = *a.FinishedAt
 		}
-		x := at(a.StartedAt)
+		x := min(at(a.StartedAt), timelineWidth-2) // a bar stays on the scale
 		tl.Rows = append(tl.Rows, timelineRow{
 			NodeID: a.NodeID, Role: roles[a.NodeID], Iteration: a.Iteration, Attempt: a.Attempt, Status: a.Status, Error: a.Error,
 			SessionID: a.SessionID, CostUSD: a.CostUSD, StartedAt: a.StartedAt, Took: tookOf(stop.Sub(a.StartedAt)),

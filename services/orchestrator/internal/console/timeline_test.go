@@ -32,7 +32,7 @@ func TestTimeline(t *testing.T) {
 		{"plan", "planner", "1.5s", 0, 150},
 		{"plan", "planner", "2s", 200, 200},
 		{"build", "builder", "1.5s", 450, 150},
-		{"late", "", "0s", 600, 2},
+		{"late", "", "0s", 598, 2},
 	}
 	if len(tl.Rows) != len(want) {
 		t.Fatalf("%d rows, want %d", len(tl.Rows), len(want))

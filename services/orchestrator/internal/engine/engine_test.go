@@ -348,6 +348,11 @@ func TestBadInput(t *testing.T) {
 	if !errors.As(err, &inv) || !contains(err.Error(), "ghost") {
 		t.Errorf("patch with an unknown node: %v", err)
 	}
+	// A node's patch comes only from its worker, through the result gate.
+	_, err = b.eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: 0, Patch: &runstate.State{Nodes: map[string]pipeline.NodeState{"one": {Status: "succeeded", Patch: "diff --git a/x b/x\n"}}}})
+	if !errors.As(err, &inv) || !contains(err.Error(), "cannot be set") {
+		t.Errorf("patch setting a node's patch: %v", err)
+	}
 	_, err = b.eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: 99})
 	if !errIs(err, engine.ErrNotFound) {
 		t.Errorf("fork from a missing checkpoint: %v", err)

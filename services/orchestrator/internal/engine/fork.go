@@ -79,8 +79,8 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
 	return e.createRun(ctx, p, step, store.NewRun{ID: id, Thread: thread, Caller: req.Caller, ForkedFromRun: src.ID, ForkedFromSeq: &seq}, sessions, src.ID)
 }
 
-// checkPatch refuses a state patch that names unknown nodes, bad statuses or
-// bad inputs.
+// checkPatch refuses a state patch that names unknown nodes, bad statuses,
+// bad inputs or a node's patch.
 func checkPatch(p *pipeline.Pipeline, patch runstate.State) (runstate.State, error) {
 	out := runstate.State{Nodes: patch.Nodes}
 	if err := checkNoNUL("patch", patch.Inputs); err != nil {
@@ -106,6 +106,12 @@ func checkPatch(p *pipeline.Pipeline, patch runstate.State) (runstate.State, err
 		case pipeline.StatusPending, pipeline.StatusSucceeded, pipeline.StatusSkipped:
 		default:
 			return runstate.State{}, invalid("patch: node %s: status must be pending, succeeded or skipped, not %q", id, ns.Status)
+		}
+		if ns.Patch != "" {
+			// A node's patch seeds later workers and becomes the run's
+			// patch: it comes only from its worker, through the worker's
+			// result gate.
+			return runstate.State{}, invalid("patch: node %s: a node's patch comes only from its worker (through the result gate) and cannot be set; set its status to pending to run it again", id)
 		}
 	}
 	if len(patch.Loops) > 0 || len(patch.Sessions) > 0 {

@@ -226,13 +226,20 @@ func Start(tb testing.TB) *Bundle {
 // StartWith is Start with another catalog of pipelines.
 func StartWith(tb testing.TB, pipelines fs.FS) *Bundle {
 	tb.Helper()
+	return StartWithExecutor(tb, pipelines, &InstantExecutor{Record: true})
+}
+
+// StartWithExecutor is StartWith with an executor of the test's (one that
+// makes patches, say), set up before the engine starts calling it.
+func StartWithExecutor(tb testing.TB, pipelines fs.FS, x *InstantExecutor) *Bundle {
+	tb.Helper()
 	dsn := pgtest.DSN(tb)
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		tb.Fatalf("enginetest: connecting: %v", err)
 	}
 	tb.Cleanup(pool.Close)
-	b := &Bundle{Pool: pool, DSN: dsn, Executor: &InstantExecutor{Record: true}}
+	b := &Bundle{Pool: pool, DSN: dsn, Executor: x}
 	b.Engine, err = engine.New(engine.Config{
 		Pool: pool, Catalog: catalogOf(tb, pipelines),
 		Executors:         map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.Executor, pipeline.ViaMarketplace: b.Executor},

@@ -102,20 +102,24 @@ func Start(t testing.TB, dsn string, opts Options) *Marketplace {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// exited is closed when the process is gone: at the test's end, or at
+	// once when it refuses its settings.
+	exited := make(chan struct{})
+	var tail strings.Builder // its first lines, to say why it exited
+	var tailMu sync.Mutex
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 		RemoveLabelled(t, "meshwork.test="+label)
 	})
 	addr := make(chan string, 1)
 	go func() {
+		defer close(exited)
 		sc := bufio.NewScanner(stderr)
 		sent := false
 		for sc.Scan() {
@@ -124,12 +128,23 @@ func Start(t testing.TB, dsn string, opts Options) *Marketplace {
 				addr <- line.Addr
 				sent = true
 			}
+			tailMu.Lock()
+			if tail.Len() < 4096 {
+				tail.WriteString(sc.Text() + "\n")
+			}
+			tailMu.Unlock()
 		}
 		_, _ = io.Copy(io.Discard, stderr)
+		_ = cmd.Wait()
 	}()
 	select {
 	case a := <-addr:
 		return &Marketplace{Endpoint: "http://" + a + "/mcp"}
+	case <-exited:
+		tailMu.Lock()
+		defer tailMu.Unlock()
+		t.Fatalf("the marketplace exited before serving:\n%s", tail.String())
+		return nil
 	case <-time.After(60 * time.Second):
 		t.Fatal("the marketplace did not start serving")
 		return nil
