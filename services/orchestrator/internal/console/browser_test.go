@@ -2,13 +2,11 @@ package console_test
 
 import (
 	"context"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
@@ -20,7 +18,6 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
@@ -300,22 +297,7 @@ func TestJourneysPatchAndForkInABrowser(t *testing.T) {
 	t.Parallel()
 	chrome := chromium(t)
 	dir := screenshots(t)
-	pipelines := maps.Clone(enginetest.Pipelines)
-	pipelines["change.yaml"] = &fstest.MapFile{Data: []byte(`name: change
-description: One change to a repository.
-inputs:
-  repository: {type: repository, required: true, description: The code.}
-roles:
-  coder: {via: marketplace, worker: filesystem_write_v1, source: {input: repository}}
-nodes:
-  - {id: implement, role: coder, task: change it}
-`)}
-	s, mp := startWithMarketplace(t, pipelines, &enginetest.InstantExecutor{Record: true, Patch: func(req executor.Request) string {
-		if req.NodeID != "implement" {
-			return ""
-		}
-		return "diff --git a/calc/add.go b/calc/add.go\n--- a/calc/add.go\n+++ b/calc/add.go\n@@ -1,3 +1,4 @@\n package calc\n-func Add(a, b int) int { return a - b }\n+// Add adds <script>alert(4)</script>.\n+func Add(a, b int) int { return a + b }\n \n"
-	}})
+	s, mp := startWithMarketplace(t, withChange(), &enginetest.InstantExecutor{Record: true, Patch: patchOf})
 	viewer := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
 	change, err := s.eng.StartRun(viewer, engine.StartRequest{
 		Pipeline: "change", Caller: "alice",

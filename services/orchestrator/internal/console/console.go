@@ -376,6 +376,14 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.TraceURL != "" && v.TraceID != "" {
 		d.TraceURL = strings.ReplaceAll(c.cfg.TraceURL, "{trace_id}", url.QueryEscape(v.TraceID))
 	}
+	if node := r.URL.Query().Get("patch"); node != "" {
+		// Another node's patch than the run's.
+		if v.PatchNode, v.Patch = node, nodePatch(v, node); v.Patch == "" {
+			c.fail(w, r, http.StatusNotFound, "Node "+node+" of this run has no patch.")
+			return
+		}
+		d.RunView = v
+	}
 	if v.Patch != "" {
 		d.SideBySide, _ = sideBySide(v.Patch)
 	}
@@ -431,19 +439,36 @@ func (c *console) fork(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 }
 
+// patch downloads the run's patch, or a node's (?node=).
 func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 	v, err := c.cfg.Engine.GetRun(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
 		c.failErr(w, r, err)
 		return
 	}
+	name := "run-" + v.ID
+	if node := r.URL.Query().Get("node"); node != "" {
+		v.Patch, name = nodePatch(v, node), "run-"+v.ID+"-"+node
+	}
 	if v.Patch == "" {
-		c.fail(w, r, http.StatusNotFound, "This run has no patch (yet).")
+		c.fail(w, r, http.StatusNotFound, "No patch here (yet).")
 		return
 	}
 	w.Header().Set("Content-Type", "text/x-diff; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="run-`+v.ID+`.patch"`)
+	// Node ids are [a-z0-9_] (the pipeline's compiler checks them), and an
+	// unknown one has no patch: the file name needs no quoting.
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.patch"`)
 	_, _ = w.Write([]byte(v.Patch))
+}
+
+// nodePatch is a node's patch in v, or "" for none (or no such node).
+func nodePatch(v engine.RunView, node string) string {
+	for _, n := range v.Nodes {
+		if n.ID == node {
+			return n.Patch
+		}
+	}
+	return ""
 }
 
 func (c *console) cancel(w http.ResponseWriter, r *http.Request) {

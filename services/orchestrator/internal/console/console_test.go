@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -57,10 +59,75 @@ func startWith(t testing.TB, pipelines fs.FS) *site {
 	return serve(t, enginetest.StartWith(t, pipelines), nil)
 }
 
-// startWithExecutor is start with an executor of the test's.
-func startWithExecutor(t testing.TB, x *enginetest.InstantExecutor) *site {
+// startWithExecutor is startWith with an executor of the test's.
+func startWithExecutor(t testing.TB, pipelines fs.FS, x *enginetest.InstantExecutor) *site {
 	t.Helper()
-	return serve(t, enginetest.StartWithExecutor(t, enginetest.Pipelines, x), nil)
+	return serve(t, enginetest.StartWithExecutor(t, pipelines, x), nil)
+}
+
+// withChange is the test pipelines and "change", whose one node changes a
+// repository: its patch is the run's.
+func withChange() fstest.MapFS {
+	p := maps.Clone(enginetest.Pipelines)
+	p["change.yaml"] = &fstest.MapFile{Data: []byte(`name: change
+description: One change to a repository, and a second look.
+inputs:
+  repository: {type: repository, required: true, description: The code.}
+roles:
+  coder: {via: marketplace, worker: filesystem_write_v1, source: {input: repository}}
+nodes:
+  - {id: implement, role: coder, task: change it}
+  - {id: polish, role: coder, needs: [implement], task: polish it}
+patch: implement
+`)}
+	return p
+}
+
+// patchOf is the change the test executor's nodes make: implement's and
+// polish's.
+func patchOf(req executor.Request) string {
+	switch req.NodeID {
+	case "implement":
+		return "diff --git a/calc/add.go b/calc/add.go\n--- a/calc/add.go\n+++ b/calc/add.go\n@@ -1,3 +1,4 @@\n package calc\n-func Add(a, b int) int { return a - b }\n+// Add adds <script>alert(4)</script>.\n+func Add(a, b int) int { return a + b }\n \n"
+	case "polish":
+		return "diff --git a/README.md b/README.md\nnew file mode 100644\n--- /dev/null\n+++ b/README.md\n@@ -0,0 +1 @@\n+polished\n"
+	}
+	return ""
+}
+
+// A run's page shows the run's patch, and any node's on request, each with
+// its download.
+func TestNodePatches(t *testing.T) {
+	t.Parallel()
+	s := startWithExecutor(t, withChange(), &enginetest.InstantExecutor{Record: true, Patch: patchOf})
+	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
+	run, err := s.eng.StartRun(ctx, engine.StartRequest{
+		Pipeline: "change", Caller: "alice",
+		Inputs: map[string]any{"repository": map[string]any{"git": map[string]any{"url": "/sources/calc", "ref": "main"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.settle(run.ID)
+	alice := s.browser()
+	alice.signIn(aliceToken)
+	_, page := alice.get("/runs/" + run.ID)
+	if !strings.Contains(page, "Patch of implement") || !strings.Contains(page, "calc/add.go") || !strings.Contains(page, `href="/runs/`+run.ID+`?patch=polish#patch"`) {
+		t.Fatalf("the run's page:\n%s", page)
+	}
+	_, polish := alice.get("/runs/" + run.ID + "?patch=polish")
+	if !strings.Contains(polish, "Patch of polish") || !strings.Contains(polish, "README.md") || strings.Contains(polish, "calc/add.go</code>") {
+		t.Errorf("polish's patch:\n%s", polish)
+	}
+	resp, body := alice.get("/runs/" + run.ID + "/patch?node=polish")
+	if resp.StatusCode != http.StatusOK || body != patchOf(executor.Request{NodeID: "polish"}) || !strings.Contains(resp.Header.Get("Content-Disposition"), "-polish.patch") {
+		t.Errorf("polish's download: %d %q %q", resp.StatusCode, resp.Header.Get("Content-Disposition"), body)
+	}
+	for _, path := range []string{"/runs/" + run.ID + "?patch=ghost", "/runs/" + run.ID + "/patch?node=ghost"} {
+		if resp, _ := alice.get(path); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", path, resp.StatusCode)
+		}
+	}
 }
 
 // serve serves the API with the console over an engine, with the journeys
@@ -494,7 +561,7 @@ func TestResumeAFailedRun(t *testing.T) {
 	t.Parallel()
 	var failing atomic.Bool
 	failing.Store(true)
-	s := startWithExecutor(t, &enginetest.InstantExecutor{Record: true, Reply: func(req executor.Request) (string, error) {
+	s := startWithExecutor(t, enginetest.Pipelines, &enginetest.InstantExecutor{Record: true, Reply: func(req executor.Request) (string, error) {
 		if req.NodeID == "second" && failing.Load() {
 			return "", errors.New("the agent gave up")
 		}
