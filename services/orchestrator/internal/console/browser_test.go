@@ -53,7 +53,8 @@ func screenshots(t *testing.T) string {
 
 // The console in a real browser, at 1280×800 and on a narrow screen: a
 // request without a session lands on sign-in; a run started from its
-// pipeline's form; the runs list; a run's graph;
+// pipeline's form, whose graph reaches the approval node while the page is
+// watched, without a reload; the runs list; a run's graph;
 // an approval decided with a comment through the form, after which the run
 // succeeds; an agent's hostile output shown as text (no script runs, no
 // dialog opens, no image is made). Each page is saved as a screenshot.
@@ -78,7 +79,12 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 	})
 
+	// The draft waits until the page is watched: the graph then reaches the
+	// approval node by itself.
+	release := s.exec.Hold("draft")
+	defer release()
 	var url, started, runs, graph string
+	var stayed int
 	step("sign in and start",
 		chromedp.Navigate(s.url+"/runs"),
 		chromedp.WaitVisible(`#token`),
@@ -92,9 +98,20 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(`main form button`),
 		shot("start"),
 		chromedp.Click(`main form button`),
-		chromedp.WaitVisible(`figure.graph`),
+		chromedp.WaitVisible(`figure.graph g.node.running`),
 		chromedp.Location(&started),
+		chromedp.Evaluate(`window.meshworkStayed = 7`, nil),
+		shot("run-graph-running"),
 	)
+	release()
+	step("the graph reaches the approval live",
+		chromedp.WaitVisible(`figure.graph g.node.waiting.approval`),
+		chromedp.Evaluate(`window.meshworkStayed || 0`, &stayed),
+		shot("run-graph-approval-live"),
+	)
+	if stayed != 7 {
+		t.Errorf("the page was reloaded (window value %d), not updated in place", stayed)
+	}
 	approvalID := started[strings.LastIndex(started, "/")+1:]
 	approval := s.settle(approvalID)
 	if approval.Status != runstate.RunWaiting || approval.Caller != "alice" {
