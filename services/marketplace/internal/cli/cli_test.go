@@ -90,7 +90,7 @@ func TestWorkersCommands(t *testing.T) {
 // subprocess, driven by an MCP client through its stdin and stdout.
 func TestServeStdio(t *testing.T) {
 	t.Parallel()
-	bin, label := stdioMarketplace(t)
+	bin, label := buildMarketplace(t)
 	cmd := exec.Command(bin, "serve", "--transport", "stdio", "--labels", label)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t))
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
@@ -127,10 +127,10 @@ func TestServeStdio(t *testing.T) {
 	callOK("stop_worker", map[string]any{"journey_id": "stdio", "workspace": "delete"})
 }
 
-// stdioMarketplace builds the marketplace binary for a stdio test and
-// returns it with a meshwork.test label whose containers and volumes are
-// removed when the test ends.
-func stdioMarketplace(t *testing.T) (bin, label string) {
+// buildMarketplace builds the marketplace binary and returns it with a
+// meshwork.test label whose containers and volumes are removed when the test
+// ends.
+func buildMarketplace(t testing.TB) (bin, label string) {
 	t.Helper()
 	if err := exec.Command("docker", "image", "inspect", "meshwork/worker:latest").Run(); err != nil {
 		t.Fatal("image meshwork/worker:latest is missing: run `make offline-images`")
@@ -141,7 +141,7 @@ func stdioMarketplace(t *testing.T) (bin, label string) {
 	}
 	// Unique among the tests running at once: a marketplace's start-up
 	// removes the workers with its label that its database does not know.
-	label = "meshwork.test=cli-stdio-" + strings.ToLower(rand.Text())
+	label = "meshwork.test=cli-" + strings.ToLower(rand.Text())
 	t.Cleanup(func() {
 		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+label).Output()
 		if ids := strings.Fields(string(out)); len(ids) > 0 {

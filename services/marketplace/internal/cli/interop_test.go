@@ -15,7 +15,7 @@ import (
 // read from its structured content.
 func TestServeStdioThirdPartyClient(t *testing.T) {
 	t.Parallel()
-	bin, label := stdioMarketplace(t)
+	bin, label := buildMarketplace(t)
 	env := append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t))
 	mcpinterop.Run(t, mcpinterop.Suite{
 		Connect: mcpinterop.Stdio(bin, env, "serve", "--transport", "stdio", "--labels", label),
