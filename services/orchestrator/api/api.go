@@ -133,17 +133,20 @@ type Interrupt struct {
 
 // Attempt is one attempt of a node.
 type Attempt struct {
-	ID         int64      `json:"id"`
-	RunID      string     `json:"run_id"`
-	NodeID     string     `json:"node_id"`
-	Iteration  int        `json:"iteration"`
-	Attempt    int        `json:"attempt"`
-	JobID      int64      `json:"job_id,omitempty"`
-	Replica    string     `json:"replica"`
-	Status     string     `json:"status"`
-	Error      string     `json:"error,omitempty"`
-	SessionID  string     `json:"session_id,omitempty"`
-	CostUSD    float64    `json:"cost_usd,omitempty"`
+	ID        int64   `json:"id"`
+	RunID     string  `json:"run_id"`
+	NodeID    string  `json:"node_id"`
+	Iteration int     `json:"iteration"`
+	Attempt   int     `json:"attempt"`
+	JobID     int64   `json:"job_id,omitempty"`
+	Replica   string  `json:"replica"`
+	Status    string  `json:"status"`
+	Error     string  `json:"error,omitempty"`
+	SessionID string  `json:"session_id,omitempty"`
+	CostUSD   float64 `json:"cost_usd,omitempty"`
+	// Task is what the attempt was asked: its task rendered over the run's
+	// state, or a command node's command (at most 16 KiB).
+	Task       string     `json:"task,omitempty"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }

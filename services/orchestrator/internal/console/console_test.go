@@ -276,7 +276,7 @@ func TestConsole(t *testing.T) {
 		t.Errorf("Content-Security-Policy %q", csp)
 	}
 	_, page := alice.get("/runs/" + echo.ID)
-	for _, want := range []string{"<h2>Timeline</h2>", "<td>$0.1250</td></tr>", "session-" + echo.ID + "-a"} {
+	for _, want := range []string{"<h2>Timeline</h2>", "<td>$0.1250</td><td></td></tr>", "session-" + echo.ID + "-a", "<summary>Its task</summary><pre>first: &lt;script&gt;"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the echo run's page lacks %q", want)
 		}

@@ -23,6 +23,7 @@ type timelineRow struct {
 	Iteration, Attempt int
 	Status, Error      string
 	SessionID          string
+	Task               string // what the attempt was asked
 	CostUSD            float64
 	StartedAt          time.Time
 	Took               string
@@ -54,7 +55,7 @@ func makeTimeline(v engine.RunView, now time.Time) timeline {
 		x := min(at(a.StartedAt), timelineWidth-2) // a bar stays on the scale
 		tl.Rows = append(tl.Rows, timelineRow{
 			NodeID: a.NodeID, Role: roles[a.NodeID], Iteration: a.Iteration, Attempt: a.Attempt, Status: a.Status, Error: a.Error,
-			SessionID: a.SessionID, CostUSD: a.CostUSD, StartedAt: a.StartedAt, Took: tookOf(stop.Sub(a.StartedAt)),
+			SessionID: a.SessionID, Task: a.Task, CostUSD: a.CostUSD, StartedAt: a.StartedAt, Took: tookOf(stop.Sub(a.StartedAt)),
 			X: x, W: max(at(stop)-x, 2),
 		})
 	}

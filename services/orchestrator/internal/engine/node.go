@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -354,6 +355,9 @@ func (e *Engine) stateAt(ctx context.Context, q store.Querier, runID string, seq
 
 // nodeResult is what one attempt produced.
 type nodeResult struct {
+	// task is what the attempt was asked (its rendered task, or its
+	// command), recorded with it.
+	task    string
 	output  string
 	patch   string
 	session string
@@ -403,6 +407,9 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 		if task, err = p.RenderTask(a.NodeID, ps); err != nil {
 			return res, err
 		}
+		res.task = task
+	} else {
+		res.task = strings.Join(n.Command, " ")
 	}
 	if !sessionKnown {
 		if session, err = store.RoleSession(ctx, e.pool, run.Thread, n.Role); err != nil {
@@ -456,6 +463,9 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	res.output, err = p.RenderOutput(a.NodeID, ps, r.Output)
 	return res, err
 }
+
+// maxAttemptTask bounds the task recorded with an attempt, in bytes.
+const maxAttemptTask = 16 << 10
 
 // maxAgentEvents bounds the agent events recorded for one attempt.
 const maxAgentEvents = 5000
@@ -558,6 +568,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		attempt := store.Attempt{
 			RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, JobID: jobID,
 			Replica: e.cfg.ReplicaID, Status: "succeeded", SessionID: res.session, CostUSD: res.cost, StartedAt: started,
+			Task: truncate(scrub(res.task), maxAttemptTask),
 		}
 		var step runstate.Step
 		if execErr != nil {
@@ -743,6 +754,10 @@ func scrub(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	// Cut at a character's start: Postgres refuses text that is not UTF-8.
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

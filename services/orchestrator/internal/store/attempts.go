@@ -17,9 +17,9 @@ type Attempt = api.Attempt
 
 // InsertAttempt records a finished attempt.
 func InsertAttempt(ctx context.Context, q Execer, a Attempt) error {
-	_, err := q.Exec(ctx, `INSERT INTO node_attempts (run_id, node_id, iteration, attempt, job_id, replica, status, error, session_id, cost_usd, started_at, heartbeat_at, finished_at)
-		VALUES ($1, $2, $3, $4, nullif($5, 0), $6, $7, nullif($8, ''), nullif($9, ''), nullif($10, 0), $11, now(), now())`,
-		a.RunID, a.NodeID, a.Iteration, a.Attempt, a.JobID, a.Replica, a.Status, a.Error, a.SessionID, a.CostUSD, a.StartedAt)
+	_, err := q.Exec(ctx, `INSERT INTO node_attempts (run_id, node_id, iteration, attempt, job_id, replica, status, error, session_id, cost_usd, task, started_at, heartbeat_at, finished_at)
+		VALUES ($1, $2, $3, $4, nullif($5, 0), $6, $7, nullif($8, ''), nullif($9, ''), nullif($10, 0), nullif($11, ''), $12, now(), now())`,
+		a.RunID, a.NodeID, a.Iteration, a.Attempt, a.JobID, a.Replica, a.Status, a.Error, a.SessionID, a.CostUSD, a.Task, a.StartedAt)
 	return err
 }
 
@@ -31,14 +31,14 @@ func ListAttempts(ctx context.Context, q Querier, runID string) ([]Attempt, erro
 // ListAttemptsAfter lists a run's attempts with an id above after, in order.
 func ListAttemptsAfter(ctx context.Context, q Querier, runID string, after int64) ([]Attempt, error) {
 	rows, err := q.Query(ctx, `SELECT id, run_id::text, node_id, iteration, attempt, coalesce(job_id, 0), replica, status, coalesce(error, ''),
-			coalesce(session_id, ''), coalesce(cost_usd, 0)::float8, started_at, finished_at
+			coalesce(session_id, ''), coalesce(cost_usd, 0)::float8, coalesce(task, ''), started_at, finished_at
 		FROM node_attempts WHERE run_id = $1 AND id > $2 ORDER BY id`, runID, after)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
 		var a Attempt
-		err := r.Scan(&a.ID, &a.RunID, &a.NodeID, &a.Iteration, &a.Attempt, &a.JobID, &a.Replica, &a.Status, &a.Error, &a.SessionID, &a.CostUSD, &a.StartedAt, &a.FinishedAt)
+		err := r.Scan(&a.ID, &a.RunID, &a.NodeID, &a.Iteration, &a.Attempt, &a.JobID, &a.Replica, &a.Status, &a.Error, &a.SessionID, &a.CostUSD, &a.Task, &a.StartedAt, &a.FinishedAt)
 		return a, err
 	})
 }
