@@ -46,6 +46,37 @@ type StopWorkerIn struct {
 	Workspace string `json:"workspace,omitempty" jsonschema:"keep (default: the workspace stays for a later resume), archive (a tarball of it is written, then everything is removed), patch (the diff against the base is returned, then everything is removed) or delete (everything is removed)"`
 }
 
+// StopWorkerOut is the output of stop_worker.
+type StopWorkerOut struct {
+	JourneyID string `json:"journey_id"`
+	State     string `json:"state"`
+	Archive   string `json:"archive,omitempty" jsonschema:"path of the workspace tarball on the marketplace host (archive mode)"`
+	Bytes     int64  `json:"archive_bytes,omitempty"`
+	SHA256    string `json:"archive_sha256,omitempty"`
+	// Patch and Summary: the change, in patch mode.
+	Patch   string                  `json:"patch,omitempty" jsonschema:"patch mode: the git-format diff against the base"`
+	Summary *meshtype.ChangeSummary `json:"summary,omitempty" jsonschema:"patch mode: what the patch changes"`
+	// Nested are the nested journeys stopped with this one
+	// ("<caller>/<journey id>").
+	Nested []string `json:"nested_stopped,omitempty" jsonschema:"nested journeys (spawned by this journey's agent) stopped with it"`
+	// Refusal: in patch mode, the result gate refused the change and
+	// nothing was stopped or removed.
+	Refusal
+}
+
+// Refusal is a result gate's refusal of a journey's change, in the output
+// of the tools that take a change out (workspace_diff, export_workspace,
+// stop_worker in patch mode): the call is then an error result that still
+// carries its output.
+type Refusal struct {
+	Refused    bool                 `json:"refused,omitempty"`
+	Violations []meshtype.Violation `json:"violations,omitempty"`
+	Message    string               `json:"message,omitempty"`
+}
+
+// IsRefused reports whether the result gate refused the change.
+func (r Refusal) IsRefused() bool { return r.Refused }
+
 // JourneyAuditIn is the input of journey_audit.
 type JourneyAuditIn struct {
 	JourneyID string `json:"journey_id"`

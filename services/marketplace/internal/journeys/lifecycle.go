@@ -18,7 +18,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
-	"github.com/meshwork/meshwork/pkg/meshtype"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
@@ -178,22 +177,7 @@ func (m *Manager) List(ctx context.Context, caller string, req ListRequest) (Lis
 type StopRequest = meshapi.StopWorkerIn
 
 // StopResult is the output of stop_worker.
-type StopResult struct {
-	JourneyID string `json:"journey_id"`
-	State     string `json:"state"`
-	Archive   string `json:"archive,omitempty" jsonschema:"path of the workspace tarball on the marketplace host (archive mode)"`
-	Bytes     int64  `json:"archive_bytes,omitempty"`
-	SHA256    string `json:"archive_sha256,omitempty"`
-	// Patch and Summary: the change, in patch mode.
-	Patch   string                  `json:"patch,omitempty" jsonschema:"patch mode: the git-format diff against the base"`
-	Summary *meshtype.ChangeSummary `json:"summary,omitempty" jsonschema:"patch mode: what the patch changes"`
-	// Nested are the nested journeys stopped with this one
-	// ("<caller>/<journey id>").
-	Nested []string `json:"nested_stopped,omitempty" jsonschema:"nested journeys (spawned by this journey's agent) stopped with it"`
-	// Refusal: in patch mode, the result gate refused the change and
-	// nothing was stopped or removed.
-	Refusal
-}
+type StopResult = meshapi.StopWorkerOut
 
 // Stop stops a journey's worker and keeps, archives or deletes its workspace.
 func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (StopResult, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/uuid"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
@@ -219,14 +220,7 @@ type BaseInfo struct {
 
 // Refusal is the result gate's refusal of a change: every violation, and a
 // message. Nothing was returned or removed.
-type Refusal struct {
-	Refused    bool                 `json:"refused,omitempty"`
-	Violations []meshtype.Violation `json:"violations,omitempty"`
-	Message    string               `json:"message,omitempty"`
-}
-
-// IsRefused reports whether the result gate refused the change.
-func (r Refusal) IsRefused() bool { return r.Refused }
+type Refusal = meshapi.Refusal
 
 // DiffRequest is the input of workspace_diff.
 type DiffRequest struct {

@@ -20,7 +20,7 @@ type Journeys interface {
 	List(ctx context.Context, caller string, in meshapi.ListJourneysIn) (meshapi.ListJourneysOut, error)
 	State(ctx context.Context, caller, journeyID string) (meshapi.Journey, error)
 	Audit(ctx context.Context, caller string, in meshapi.JourneyAuditIn) (meshapi.JourneyAuditOut, error)
-	Stop(ctx context.Context, caller string, in meshapi.StopWorkerIn) error
+	Stop(ctx context.Context, caller string, in meshapi.StopWorkerIn) (meshapi.StopWorkerOut, error)
 }
 
 // The journey states a list may be filtered by, and the workspace modes
@@ -45,10 +45,16 @@ type journeysData struct {
 	State    string
 	States   []string
 	Next     string // the cursor of the next page
+	// Archived is the archive a stop just wrote.
+	Archived *meshapi.StopWorkerOut
 }
 
-func (c *console) journeys(w http.ResponseWriter, r *http.Request) {
-	d := journeysData{State: r.URL.Query().Get("state"), States: journeyStates, Off: c.cfg.Journeys == nil}
+func (c *console) journeys(w http.ResponseWriter, r *http.Request) { c.listJourneys(w, r, nil) }
+
+// listJourneys renders the journeys page, with the archive a stop just
+// wrote.
+func (c *console) listJourneys(w http.ResponseWriter, r *http.Request, archived *meshapi.StopWorkerOut) {
+	d := journeysData{State: r.URL.Query().Get("state"), States: journeyStates, Off: c.cfg.Journeys == nil, Archived: archived}
 	if d.Off {
 		c.render(w, r, http.StatusOK, "journeys", "Journeys", d)
 		return
@@ -141,7 +147,8 @@ func auditRows(entries []meshapi.AuditEntry) []auditRow {
 }
 
 // stopJourney stops a journey's worker, keeping, archiving or deleting its
-// workspace, and shows the journey again (the journeys, once deleted).
+// workspace, and shows the journey again (the journeys, once deleted or
+// archived, with the archive's path and digest).
 func (c *console) stopJourney(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.Journeys == nil {
 		c.fail(w, r, http.StatusNotFound, "The orchestrator has no marketplace to ask (--marketplace-url).")
@@ -152,16 +159,22 @@ func (c *console) stopJourney(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "Choose what becomes of the workspace: keep, archive or delete.")
 		return
 	}
-	if err := c.cfg.Journeys.Stop(r.Context(), sessionOf(r).caller, meshapi.StopWorkerIn{JourneyID: id, Workspace: mode}); err != nil {
+	out, err := c.cfg.Journeys.Stop(r.Context(), sessionOf(r).caller, meshapi.StopWorkerIn{JourneyID: id, Workspace: mode})
+	if err != nil {
 		c.failJourney(w, r, err)
 		return
 	}
-	if mode == "delete" {
+	switch mode {
+	case "delete":
 		// Nothing of the journey is left to show.
 		http.Redirect(w, r, "/journeys", http.StatusSeeOther)
-		return
+	case "archive":
+		// Nothing of the journey is left but its archive, whose path and
+		// digest are said once, here.
+		c.listJourneys(w, r, &out)
+	default:
+		http.Redirect(w, r, "/journeys/"+url.PathEscape(id), http.StatusSeeOther)
 	}
-	http.Redirect(w, r, "/journeys/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
 // failJourney shows a marketplace error: its message when the marketplace

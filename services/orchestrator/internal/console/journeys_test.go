@@ -136,11 +136,19 @@ func TestJourneysPages(t *testing.T) {
 	if _, page := a.get("/journeys/console-j"); !strings.Contains(page, "■ stopped") || !strings.Contains(page, "Apply to the workspace") {
 		t.Errorf("after the stop:\n%s", page)
 	}
-	resp, _ = a.post("/journeys/console-j/stop", url.Values{"csrf": {csrfOf(t, page)}, "workspace": {"delete"}})
+	resp, archived := a.post("/journeys/console-j/stop", url.Values{"csrf": {csrfOf(t, page)}, "workspace": {"archive"}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(archived, "Journey console-j's workspace was archived on the marketplace's host to <code>") || !strings.Contains(archived, "SHA-256 <code>") {
+		t.Fatalf("alice's archive: %d\n%s", resp.StatusCode, archived)
+	}
+	if resp, _ := a.get("/journeys/console-j"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the archived journey: %d, want 404", resp.StatusCode)
+	}
+	callTool(t, alice, meshapi.ToolSpawnWorker, map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "console-k"})
+	resp, _ = a.post("/journeys/console-k/stop", url.Values{"csrf": {csrfOf(t, page)}, "workspace": {"delete"}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/journeys" {
 		t.Fatalf("alice's delete: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if resp, _ := a.get("/journeys/console-j"); resp.StatusCode != http.StatusNotFound {
+	if resp, _ := a.get("/journeys/console-k"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("the deleted journey: %d, want 404", resp.StatusCode)
 	}
 }

@@ -74,8 +74,9 @@ func (c *Client) Audit(ctx context.Context, caller string, in meshapi.JourneyAud
 
 // Stop is stop_worker for caller. It is never repeated: a stop cut off on
 // the way fails, and the journey's state tells what became of it.
-func (c *Client) Stop(ctx context.Context, caller string, in meshapi.StopWorkerIn) error {
-	return c.call(ctx, caller, meshapi.ToolStopWorker, in, false, nil)
+func (c *Client) Stop(ctx context.Context, caller string, in meshapi.StopWorkerIn) (meshapi.StopWorkerOut, error) {
+	var out meshapi.StopWorkerOut
+	return out, c.call(ctx, caller, meshapi.ToolStopWorker, in, false, &out)
 }
 
 // call calls tool on behalf of caller and decodes its structured content
