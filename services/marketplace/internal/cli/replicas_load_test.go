@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,6 +27,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/pkg/servicetest"
 	"github.com/meshwork/meshwork/workers"
 )
 
@@ -135,7 +135,7 @@ func (env *loadEnv) run(tb testing.TB, clients, perClient, killAt int) loadOutco
 				if n := done.Add(1); killed.Load() {
 					afterKill.Add(1)
 				} else if killAt > 0 && n == int64(killAt) && killed.CompareAndSwap(false, true) {
-					_ = env.replicas[len(env.replicas)-1].cmd.Process.Kill()
+					env.replicas[len(env.replicas)-1].proc.Kill()
 				}
 				if err == nil {
 					var r struct {
@@ -270,8 +270,8 @@ func BenchmarkReplicaLoad(b *testing.B) {
 
 // replicaProcess is a marketplace serving MCP over HTTP.
 type replicaProcess struct {
-	cmd *exec.Cmd
-	url *url.URL
+	proc *servicetest.Process
+	url  *url.URL
 }
 
 // startReplica runs bin as one more marketplace replica on dsn's database.
@@ -279,52 +279,8 @@ func startReplica(t testing.TB, bin, dsn, catalog, label string) *replicaProcess
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--transport", "http", "--addr", "127.0.0.1:0", "--catalog", catalog, "--labels", label, "--base-dir", t.TempDir(), "--archive-dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MESHWORK_TOKENS=alice="+loadToken)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	addr := make(chan string, 1)
-	var first bytes.Buffer
-	go func() {
-		defer close(exited)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var line struct{ Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Addr != "" {
-				select {
-				case addr <- line.Addr:
-				default:
-				}
-			}
-			if first.Len() < 4096 {
-				first.WriteString(sc.Text() + "\n")
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	select {
-	case a := <-addr:
-		return &replicaProcess{cmd: cmd, url: &url.URL{Scheme: "http", Host: a}}
-	case <-exited:
-		t.Fatalf("a marketplace exited before serving:\n%s", first.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("a marketplace did not start serving")
-	}
-	return nil
+	p := servicetest.Start(t, cmd, "serving MCP over HTTP")
+	return &replicaProcess{proc: p, url: &url.URL{Scheme: "http", Host: p.Addr}}
 }
 
 // frontDoor is one endpoint for several replicas, as a load balancer is: it

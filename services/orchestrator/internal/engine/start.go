@@ -103,6 +103,7 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 	// The request's span says which run it created.
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrRunID.String(n.ID), telemetry.AttrPipeline.String(p.Name()))
 	n.Traceparent, n.Tracestate = telemetry.TraceContext(ctx)
+	var created store.Run
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		if lockSource != "" {
 			if err := store.ShareLockRun(ctx, tx, lockSource); err != nil {
@@ -121,14 +122,22 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 				return err
 			}
 		}
-		return e.afterCheckpoint(ctx, tx, batch, p, stepWrite{RunID: n.ID, Seq: 0, Step: step})
+		if err := e.afterCheckpoint(ctx, tx, batch, p, stepWrite{RunID: n.ID, Seq: 0, Step: step}); err != nil {
+			return err
+		}
+		// The run as this transaction made it: read after the commit, a
+		// worker may already have moved it on, and callers would see a
+		// run that is sometimes running and sometimes done.
+		var err error
+		created, err = store.GetRun(ctx, tx, n.ID)
+		return err
 	})
 	if err != nil {
 		return store.Run{}, err
 	}
 	e.cache.put(n.ID, 0, step.Next)
 	e.reportSkipped(ctx, p, n.ID, "", step)
-	return store.GetRun(ctx, e.pool, n.ID)
+	return created, nil
 }
 
 // checkNoNUL refuses a NUL character anywhere in a JSON value's strings

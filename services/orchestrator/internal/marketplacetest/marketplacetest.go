@@ -5,11 +5,8 @@
 package marketplacetest
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -17,10 +14,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/servicetest"
 	"github.com/meshwork/meshwork/workers"
 )
 
@@ -95,60 +92,10 @@ func Start(t testing.TB, dsn string, opts Options) *Marketplace {
 	}
 	cmd := exec.CommandContext(context.Background(), bin, append(args, opts.Args...)...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MESHWORK_TOKENS="+strings.Join(tokens, ","), "ANTHROPIC_API_KEY=test-key-not-real")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// exited is closed when the process is gone: at the test's end, or at
-	// once when it refuses its settings.
-	exited := make(chan struct{})
-	var tail strings.Builder // its first lines, to say why it exited
-	var tailMu sync.Mutex
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		RemoveLabelled(t, "meshwork.test="+label)
-	})
-	addr := make(chan string, 1)
-	go func() {
-		defer close(exited)
-		sc := bufio.NewScanner(stderr)
-		sent := false
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Addr != "" && !sent {
-				addr <- line.Addr
-				sent = true
-			}
-			tailMu.Lock()
-			if tail.Len() < 4096 {
-				tail.WriteString(sc.Text() + "\n")
-			}
-			tailMu.Unlock()
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		_ = cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		return &Marketplace{Endpoint: "http://" + a + "/mcp"}
-	case <-exited:
-		tailMu.Lock()
-		defer tailMu.Unlock()
-		t.Fatalf("the marketplace exited before serving:\n%s", tail.String())
-		return nil
-	case <-time.After(60 * time.Second):
-		t.Fatal("the marketplace did not start serving")
-		return nil
-	}
+	// Registered first, so it runs after the process is stopped.
+	t.Cleanup(func() { RemoveLabelled(t, "meshwork.test="+label) })
+	p := servicetest.Start(t, cmd, "serving MCP over HTTP")
+	return &Marketplace{Endpoint: "http://" + p.Addr + "/mcp"}
 }
 
 // topLevelImage is a definition's top-level "image:", or "".

@@ -11,8 +11,6 @@
 package meshexectest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +27,7 @@ import (
 	"time"
 
 	"github.com/meshwork/meshwork/pkg/procgroup"
+	"github.com/meshwork/meshwork/pkg/servicetest"
 )
 
 // Token is the bearer token of every mesh-exec Start runs.
@@ -124,10 +123,9 @@ type Server struct {
 	args []string
 	env  []string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	stderr *bytes.Buffer
+	mu   sync.Mutex
+	proc *servicetest.Process // nil when mesh-exec is not running
+	last *servicetest.Process // the latest, for its log
 }
 
 // Start starts `mesh-exec serve --transport http` on a free port of
@@ -140,10 +138,11 @@ func Start(t testing.TB, opts Options) *Server {
 	s.env = append(s.env, "MESH_EXEC_TOKEN="+Token)
 	t.Cleanup(func() {
 		s.Stop()
-		if t.Failed() {
-			s.mu.Lock()
-			t.Logf("mesh-exec's stderr:\n%s", s.stderr)
-			s.mu.Unlock()
+		s.mu.Lock()
+		last := s.last
+		s.mu.Unlock()
+		if t.Failed() && last != nil {
+			t.Logf("mesh-exec's stderr:\n%s", last.Log())
 		}
 	})
 	s.start(t)
@@ -202,49 +201,12 @@ func (s *Server) start(t testing.TB) {
 	t.Helper()
 	cmd := exec.CommandContext(context.Background(), s.bins.MeshExec, append([]string{"serve", "--transport", "http", "--addr", s.Addr}, s.args...)...)
 	cmd.Env = s.env
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting mesh-exec: %v", err)
-	}
-	exited := make(chan struct{})
-	buf := &bytes.Buffer{}
+	p := servicetest.Start(t, cmd, "serving mesh_execute over HTTP")
 	s.mu.Lock()
-	s.cmd, s.exited, s.stderr = cmd, exited, buf
+	s.proc, s.last = p, p
 	s.mu.Unlock()
-
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			if buf.Len() < 1<<20 {
-				buf.WriteString(line + "\n")
-			}
-			s.mu.Unlock()
-			var entry struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "serving mesh_execute over HTTP" {
-				addr <- entry.Addr
-			}
-		}
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	select {
-	case a := <-addr:
-		s.Addr = a
-		s.Endpoint = "http://" + a + "/mcp"
-	case <-exited:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		t.Fatalf("mesh-exec exited before serving:\n%s", buf)
-	case <-time.After(30 * time.Second):
-		t.Fatal("mesh-exec did not start serving HTTP within 30s")
-	}
+	s.Addr = p.Addr
+	s.Endpoint = "http://" + p.Addr + "/mcp"
 }
 
 // Stop ends mesh-exec as an orchestrator's deployment would (SIGTERM: it
@@ -252,19 +214,13 @@ func (s *Server) start(t testing.TB) {
 // nothing when mesh-exec is not running.
 func (s *Server) Stop() {
 	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
+	p := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
+	if p == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
+	p.Stop(20 * time.Second)
 	killAgents(s.Log, s.bins.Claude)
 }
 
@@ -272,14 +228,13 @@ func (s *Server) Stop() {
 // running, as a crashed container would lose them.
 func (s *Server) Kill() {
 	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
+	p := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
+	if p == nil {
 		return
 	}
-	_ = cmd.Process.Kill()
-	<-exited
+	p.Kill()
 	killAgents(s.Log, s.bins.Claude)
 }
 
