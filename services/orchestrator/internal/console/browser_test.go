@@ -52,9 +52,9 @@ func screenshots(t *testing.T) string {
 }
 
 // The console in a real browser, at 1280×800 and on a narrow screen: a
-// request without a session lands on sign-in; a run started from its
-// pipeline's form, whose graph reaches the approval node while the page is
-// watched, without a reload; the runs list; a run's graph;
+// request without a session lands on sign-in; the shipped research
+// pipeline started from its form, whose graph goes through its revise loop
+// to the approval node while the page is watched, without a reload; the runs list; a run's graph;
 // an approval decided with a comment through the form, after which the run
 // succeeds; an agent's hostile output shown as text (no script runs, no
 // dialog opens, no image is made). Each page is saved as a screenshot.
@@ -62,7 +62,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	chrome := chromium(t)
 	dir := screenshots(t)
-	s := start(t)
+	s := startWith(t, withShipped(t))
 	viewer := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
 	hostile := `<script>alert(1)</script><img src=x onerror=alert(2)>`
 	echo, err := s.eng.StartRun(viewer, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": hostile}, Caller: "alice"})
@@ -79,9 +79,11 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 	})
 
-	// The draft waits until the page is watched: the graph then reaches the
+	// The research waits until the page is watched: the graph then goes
+	// through the writer, the reviewer and the bounded revise loop to the
 	// approval node by itself.
-	release := s.exec.Hold("draft")
+	const task = "How does Go's scheduler work?"
+	release := s.exec.Hold(task)
 	defer release()
 	var url, started, runs, graph string
 	var stayed int
@@ -93,11 +95,12 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.SendKeys(`#token`, aliceToken),
 		chromedp.Submit(`#token`),
 		chromedp.WaitVisible(`main table`),
-		// The approval pipeline, started from its form.
-		chromedp.Navigate(s.url+"/start/approval"),
-		chromedp.WaitVisible(`main form button`),
+		// The shipped research pipeline, started from its form.
+		chromedp.Navigate(s.url+"/start/research_pipeline"),
+		chromedp.WaitVisible(`#input-task`),
+		chromedp.SendKeys(`#input-task`, task),
 		shot("start"),
-		chromedp.Click(`main form button`),
+		chromedp.Click(`main form button[type=submit], main form button`),
 		chromedp.WaitVisible(`figure.graph g.node.running`),
 		chromedp.Location(&started),
 		chromedp.Evaluate(`window.meshworkStayed = 7`, nil),
@@ -137,10 +140,21 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("the graph's text: %q", graph)
 	}
 
-	// Decide through the form, as a person would. The click makes the page
-	// navigate by itself; a query spanning a navigation the page started can
-	// miss the new document and wait forever (it hung CI twice), so the
-	// decision is read from the engine, and the page is then loaded afresh.
+	// Decide in the approvals inbox, through its form, as a person would.
+	var inbox string
+	step("the approvals inbox",
+		chromedp.Navigate(s.url+"/approvals"),
+		chromedp.WaitVisible(`main section.card form.decide`),
+		chromedp.Text(`main`, &inbox),
+		shot("approvals"),
+	)
+	if !strings.Contains(inbox, approval.ID[:8]) || !strings.Contains(inbox, "approve") {
+		t.Errorf("the approvals inbox: %q", inbox)
+	}
+	// The click makes the page navigate by itself; a query spanning a
+	// navigation the page started can miss the new document and wait
+	// forever (it hung CI twice), so the decision is read from the engine,
+	// and the page is then loaded afresh.
 	step("approve",
 		chromedp.SendKeys(`input[name=comment]`, "ship it"),
 		chromedp.Click(`button[value=approve]`),
@@ -149,7 +163,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); v.Status != runstate.RunSucceeded && time.Now().Before(deadline); v = s.settle(approval.ID) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if v.Status != runstate.RunSucceeded || v.Interrupts[0].DecidedBy != "alice" || v.Outputs["publish"] != "a: publish with approved: ship it" {
+	if v.Status != runstate.RunSucceeded || v.Interrupts[0].DecidedBy != "alice" || v.Outputs["approve"] != "approved: ship it" || v.Outputs["research"] != "researcher: "+task {
 		t.Errorf("after deciding in the browser: %s, by %q, outputs %v", v.Status, v.Interrupts[0].DecidedBy, v.Outputs)
 	}
 	var made, asks int

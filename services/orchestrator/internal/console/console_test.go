@@ -29,6 +29,7 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/httpapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+	"github.com/meshwork/meshwork/services/orchestrator/pipelines"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -80,6 +81,25 @@ nodes:
   - {id: polish, role: coder, needs: [implement], task: polish it}
 patch: implement
 `)}
+	return p
+}
+
+// withShipped is the test pipelines and the orchestrator's shipped ones
+// (research_pipeline, coding_pipeline, their prompts).
+func withShipped(t testing.TB) fstest.MapFS {
+	t.Helper()
+	p := maps.Clone(enginetest.Pipelines)
+	err := fs.WalkDir(pipelines.FS(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(pipelines.FS(), path)
+		p[path] = &fstest.MapFile{Data: b}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 
