@@ -20,13 +20,16 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/executortest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/marketplacetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Run(m)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -459,4 +462,29 @@ func TestBadToken(t *testing.T) {
 	if _, err := marketplace.New(marketplace.Config{Endpoint: url}); err == nil {
 		t.Error("New without a token: no error")
 	}
+}
+
+// The marketplace executor passes the executors' conformance suite against
+// a real marketplace, whose Claude Code worker runs the fake claude.
+func TestConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres and the test images")
+	}
+	t.Parallel()
+	mp := marketplacetest.Start(t, pgtest.DSN(t), marketplacetest.Options{Images: map[string]string{"claude_code_assistant_v1": "meshwork/claude-worker-fake:test"}})
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	ex, err := marketplace.New(marketplace.Config{Endpoint: mp.Endpoint, Token: marketplacetest.Token, HTTPClient: &http.Client{Transport: transport}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ex.Close()
+		transport.CloseIdleConnections()
+	})
+	executortest.Run(t, executortest.Harness{
+		Executor: ex, RoleName: "writer",
+		Role: func(string) pipeline.Role {
+			return pipeline.Role{Via: pipeline.ViaMarketplace, Worker: "claude_code_assistant_v1"}
+		},
+	})
 }

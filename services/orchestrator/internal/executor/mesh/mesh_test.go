@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/executortest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 )
@@ -340,4 +341,15 @@ func TestStdio(t *testing.T) {
 	if err != nil || res2.SessionID != res.SessionID {
 		t.Fatalf("resume: %+v, %v", res2, err)
 	}
+}
+
+// The mesh executor passes the executors' conformance suite against a real
+// mesh-exec.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ex, _ := setup(t, meshexectest.Options{})
+	executortest.Run(t, executortest.Harness{
+		Executor: ex, RoleName: "researcher",
+		Role: func(thread string) pipeline.Role { return pipeline.Role{Via: pipeline.ViaMesh, Repository: "repo-" + thread} },
+	})
 }
