@@ -45,8 +45,10 @@ var DelegableTools = []string{ToolListJourneys, ToolGetWorkerState, ToolJourneyA
 // names another caller under OnBehalfOfMetaKey is that caller's. It is
 // refused, rather than served as its sender's, when its sender is no
 // delegate, the tool is not one of DelegableTools, or the name is not a
-// configured caller's kind of name: a delegate acts for a person, never
-// for another delegate or for an agent's nested caller ("<caller>/…").
+// caller's name without a "/": a delegate acts for a person, never for
+// another delegate or for an agent's nested caller ("<caller>/…"). The
+// name is taken on the delegate's word (it need not hold a token here): a
+// delegate is trusted with every caller's journeys.
 func Delegating(base CallerFunc, delegates []string) CallerFunc {
 	delegates = slices.Clone(delegates)
 	return func(req *mcp.CallToolRequest) (string, error) {

@@ -5,7 +5,6 @@
 package servicetest
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os/exec"
@@ -25,8 +24,7 @@ type Process struct {
 	Addr string
 
 	exited chan struct{}
-	mu     sync.Mutex
-	log    bytes.Buffer
+	log    *logWriter
 }
 
 // Start starts cmd, whose Stderr must be unset, and waits until it logs a
@@ -35,38 +33,20 @@ type Process struct {
 // process is stopped, with 15 seconds' grace, when the test ends.
 func Start(tb testing.TB, cmd *exec.Cmd, msg string) *Process {
 	tb.Helper()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	p := &Process{Cmd: cmd, exited: make(chan struct{}), log: &logWriter{msg: msg, addr: make(chan string, 1)}}
+	// The log is copied by exec's own goroutine, which Wait waits for; a
+	// child that keeps stderr open delays Wait by WaitDelay at most.
+	cmd.Stderr, cmd.WaitDelay = p.log, 2*time.Second
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("starting %s: %v", cmd.Path, err)
 	}
-	p := &Process{Cmd: cmd, exited: make(chan struct{})}
-	addr := make(chan string, 1)
 	go func() {
 		defer close(p.exited)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			if p.log.Len() < maxLog {
-				p.log.WriteString(sc.Text() + "\n")
-			}
-			p.mu.Unlock()
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Addr != "" && (msg == "" || line.Msg == msg) {
-				select {
-				case addr <- line.Addr:
-				default:
-				}
-			}
-		}
 		_ = cmd.Wait()
 	}()
 	tb.Cleanup(func() { p.Stop(15 * time.Second) })
 	select {
-	case p.Addr = <-addr:
+	case p.Addr = <-p.log.addr:
 		return p
 	case <-p.exited:
 		tb.Fatalf("%s exited before serving:\n%s", cmd.Path, p.Log())
@@ -97,8 +77,51 @@ func (p *Process) Kill() {
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 // Log is what the process logged so far (its first MiB).
-func (p *Process) Log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
+func (p *Process) Log() string { return p.log.String() }
+
+// logWriter keeps a service's log and finds, line by line, the address it
+// serves on.
+type logWriter struct {
+	msg  string
+	addr chan string // the first address logged
+
+	mu      sync.Mutex
+	kept    bytes.Buffer // the first maxLog bytes
+	partial []byte       // a line not ended yet
+	found   bool
+}
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := maxLog - w.kept.Len(); room > 0 {
+		w.kept.Write(b[:min(len(b), room)])
+	}
+	if w.found {
+		return len(b), nil
+	}
+	w.partial = append(w.partial, b...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			if len(w.partial) > maxLog { // no line this long is a log line
+				w.partial = w.partial[:0]
+			}
+			return len(b), nil
+		}
+		var line struct{ Msg, Addr string }
+		if json.Unmarshal(w.partial[:i], &line) == nil && line.Addr != "" && (w.msg == "" || line.Msg == w.msg) {
+			w.found = true
+			w.addr <- line.Addr
+			w.partial = nil
+			return len(b), nil
+		}
+		w.partial = w.partial[i+1:]
+	}
+}
+
+func (w *logWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kept.String()
 }

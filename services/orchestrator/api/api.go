@@ -145,7 +145,8 @@ type Attempt struct {
 	SessionID string  `json:"session_id,omitempty"`
 	CostUSD   float64 `json:"cost_usd,omitempty"`
 	// Task is what the attempt was asked: its task rendered over the run's
-	// state, or a command node's command (at most 16 KiB).
+	// state, or a command node's command (cut at 16 KiB; empty for a
+	// foreach node, whose items each have their own).
 	Task       string     `json:"task,omitempty"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`

@@ -24,14 +24,14 @@ func TestWireTypesMatchTheServer(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	t1 := t0.Add(time.Minute)
 	seq := 3
-	run := store.Run{
+	run := store.Run{Run: api.Run{
 		ID: "r1", Pipeline: "p", PipelineHash: "h", Thread: "th", Caller: "alice", Status: "failed", Error: "boom",
 		HeadSeq: 4, ForkedFromRun: "r0", ForkedFromSeq: &seq, CreatedAt: t0, UpdatedAt: t1, FinishedAt: &t1, TraceID: "abc",
-	}
+	}, Traceparent: "00-abc-def-01", InlineJob: []byte(`{}`)}
 	node := pipeline.NodeState{Output: "out", Status: "succeeded", Attempts: 2, Iteration: 1, Patch: "diff"}
 	attempt := store.Attempt{
 		ID: 7, RunID: "r1", NodeID: "n", Iteration: 1, Attempt: 2, JobID: 9, Replica: "x", Status: "failed",
-		Error: "e", SessionID: "s", CostUSD: 0.5, StartedAt: t0, FinishedAt: &t1,
+		Error: "e", SessionID: "s", CostUSD: 0.5, Task: "t", StartedAt: t0, FinishedAt: &t1,
 	}
 	interrupt := store.Interrupt{
 		ID: "i", RunID: "r1", NodeID: "a", Iteration: 1, Status: "resumed", Value: json.RawMessage(`"ok"`),

@@ -117,6 +117,11 @@ func (env *loadEnv) run(tb testing.TB, clients, perClient, killAt int) loadOutco
 	for c := range clients {
 		sessions[c] = loadClient(tb, env.endpoint)
 	}
+	defer func() {
+		for _, cs := range sessions {
+			_ = cs.Close()
+		}
+	}()
 	started := time.Now()
 	for c := range clients {
 		cs := sessions[c]
@@ -183,9 +188,10 @@ func (o loadOutcome) percentile(p int) time.Duration {
 // Two marketplace processes on one database behind one endpoint, under
 // load from many MCP clients reading on shared journeys that have
 // max_actions set, one replica SIGKILLed half-way: no client sees an error
-// (a read cut off by the kill is read again), no journey passes its limit,
-// every allowed action is audited once, and the journeys go on through the
-// other replica.
+// (a read cut off by the kill is read again), each journey stops at exactly
+// its limit, the audit has a row for each answered read (and at most one
+// more for a read made again), and the journeys go on through the other
+// replica.
 //
 // MESHWORK_REPLICA_LOAD=<clients>x<reads> sets the load (the is
 // 50x200); CI runs a smaller one.
@@ -200,7 +206,11 @@ func TestReplicasUnderLoadWithOneKilled(t *testing.T) {
 		}
 	}
 	total := clients * perClient
-	env := startLoadEnv(t, 2, total*3/4/loadJourneys) // a quarter of the reads pass the limit
+	maxActions := total * 3 / 4 / loadJourneys // a quarter of the reads pass the limit
+	if maxActions < 1 {
+		t.Fatalf("MESHWORK_REPLICA_LOAD=%dx%d is too small a load for %d journeys", clients, perClient, loadJourneys)
+	}
+	env := startLoadEnv(t, 2, maxActions)
 	o := env.run(t, clients, perClient, total/2)
 	for _, err := range o.errs {
 		t.Error(err)
@@ -225,8 +235,8 @@ func TestReplicasUnderLoadWithOneKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		audited, allowed = audited+rows, allowed+allowedRows
-		if count != int64(env.maxActions) || allowedRows != count {
-			t.Errorf("journey %s: action_count %d and %d allowed audit rows, want both exactly max_actions (%d)", id, count, allowedRows, env.maxActions)
+		if count != int64(env.maxActions) {
+			t.Errorf("journey %s: action_count %d, want exactly max_actions (%d)", id, count, env.maxActions)
 		}
 		if o.executed[j] > int64(env.maxActions) {
 			t.Errorf("journey %s: clients saw %d reads executed, over max_actions (%d)", id, o.executed[j], env.maxActions)
@@ -237,6 +247,9 @@ func TestReplicasUnderLoadWithOneKilled(t *testing.T) {
 	answered := int64(o.total) - o.failures
 	if audited < answered || audited > answered+o.retries {
 		t.Errorf("%d audit rows for %d answered reads and %d reads made again", audited, answered, o.retries)
+	}
+	if env.front.rerouted.Load() == 0 {
+		t.Error("no request went to the surviving replica instead of the killed one")
 	}
 	t.Logf("%d clients × %d reads on %d shared journeys (max_actions %d) through 2 replicas, one SIGKILLed after %d: %d errors, %d reads made again, %d requests sent to the other replica, %.1f s, %.0f reads/s, p50 %v, p99 %v; %d audit rows, %d allowed",
 		clients, perClient, loadJourneys, env.maxActions, total/2, o.failures, o.retries, env.front.rerouted.Load(), o.elapsed.Seconds(), float64(o.total)/o.elapsed.Seconds(),

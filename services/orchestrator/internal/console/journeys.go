@@ -45,8 +45,10 @@ type journeysData struct {
 	State    string
 	States   []string
 	Next     string // the cursor of the next page
-	// Archived is the archive a stop just wrote.
-	Archived *meshapi.StopWorkerOut
+	// Archived is the archive a stop just wrote; ListFailed, that the
+	// journeys could not be listed after it.
+	Archived   *meshapi.StopWorkerOut
+	ListFailed bool
 }
 
 func (c *console) journeys(w http.ResponseWriter, r *http.Request) { c.listJourneys(w, r, nil) }
@@ -64,6 +66,13 @@ func (c *console) listJourneys(w http.ResponseWriter, r *http.Request, archived 
 		return
 	}
 	out, err := c.cfg.Journeys.List(r.Context(), sessionOf(r).caller, meshapi.ListJourneysIn{State: d.State, Limit: journeysPerPage, Cursor: r.URL.Query().Get("cursor")})
+	if err != nil && archived != nil {
+		// The archive is said here once: say it even without the list.
+		c.cfg.Logger.ErrorContext(r.Context(), "console: listing journeys after an archive failed", slog.Any("error", err))
+		d.ListFailed = true
+		c.render(w, r, http.StatusOK, "journeys", "Journeys", d)
+		return
+	}
 	if err != nil {
 		c.failJourney(w, r, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
@@ -14,7 +15,7 @@ func TestTimeline(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	at := func(s float64) *time.Time { v := t0.Add(time.Duration(s * float64(time.Second))); return &v }
 	v := engine.RunView{
-		Run:   store.Run{CreatedAt: t0},
+		Run:   store.Run{Run: api.Run{CreatedAt: t0}},
 		Nodes: []engine.NodeView{{ID: "plan", Role: "planner"}, {ID: "build", Role: "builder"}},
 		Attempts: []store.Attempt{
 			{NodeID: "plan", Iteration: 1, Attempt: 1, Status: "failed", StartedAt: *at(0), FinishedAt: at(1.5)},

@@ -356,7 +356,8 @@ func (e *Engine) stateAt(ctx context.Context, q store.Querier, runID string, seq
 // nodeResult is what one attempt produced.
 type nodeResult struct {
 	// task is what the attempt was asked (its rendered task, or its
-	// command), recorded with it.
+	// command; a foreach node's items' are not kept), recorded with it,
+	// already bounded.
 	task    string
 	output  string
 	patch   string
@@ -407,9 +408,9 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 		if task, err = p.RenderTask(a.NodeID, ps); err != nil {
 			return res, err
 		}
-		res.task = task
+		res.task = truncate(scrub(task), maxAttemptTask)
 	} else {
-		res.task = strings.Join(n.Command, " ")
+		res.task = truncate(scrub(strings.Join(n.Command, " ")), maxAttemptTask)
 	}
 	if !sessionKnown {
 		if session, err = store.RoleSession(ctx, e.pool, run.Thread, n.Role); err != nil {
@@ -568,7 +569,7 @@ func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipe
 		attempt := store.Attempt{
 			RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, JobID: jobID,
 			Replica: e.cfg.ReplicaID, Status: "succeeded", SessionID: res.session, CostUSD: res.cost, StartedAt: started,
-			Task: truncate(scrub(res.task), maxAttemptTask),
+			Task: res.task,
 		}
 		var step runstate.Step
 		if execErr != nil {

@@ -7,31 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
-// Run is one row of runs.
+// Run is one row of runs: the API's run (api.Run, what callers see) and
+// what only the engine reads.
 type Run struct {
-	ID            string     `json:"id"`
-	Pipeline      string     `json:"pipeline"`
-	PipelineHash  string     `json:"pipeline_hash"`
-	Thread        string     `json:"thread"`
-	Caller        string     `json:"caller,omitempty"`
-	Status        string     `json:"status"`
-	Error         string     `json:"error,omitempty"`
-	HeadSeq       int        `json:"head_seq"`
-	ForkedFromRun string     `json:"forked_from_run,omitempty"`
-	ForkedFromSeq *int       `json:"forked_from_seq,omitempty"`
-	CreatedAt     time.Time  `json:"created_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
-	FinishedAt    *time.Time `json:"finished_at,omitempty"`
-	// TraceID is the id of the run's trace (32 hex digits), which every
-	// node attempt continues; empty when the run has none.
-	TraceID string `json:"trace_id,omitempty"`
+	api.Run
 	// Traceparent and Tracestate are the W3C trace context the run was
 	// created in; its nodes' spans are its children. Internal: callers
 	// get TraceID.
