@@ -16,8 +16,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/executortest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 )
@@ -350,6 +350,8 @@ func TestConformance(t *testing.T) {
 	ex, _ := setup(t, meshexectest.Options{})
 	executortest.Run(t, executortest.Harness{
 		Executor: ex, RoleName: "researcher",
-		Role: func(thread string) pipeline.Role { return pipeline.Role{Via: pipeline.ViaMesh, Repository: "repo-" + thread} },
+		Role: func(thread string) pipeline.Role {
+			return pipeline.Role{Via: pipeline.ViaMesh, Repository: "repo-" + thread}
+		},
 	})
 }
