@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"net"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,8 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/oauth2"
 
+	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
@@ -68,15 +67,7 @@ func TestServeHTTPHealthcheckAndTelemetry(t *testing.T) {
 		t.Errorf("health check of a missing path: %v, want a 404 failure", err)
 	}
 
-	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
-	client.AddSendingMiddleware(telemetry.ClientMiddleware())
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   "http://" + addr + "/mcp",
-		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "alice-token-0123456789abcdef"}), Base: http.DefaultTransport}},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := mcptest.Connect(t, "http://"+addr+"/mcp", "alice-token-0123456789abcdef", &mcptest.Options{Sending: []mcp.Middleware{telemetry.ClientMiddleware()}})
 	callCtx, span := telemetry.Tracer().Start(ctx, "cli-test-client")
 	if _, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "list_workers", Arguments: map[string]any{}}); err != nil {
 		t.Fatal(err)

@@ -17,10 +17,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/oauth2"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/gate"
+	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
@@ -199,17 +199,7 @@ func (b *bundle) start(t testing.TB) {
 // the trace context in params._meta).
 func (b *bundle) client(t testing.TB, token string, sending ...mcp.Middleware) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
-	c.AddSendingMiddleware(sending...)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint:   b.url + "/mcp",
-		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}), Base: http.DefaultTransport}},
-	}, nil)
-	if err != nil {
-		t.Fatalf("connecting: %v", err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return mcptest.Connect(t, b.url+"/mcp", token, &mcptest.Options{Sending: sending})
 }
 
 // result is a tool call's outcome, decoded.

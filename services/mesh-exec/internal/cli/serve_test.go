@@ -12,9 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/oauth2"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
+	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
@@ -54,14 +54,7 @@ func TestHTTPCallIsParentedByItsOwnRequest(t *testing.T) {
 	hs := httptest.NewServer(httpHandler(srv.MCP(), testTokens(t), http.NotFoundHandler(), telemetry.ServerName("mesh-exec", &net.TCPAddr{Port: 8081})))
 	t.Cleanup(hs.Close)
 
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(transport.CloseIdleConnections)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: testToken}), Base: transport}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
+	cs := mcptest.Connect(t, hs.URL+"/mcp", testToken, nil)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mesh_execute", Arguments: map[string]any{"repository": "repo", "task": "hello"}})
 	if err != nil || res.IsError {
 		t.Fatalf("mesh_execute: %v %+v", err, res)

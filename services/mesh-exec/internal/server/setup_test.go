@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
-	"golang.org/x/oauth2"
+
+	"github.com/meshwork/meshwork/pkg/mcptest"
 )
 
 func TestMain(m *testing.M) {
@@ -158,13 +158,7 @@ func (e *env) http(t testing.TB, extraEnv ...string) (*mcp.ClientSession, string
 		t.Fatal("mesh-exec did not start serving HTTP")
 	}
 	url := "http://" + addr
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: httpToken}), Base: http.DefaultTransport}}}, nil)
-	if err != nil {
-		t.Fatalf("connecting over HTTP: %v", err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs, url, cmd
+	return mcptest.Connect(t, url+"/mcp", httpToken, nil), url, cmd
 }
 
 // result is mesh_execute's outcome.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/pflag"
-	"golang.org/x/oauth2"
 
+	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -218,15 +218,9 @@ func TestServe(t *testing.T) {
 
 	// The MCP tools at /mcp are stateless: no session to keep, none to
 	// time out.
-	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	mctx, mcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer mcancel()
-	session, err := client.Connect(mctx, &mcp.StreamableClientTransport{
-		Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}), Base: http.DefaultTransport}},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	session := mcptest.Connect(t, base+"/mcp", token, nil)
 	res, err := session.CallTool(mctx, &mcp.CallToolParams{Name: "list_pipelines", Arguments: map[string]any{}})
 	if err != nil || res.IsError {
 		t.Fatalf("list_pipelines over HTTP: %+v, %v", res, err)

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/oauth2"
 
+	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -127,15 +127,7 @@ func TestRunsBelongToTheirCaller(t *testing.T) {
 // mcpClient connects to /mcp with a caller's token.
 func (b *bundle) mcpClient(t *testing.T, token string) *mcp.ClientSession {
 	t.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint:   b.srv.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}), Base: b.srv.Client().Transport}},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return mcptest.Connect(t, b.srv.URL+"/mcp", token, &mcptest.Options{Base: b.srv.Client().Transport})
 }
 
 // An approval node that names its approvers is decided by them alone: the

@@ -3,7 +3,6 @@ package mcptools_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -11,9 +10,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/oauth2"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
+	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -61,17 +60,7 @@ func setup(t *testing.T) *bundle {
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b.session, err = client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:   srv.URL + "/mcp",
-		HTTPClient: &http.Client{Transport: &oauth2.Transport{Source: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: carolToken}), Base: srv.Client().Transport}},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.session.Close() })
+	b.session = mcptest.Connect(t, srv.URL+"/mcp", carolToken, &mcptest.Options{Base: srv.Client().Transport})
 	return b
 }
 
