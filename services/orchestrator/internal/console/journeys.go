@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -51,7 +53,41 @@ type journeysData struct {
 	ListFailed bool
 }
 
-func (c *console) journeys(w http.ResponseWriter, r *http.Request) { c.listJourneys(w, r, nil) }
+func (c *console) journeys(w http.ResponseWriter, r *http.Request) {
+	c.listJourneys(w, r, takeArchived(w, r))
+}
+
+// archivedCookie carries, once, from an archiving stop to the journeys page
+// it redirects to, what the archive is: a reload of that page sends nothing
+// again, and shows the archive no more.
+const archivedCookie = "meshwork_archived"
+
+// putArchived keeps out for the next journeys page.
+func putArchived(w http.ResponseWriter, r *http.Request, out meshapi.StopWorkerOut) {
+	b, err := json.Marshal(meshapi.StopWorkerOut{JourneyID: out.JourneyID, Archive: out.Archive, Bytes: out.Bytes, SHA256: out.SHA256})
+	if err != nil || len(b) > 3000 { // a cookie's room; the archive is still in the marketplace's log
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: archivedCookie, Value: base64.RawURLEncoding.EncodeToString(b), Path: "/journeys", MaxAge: 300,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+}
+
+// takeArchived reads and clears what putArchived kept, if anything.
+func takeArchived(w http.ResponseWriter, r *http.Request) *meshapi.StopWorkerOut {
+	ck, err := r.Cookie(archivedCookie)
+	if err != nil {
+		return nil
+	}
+	http.SetCookie(w, &http.Cookie{Name: archivedCookie, Path: "/journeys", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	var out meshapi.StopWorkerOut
+	b, err := base64.RawURLEncoding.DecodeString(ck.Value)
+	if err != nil || json.Unmarshal(b, &out) != nil || out.Archive == "" {
+		return nil
+	}
+	return &out
+}
 
 // listJourneys renders the journeys page, with the archive a stop just
 // wrote.
@@ -179,8 +215,9 @@ func (c *console) stopJourney(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/journeys", http.StatusSeeOther)
 	case "archive":
 		// Nothing of the journey is left but its archive, whose path and
-		// digest are said once, here.
-		c.listJourneys(w, r, &out)
+		// digest the journeys page says once.
+		putArchived(w, r, out)
+		http.Redirect(w, r, "/journeys", http.StatusSeeOther)
 	default:
 		http.Redirect(w, r, "/journeys/"+url.PathEscape(id), http.StatusSeeOther)
 	}

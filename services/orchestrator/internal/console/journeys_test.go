@@ -121,9 +121,17 @@ func TestJourneysPages(t *testing.T) {
 	if _, page := a.get("/journeys/console-j"); !strings.Contains(page, "■ stopped") || !strings.Contains(page, "Apply to the workspace") {
 		t.Errorf("after the stop:\n%s", page)
 	}
-	resp, archived := a.post("/journeys/console-j/stop", url.Values{"csrf": {csrfOf(t, page)}, "workspace": {"archive"}})
-	if resp.StatusCode != http.StatusOK || !strings.Contains(archived, "Journey console-j's workspace was archived on the marketplace's host to <code>") || !strings.Contains(archived, "SHA-256 <code>") {
-		t.Fatalf("alice's archive: %d\n%s", resp.StatusCode, archived)
+	resp, _ = a.post("/journeys/console-j/stop", url.Values{"csrf": {csrfOf(t, page)}, "workspace": {"archive"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/journeys" {
+		t.Fatalf("alice's archive: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// The page it leads to says where the archive is, once.
+	_, archived := a.get("/journeys")
+	if !strings.Contains(archived, "Journey console-j's workspace was archived on the marketplace's host to <code>") || !strings.Contains(archived, "SHA-256 <code>") {
+		t.Fatalf("the journeys page after the archive:\n%s", archived)
+	}
+	if _, again := a.get("/journeys"); strings.Contains(again, "was archived") {
+		t.Errorf("the archive's notice shows again on a reload")
 	}
 	if resp, _ := a.get("/journeys/console-j"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("the archived journey: %d, want 404", resp.StatusCode)
