@@ -80,6 +80,8 @@ type NodeView struct {
 	Type   string   `json:"type"`
 	Status string   `json:"status"`
 	Needs  []string `json:"needs,omitempty"`
+	// Next is the node a loop goes back to after this one, if any.
+	Next string `json:"next,omitempty"`
 	NodeState
 }
 

@@ -55,7 +55,7 @@ func TestWireTypesMatchTheServer(t *testing.T) {
 		"run": {run, &api.Run{}},
 		"run view": {engine.RunView{
 			Run: run, Inputs: map[string]any{"task": "x"}, Outputs: map[string]string{"n": "out"}, Sessions: map[string]string{"r": "s"},
-			Nodes:      []engine.NodeView{{ID: "n", Role: "r", Type: "agent", Status: "succeeded", Needs: []string{"m"}, NodeState: node}},
+			Nodes:      []engine.NodeView{{ID: "n", Role: "r", Type: "agent", Status: "succeeded", Needs: []string{"m"}, Next: "m", NodeState: node}},
 			Interrupts: []store.Interrupt{interrupt}, Attempts: []store.Attempt{attempt}, Loops: map[string]int{"n": 1},
 			PatchNode: "n", Patch: "diff",
 		}, &api.RunView{}},

@@ -86,7 +86,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	release := s.exec.Hold(task)
 	defer release()
 	var url, started, runs, graph string
-	var stayed int
+	var stayed, loops int
 	step("sign in and start",
 		chromedp.Navigate(s.url+"/runs"),
 		chromedp.WaitVisible(`#token`),
@@ -128,6 +128,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.Navigate(s.url+"/runs/"+approval.ID),
 		chromedp.WaitVisible(`figure.graph svg`),
 		chromedp.TextContent(`figure.graph svg`, &graph),
+		chromedp.Evaluate(`document.querySelectorAll("figure.graph path.loop").length`, &loops),
 		shot("run-graph"),
 	)
 	if !strings.Contains(url, "/signin?next=") {
@@ -136,8 +137,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	if !strings.Contains(runs, approval.ID[:8]) || !strings.Contains(runs, "waiting") {
 		t.Errorf("the runs table: %q", runs)
 	}
-	if !strings.Contains(graph, "approve") || !strings.Contains(graph, "waiting") || !strings.Contains(graph, "succeeded") {
+	if !strings.Contains(graph, "approve") || !strings.Contains(graph, "waiting") || !strings.Contains(graph, "succeeded") || !strings.Contains(graph, "revise goes back to write") {
 		t.Errorf("the graph's text: %q", graph)
+	}
+	if loops != 1 {
+		t.Errorf("the graph draws %d loops, want revise's", loops)
 	}
 
 	// Decide in the approvals inbox, through its form, as a person would.

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -20,6 +21,14 @@ type graph struct {
 	Width, Height int
 	Boxes         []box
 	Edges         []edge
+	// Loops are the edges back, from a node to the node its loop runs
+	// again: curves under the boxes, dashed.
+	Loops []loop
+}
+
+type loop struct {
+	D     string // the SVG path
+	Title string
 }
 
 type box struct {
@@ -67,8 +76,28 @@ func layout(nodes []engine.NodeView) graph {
 			g.Edges = append(g.Edges, edge{X1: from.X + boxW, Y1: from.Y + boxH/2, X2: to.X, Y2: to.Y + boxH/2})
 		}
 	}
+	for _, n := range nodes {
+		from, ok1 := at[n.ID]
+		to, ok2 := at[n.Next]
+		if n.Next == "" || !ok1 || !ok2 {
+			continue
+		}
+		// From the bottom of the node to the bottom of the one it goes
+		// back to, dipping below both.
+		x1, x2 := from.X+boxW/2, to.X+boxW/2
+		y1, y2 := from.Y+boxH, to.Y+boxH
+		dip := max(y1, y2) + loopDip
+		g.Loops = append(g.Loops, loop{
+			D:     fmt.Sprintf("M %d %d C %d %d, %d %d, %d %d", x1, y1, x1, dip, x2, dip, x2, y2),
+			Title: n.ID + " goes back to " + n.Next,
+		})
+		g.Height = max(g.Height, dip+graphPadding)
+	}
 	return g
 }
+
+// loopDip is how far below the boxes a loop's curve goes.
+const loopDip = 36
 
 // symbol marks a status with a sign beside its colour and word, so that no
 // state is told by colour alone.

@@ -48,3 +48,26 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("the retry: %+v", tl.Rows[1])
 	}
 }
+
+// A loop's edge goes back from the node to the one it runs again, below
+// the boxes, and the picture grows to hold it.
+func TestLayoutDrawsLoopsBack(t *testing.T) {
+	g := layout([]engine.NodeView{
+		{ID: "write", Type: "agent"},
+		{ID: "review", Type: "agent", Needs: []string{"write"}},
+		{ID: "revise", Type: "agent", Needs: []string{"review"}, Next: "write"},
+		{ID: "ghost", Type: "agent", Next: "nowhere"},
+	})
+	if len(g.Loops) != 1 || g.Loops[0].Title != "revise goes back to write" {
+		t.Fatalf("loops %+v, want revise's back to write", g.Loops)
+	}
+	// revise is in column 2, write in column 0: from revise's bottom middle
+	// to write's, dipping below.
+	want := "M 530 54 C 530 90, 90 90, 90 54"
+	if g.Loops[0].D != want {
+		t.Errorf("path %q, want %q", g.Loops[0].D, want)
+	}
+	if g.Height < 90+graphPadding {
+		t.Errorf("height %d does not hold the loop", g.Height)
+	}
+}

@@ -43,6 +43,8 @@ type NodeView struct {
 	Status string `json:"status"`
 	// Needs are the nodes this one waits for: the pipeline's edges.
 	Needs []string `json:"needs,omitempty"`
+	// Next is the node a loop goes back to after this one, if any.
+	Next string `json:"next,omitempty"`
 	pipeline.NodeState
 }
 
@@ -90,7 +92,7 @@ func (e *Engine) GetRun(ctx context.Context, id string) (RunView, error) {
 			if ready[id] && (run.Status == runstate.RunRunning || run.Status == runstate.RunWaiting) {
 				status = pipeline.StatusRunning
 			}
-			v.Nodes = append(v.Nodes, NodeView{ID: id, Role: n.Role, Type: string(n.Type), Status: status, Needs: n.Needs, NodeState: ns})
+			v.Nodes = append(v.Nodes, NodeView{ID: id, Role: n.Role, Type: string(n.Type), Status: status, Needs: n.Needs, Next: n.Next, NodeState: ns})
 		}
 	}
 	for id, ns := range st.Nodes {
