@@ -93,12 +93,14 @@ func (r *Runtime) Exec(ctx context.Context, h workerruntime.Handle, argv []strin
 
 	log := r.logger.With(slog.String("journey", rec.Journey), slog.Int("pid", s.pid), slog.String("argv0", argv[0]))
 	log.DebugContext(ctx, "exec started", slog.String("host_binary", host))
+	stderrDone := make(chan struct{})
 	go func() {
+		defer close(stderrDone)
 		// Read until every holder of the write end (children too) is gone.
 		_, _ = io.Copy(logs, p.stderrR)
 		_ = p.stderrR.Close()
 	}()
-	go s.reap(log)
+	go s.reap(log, stderrDone)
 	return s, nil
 }
 
@@ -179,6 +181,9 @@ func (s *session) CloseWrite() error {
 	return nil
 }
 
+// stderrGrace bounds how long an exited process's stderr is waited for.
+const stderrGrace = time.Second
+
 // Wait returns the exit code; a process killed by a signal reports 128 plus
 // the signal number, as a shell would.
 func (s *session) Wait() (int, error) {
@@ -225,9 +230,16 @@ func (s *session) signal(sig syscall.Signal) {
 	}
 }
 
-// reap waits for the process and unregisters the session.
-func (s *session) reap(log *slog.Logger) {
+// reap waits for the process and unregisters the session. Wait returns
+// once the process's stderr is in the journey's logs too (so that the logs
+// keep the order of the execs), unless a child it left keeps stderr open
+// longer than stderrGrace.
+func (s *session) reap(log *slog.Logger, stderrDone <-chan struct{}) {
 	err := s.cmd.Wait()
+	select {
+	case <-stderrDone:
+	case <-time.After(stderrGrace):
+	}
 	// The process state is the truth; Wait's error may only say that ctx
 	// was done, even for a process that then exited 0.
 	if ps := s.cmd.ProcessState; ps != nil {
