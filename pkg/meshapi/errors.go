@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -176,4 +177,27 @@ func Tool[In, Out any](name string, caller CallerFunc, fail func(ctx context.Con
 		}
 		return nil, out, nil
 	}
+}
+
+// HTTPStatus is the HTTP status of a failure with code, for what answers
+// over HTTP (the orchestrator's API and console): the status a client of
+// that kind of request expects, 500 for a code it does not name.
+func HTTPStatus(code Code) int {
+	switch code {
+	case CodeInvalidArgument:
+		return http.StatusBadRequest
+	case CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case CodePermissionDenied:
+		return http.StatusForbidden
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeConflict, CodePipelineChanged, CodeNotLive:
+		return http.StatusConflict
+	case CodeResourceExhausted:
+		return http.StatusTooManyRequests
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }

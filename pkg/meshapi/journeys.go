@@ -26,6 +26,9 @@ type Journey struct {
 	DefinitionHash string    `json:"definition_hash"`
 }
 
+// JourneyStates are the states list_journeys may be asked for.
+var JourneyStates = []string{"starting", "active", "stopped", "orphaned", "failed"}
+
 // ListJourneysIn is the input of list_journeys.
 type ListJourneysIn struct {
 	State  string `json:"state,omitempty" jsonschema:"only journeys in this state: starting, active, stopped, orphaned or failed"`

@@ -69,3 +69,17 @@ func TestTool(t *testing.T) {
 		t.Errorf("an output not refused: %+v, %v", res, err)
 	}
 }
+
+// Each code a client may get over HTTP has the status such a client
+// expects; a code HTTP does not name is a server failure.
+func TestHTTPStatus(t *testing.T) {
+	for code, want := range map[Code]int{
+		CodeInvalidArgument: 400, CodeUnauthenticated: 401, CodePermissionDenied: 403,
+		CodeNotFound: 404, CodeConflict: 409, CodePipelineChanged: 409, CodeNotLive: 409,
+		CodeResourceExhausted: 429, CodeUnavailable: 503, CodeInternal: 500, CodeWorkerFailed: 500,
+	} {
+		if got := HTTPStatus(code); got != want {
+			t.Errorf("HTTPStatus(%s) = %d, want %d", code, got, want)
+		}
+	}
+}

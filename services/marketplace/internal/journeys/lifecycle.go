@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -140,10 +142,8 @@ func decodeCursor(s string) (listCursor, error) {
 // List lists a page of the caller's journeys, newest first, optionally in
 // one state.
 func (m *Manager) List(ctx context.Context, caller string, req ListRequest) (ListResult, error) {
-	switch store.JourneyState(req.State) {
-	case "", store.StateStarting, store.StateActive, store.StateStopped, store.StateOrphaned, store.StateFailed:
-	default:
-		return ListResult{}, invalid("state %q is not one of starting, active, stopped, orphaned, failed", req.State)
+	if req.State != "" && !slices.Contains(meshapi.JourneyStates, req.State) {
+		return ListResult{}, invalid("state %q is not one of %s", req.State, strings.Join(meshapi.JourneyStates, ", "))
 	}
 	limit, err := pageLimit(req.Limit)
 	if err != nil {

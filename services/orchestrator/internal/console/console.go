@@ -247,15 +247,11 @@ func (c *console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // failErr shows an engine error: its message when it is meant for callers,
 // else a plain one (logged).
 func (c *console) failErr(w http.ResponseWriter, r *http.Request, err error) {
-	switch engine.ErrorCode(err) {
+	switch code := engine.ErrorCode(err); code {
 	case meshapi.CodeNotFound:
-		c.fail(w, r, http.StatusNotFound, "No such run or approval for you: it may belong to another caller. Go back to the runs.")
-	case meshapi.CodeInvalidArgument:
-		c.fail(w, r, http.StatusBadRequest, err.Error())
-	case meshapi.CodePermissionDenied:
-		c.fail(w, r, http.StatusForbidden, err.Error())
-	case meshapi.CodeConflict, meshapi.CodePipelineChanged:
-		c.fail(w, r, http.StatusConflict, err.Error())
+		c.fail(w, r, meshapi.HTTPStatus(code), "No such run or approval for you: it may belong to another caller. Go back to the runs.")
+	case meshapi.CodeInvalidArgument, meshapi.CodePermissionDenied, meshapi.CodeConflict, meshapi.CodePipelineChanged:
+		c.fail(w, r, meshapi.HTTPStatus(code), err.Error())
 	default:
 		c.cfg.Logger.ErrorContext(r.Context(), "console: request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
 		c.fail(w, r, http.StatusInternalServerError, "Something failed on the orchestrator; it logged the details. Try again.")

@@ -120,15 +120,7 @@ func patchOf(req executor.Request) string {
 func TestNodePatches(t *testing.T) {
 	t.Parallel()
 	s := startWithExecutor(t, withChange(), &enginetest.InstantExecutor{Record: true, Patch: patchOf})
-	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
-	run, err := s.eng.StartRun(ctx, engine.StartRequest{
-		Pipeline: "change", Caller: "alice",
-		Inputs: map[string]any{"repository": map[string]any{"git": map[string]any{"url": "/sources/calc", "ref": "main"}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.settle(run.ID)
+	run := s.runAs("alice", "change", map[string]any{"repository": map[string]any{"git": map[string]any{"url": "/sources/calc", "ref": "main"}}})
 	alice := s.browser()
 	alice.signIn(aliceToken)
 	_, page := alice.get("/runs/" + run.ID)
@@ -227,6 +219,18 @@ func csrfOf(t *testing.T, page string) string {
 		t.Fatalf("no CSRF token in the page:\n%s", page)
 	}
 	return m[1]
+}
+
+// runAs starts a run of pipeline with inputs as caller and returns it once
+// it stops moving.
+func (s *site) runAs(caller, pipeline string, inputs map[string]any) engine.RunView {
+	s.t.Helper()
+	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: caller})
+	run, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: pipeline, Inputs: inputs, Caller: caller})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return s.settle(run.ID)
 }
 
 // settle waits for a run to stop moving.
@@ -496,12 +500,7 @@ func TestEventStreamWithTheSession(t *testing.T) {
 func TestForkFromACheckpoint(t *testing.T) {
 	t.Parallel()
 	s := start(t)
-	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
-	run, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": "first"}, Caller: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.settle(run.ID)
+	run := s.runAs("alice", "echo", map[string]any{"task": "first"})
 	alice := s.browser()
 	alice.signIn(aliceToken)
 	_, page := alice.get("/runs/" + run.ID)
@@ -551,12 +550,7 @@ func TestForkFromACheckpoint(t *testing.T) {
 func TestRunPageListsTheAgentsEvents(t *testing.T) {
 	t.Parallel()
 	s := start(t)
-	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
-	run, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": "x"}, Caller: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.settle(run.ID)
+	run := s.runAs("alice", "echo", map[string]any{"task": "x"})
 	for _, ev := range []meshtype.AgentEvent{
 		{Kind: "pre_tool", Tool: "Read", Text: "Reading <b>go.mod</b>", Decision: &meshtype.ToolDecision{Tool: "Read", Allowed: true}},
 		{Kind: "pre_tool", Tool: "Bash", Text: "Running rm -rf /", Decision: &meshtype.ToolDecision{Tool: "Bash", Violations: []meshtype.Violation{{ConstraintID: "commands", Violated: true, Message: "rm is not allowed"}}}},
@@ -587,13 +581,9 @@ func TestResumeAFailedRun(t *testing.T) {
 		}
 		return req.RoleName + ": " + req.Task, nil
 	}})
-	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
-	run, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: "echo", Inputs: map[string]any{"task": "t"}, Caller: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := s.settle(run.ID); v.Status != runstate.RunFailed {
-		t.Fatalf("the run is %s, want failed", v.Status)
+	run := s.runAs("alice", "echo", map[string]any{"task": "t"})
+	if run.Status != runstate.RunFailed {
+		t.Fatalf("the run is %s, want failed", run.Status)
 	}
 	alice, bob := s.browser(), s.browser()
 	alice.signIn(aliceToken)

@@ -25,12 +25,9 @@ type Journeys interface {
 	Stop(ctx context.Context, caller string, in meshapi.StopWorkerIn) (meshapi.StopWorkerOut, error)
 }
 
-// The journey states a list may be filtered by, and the workspace modes
-// the console's stop offers (patch mode is the API's: it returns the diff).
-var (
-	journeyStates = []string{"starting", "active", "stopped", "orphaned", "failed"}
-	stopModes     = []string{"keep", "archive", "delete"}
-)
+// stopModes are the workspace modes the console's stop offers (patch mode
+// is the API's: it returns the diff).
+var stopModes = []string{"keep", "archive", "delete"}
 
 // journeysPerPage and auditPerPage are the page sizes of the journeys page
 // and of a journey's audit log.
@@ -92,12 +89,12 @@ func takeArchived(w http.ResponseWriter, r *http.Request) *meshapi.StopWorkerOut
 // listJourneys renders the journeys page, with the archive a stop just
 // wrote.
 func (c *console) listJourneys(w http.ResponseWriter, r *http.Request, archived *meshapi.StopWorkerOut) {
-	d := journeysData{State: r.URL.Query().Get("state"), States: journeyStates, Off: c.cfg.Journeys == nil, Archived: archived}
+	d := journeysData{State: r.URL.Query().Get("state"), States: meshapi.JourneyStates, Off: c.cfg.Journeys == nil, Archived: archived}
 	if d.Off {
 		c.render(w, r, http.StatusOK, "journeys", "Journeys", d)
 		return
 	}
-	if d.State != "" && !slices.Contains(journeyStates, d.State) {
+	if d.State != "" && !slices.Contains(meshapi.JourneyStates, d.State) {
 		c.fail(w, r, http.StatusBadRequest, "Unknown state "+d.State+": pick one from the list.")
 		return
 	}
@@ -232,13 +229,11 @@ func (c *console) failJourney(w http.ResponseWriter, r *http.Request, err error)
 		c.fail(w, r, http.StatusBadGateway, "The marketplace did not answer; the orchestrator logged why. Try again in a moment.")
 		return
 	}
-	switch e.Code {
+	switch status := meshapi.HTTPStatus(e.Code); e.Code {
 	case meshapi.CodeNotFound:
-		c.fail(w, r, http.StatusNotFound, "No such journey for you: it may belong to another caller. Go back to the journeys.")
-	case meshapi.CodeInvalidArgument:
-		c.fail(w, r, http.StatusBadRequest, e.Message)
-	case meshapi.CodeConflict:
-		c.fail(w, r, http.StatusConflict, e.Message)
+		c.fail(w, r, status, "No such journey for you: it may belong to another caller. Go back to the journeys.")
+	case meshapi.CodeInvalidArgument, meshapi.CodeConflict:
+		c.fail(w, r, status, e.Message)
 	default:
 		// Its message may be about the orchestrator's own access (not a
 		// delegate, say): for the operator's log, not for the caller.

@@ -60,17 +60,19 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // classify maps an engine error to a status and code; ok is false for an
 // unexpected error, whose message is not for clients.
 func classify(err error) (status int, code string, ok bool) {
-	switch engine.ErrorCode(err) {
+	c := engine.ErrorCode(err)
+	status = meshapi.HTTPStatus(c)
+	switch c {
 	case meshapi.CodeInvalidArgument:
-		return http.StatusBadRequest, codeInvalid, true
+		return status, codeInvalid, true
 	case meshapi.CodeNotFound:
-		return http.StatusNotFound, codeNotFound, true
+		return status, codeNotFound, true
 	case meshapi.CodePipelineChanged:
-		return http.StatusConflict, codePipelineChanged, true
+		return status, codePipelineChanged, true
 	case meshapi.CodeConflict:
-		return http.StatusConflict, codeConflict, true
+		return status, codeConflict, true
 	case meshapi.CodePermissionDenied:
-		return http.StatusForbidden, codeForbidden, true
+		return status, codeForbidden, true
 	}
 	return http.StatusInternalServerError, codeInternal, false
 }
