@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -179,12 +178,9 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 		return err
 	}
 	defer stopTelemetry() // when the database does not open
-	// Each node worked holds a connection at times (its commit, its lease
-	// renewals), beside River's producer, leader and notifier, the event
-	// streams' polls and the API's handlers: max-workers plus a margin, so
-	// that a full replica does not wait for connections (pgx's default is
-	// max(4, CPUs)). pool_max_conns in DATABASE_URL overrides it.
-	pool, err := openDatabase(ctx, getenv, cfg.Migrate, int32(min(cfg.MaxWorkers, math.MaxInt32-poolMargin)+poolMargin), logger)
+	// Sized to the engine's workers (engine.PoolSize); pool_max_conns in
+	// DATABASE_URL overrides it.
+	pool, err := openDatabase(ctx, getenv, cfg.Migrate, engine.PoolSize(cfg.MaxWorkers), logger)
 	if err != nil {
 		return err
 	}
@@ -301,9 +297,6 @@ func loadCatalog(dir string) (*pipeline.Catalog, error) {
 	}
 	return cat, nil
 }
-
-// poolMargin is the connections serve's pool has beyond --max-workers.
-const poolMargin = 10
 
 // openDatabase connects to DATABASE_URL, migrating it first if asked. The
 // pool has maxConns connections at most unless DATABASE_URL sets

@@ -39,6 +39,12 @@ type benchEngine struct {
 	mu         sync.Mutex
 	done       map[string]chan struct{}
 	lat        []time.Duration
+	// started is when each run's StartRun returned; starts how long it
+	// took, and handoffs how long after it the run's first node began
+	// (River's insert, notification and fetch).
+	started  map[string]time.Time
+	starts   []time.Duration
+	handoffs []time.Duration
 }
 
 func newBenchEngine(b *testing.B) *benchEngine {
@@ -47,6 +53,7 @@ func newBenchEngine(b *testing.B) *benchEngine {
 	if err != nil {
 		b.Fatal(err)
 	}
+	cfg.MaxConns = engine.PoolSize(0) // as serve sizes it
 	counter := &statementCounter{}
 	cfg.ConnConfig.Tracer = counter
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -54,13 +61,18 @@ func newBenchEngine(b *testing.B) *benchEngine {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	be := &benchEngine{pool: pool, done: map[string]chan struct{}{}, statements: counter}
+	be := &benchEngine{pool: pool, done: map[string]chan struct{}{}, started: map[string]time.Time{}, statements: counter}
 	eng, err := engine.New(engine.Config{
 		Pool: pool, Catalog: loadTestCatalog(b), Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: benchExecutor()},
 		OnCommit: func(c engine.CommitInfo) {
 			be.mu.Lock()
 			defer be.mu.Unlock()
 			be.lat = append(be.lat, c.CommitDuration)
+			if t, ok := be.started[c.RunID]; ok {
+				// The first commit: its node began Duration before it.
+				be.handoffs = append(be.handoffs, time.Since(t)-c.CommitDuration-c.Duration)
+				delete(be.started, c.RunID)
+			}
 			if c.RunStatus != runstate.RunRunning {
 				if ch, ok := be.done[c.RunID]; ok {
 					close(ch)
@@ -87,12 +99,15 @@ func (be *benchEngine) run(b *testing.B) {
 	// The run id is known only after the start commits; register under a
 	// lock so a fast run cannot finish before its channel exists.
 	be.mu.Lock()
+	start := time.Now()
 	run, err := be.eng.StartRun(context.Background(), engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "t"}})
 	if err != nil {
 		be.mu.Unlock()
 		b.Fatal(err)
 	}
 	be.done[run.ID] = ch
+	be.started[run.ID] = time.Now()
+	be.starts = append(be.starts, time.Since(start))
 	be.mu.Unlock()
 	select {
 	case <-ch:
@@ -130,13 +145,20 @@ func (be *benchEngine) report(b *testing.B, runs int, elapsed time.Duration) {
 	// steps, River's fetches and completions, per node-step.
 	b.ReportMetric(float64(be.statements.n.Load())/float64(runs*stepsPerRun), "statements/step")
 	be.mu.Lock()
-	lat := slices.Clone(be.lat)
+	lat, starts, handoffs := slices.Clone(be.lat), slices.Clone(be.starts), slices.Clone(be.handoffs)
 	be.mu.Unlock()
-	slices.Sort(lat)
+	p50 := func(d []time.Duration, unit string) {
+		if len(d) > 0 {
+			slices.Sort(d)
+			b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, unit)
+		}
+	}
+	p50(lat, "commit-p50-ms")
 	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "commit-p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "commit-p99-ms")
 	}
+	p50(starts, "start-p50-ms")
+	p50(handoffs, "handoff-p50-ms")
 	count, bytes, err := store.CheckpointBytes(context.Background(), be.pool)
 	if err != nil {
 		b.Fatal(err)
@@ -166,7 +188,7 @@ func BenchmarkLinearRuns(b *testing.B) {
 			be := newBenchEngine(b)
 			be.run(b) // warm up: River's leader, the pool, the caches
 			be.mu.Lock()
-			be.lat = nil
+			be.lat, be.starts, be.handoffs = nil, nil, nil
 			be.mu.Unlock()
 			be.statements.n.Store(0)
 			b.ResetTimer()

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -62,7 +63,9 @@ type Config struct {
 	// long a dead replica's runs wait before another takes them over.
 	// Renewed every LeaseTTL/3. Defaults to 15s.
 	LeaseTTL time.Duration
-	// MaxWorkers bounds the nodes this engine works at once. Defaults to 50.
+	// MaxWorkers bounds the nodes this engine works at once, those River
+	// hands out and the first nodes of runs it starts itself (see
+	// startChain). Defaults to 50.
 	MaxWorkers int
 	// FetchCooldown and FetchPollInterval tune how fast River hands out a
 	// new job (see river.Config). Default to 2ms and 200ms.
@@ -113,7 +116,89 @@ type Engine struct {
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
 	reaperDone    chan struct{}
+
+	// slots bounds the nodes worked at once (MaxWorkers), River's jobs and
+	// the engine's own chains alike: each holds one while it works.
+	slots chan struct{}
+	// chains work the first nodes of the runs this replica creates, without
+	// a River job (see startChain).
+	chains chainSet
 }
+
+// chainSet is the chains of nodes the engine works outside River's jobs,
+// only between Start and Stop.
+type chainSet struct {
+	slots  chan struct{} // the engine's
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	open   bool
+	ctx    context.Context //nolint:containedctx // the chains' context, cancelled by Stop
+	cancel context.CancelFunc
+}
+
+// acquire takes a slot for a chain, if one is free and the engine works
+// nodes.
+func (c *chainSet) acquire() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.open {
+		return false
+	}
+	select {
+	case c.slots <- struct{}{}:
+		c.wg.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+// done gives a chain's slot back.
+func (c *chainSet) done() {
+	<-c.slots
+	c.wg.Done()
+}
+
+// stop takes no more chains and waits for the running ones until ctx ends,
+// then cancels them and waits for them to give their nodes up.
+func (c *chainSet) stop(ctx context.Context) {
+	c.mu.Lock()
+	c.open = false
+	cancel := c.cancel
+	c.mu.Unlock()
+	if cancel == nil {
+		return // never started
+	}
+	finished := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		cancel()
+		<-finished
+	}
+	cancel()
+}
+
+// PoolSize is the connections an engine working maxWorkers nodes at once
+// (0: the default) needs in its pool. Each node worked holds a connection at
+// times (its commit, its lease renewals), beside River's producer, leader
+// and notifier, the event streams' polls and the API's handlers: the
+// workers plus a margin, so that a full replica does not wait for
+// connections (pgx's default is max(4, CPUs)).
+func PoolSize(maxWorkers int) int32 {
+	const margin = 10
+	if maxWorkers <= 0 {
+		maxWorkers = defaultMaxWorkers
+	}
+	return int32(min(maxWorkers, math.MaxInt32-margin) + margin)
+}
+
+// defaultMaxWorkers is Config.MaxWorkers's default.
+const defaultMaxWorkers = 50
 
 // New checks cfg and returns an Engine; Start starts its workers.
 func New(cfg Config) (*Engine, error) {
@@ -129,7 +214,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.LeaseTTL = 15 * time.Second
 	}
 	if cfg.MaxWorkers <= 0 {
-		cfg.MaxWorkers = 50
+		cfg.MaxWorkers = defaultMaxWorkers
 	}
 	if cfg.FetchCooldown <= 0 {
 		cfg.FetchCooldown = 2 * time.Millisecond
@@ -145,6 +230,8 @@ func New(cfg Config) (*Engine, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, pool: cfg.Pool, catalog: cfg.Catalog, logger: logger, cache: newStateCache(4096)}
+	e.slots = make(chan struct{}, cfg.MaxWorkers)
+	e.chains.slots = e.slots
 	e.leases = newLeaseTable(e)
 
 	workers := river.NewWorkers()
@@ -192,6 +279,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.stopHeartbeat = cancel
+	e.chains.mu.Lock()
+	e.chains.ctx, e.chains.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	e.chains.open = true
+	e.chains.mu.Unlock()
 	e.heartbeatDone = make(chan struct{})
 	e.reaperDone = make(chan struct{})
 	go e.leases.heartbeat(hbCtx, e.heartbeatDone)
@@ -206,12 +297,20 @@ func (e *Engine) Stop(ctx context.Context) error {
 	if e.cfg.WorkDisabled {
 		return nil
 	}
+	// River's jobs and the engine's own chains stop side by side, each
+	// given until ctx ends to finish their nodes.
+	chainsStopped := make(chan struct{})
+	go func() {
+		defer close(chainsStopped)
+		e.chains.stop(ctx)
+	}()
 	err := e.river.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		err = e.river.StopAndCancel(stopCtx)
 		cancel()
 	}
+	<-chainsStopped
 	if e.stopHeartbeat != nil {
 		e.stopHeartbeat()
 		<-e.heartbeatDone

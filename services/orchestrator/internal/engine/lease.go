@@ -171,6 +171,15 @@ func (t *leaseTable) claim(ctx context.Context, runID, role string) (lease store
 	return lease, true, true, nil
 }
 
+// adopt takes the first reference on the lease of a run this replica
+// created with it (fence).
+func (t *leaseTable) adopt(run store.Run, fence int64) {
+	l := t.acquire(run.ID)
+	defer l.mu.Unlock()
+	l.refs++
+	l.fence, l.run = fence, run
+}
+
 // release drops a reference; the last one gives the lease up.
 func (t *leaseTable) release(ctx context.Context, runID string) {
 	l := t.acquire(runID)

@@ -67,16 +67,6 @@ var errNodeDone = errors.New("node needs no work")
 
 func (a nodeArgs) key() string { return fmt.Sprintf("%s/%s/%d", a.RunID, a.NodeID, a.Iteration) }
 
-// inlineJobNames reports whether job, a run's inline_job, is a's node
-// iteration.
-func inlineJobNames(job []byte, a nodeArgs) bool {
-	if len(job) == 0 {
-		return false
-	}
-	var j nodeArgs
-	return json.Unmarshal(job, &j) == nil && j.NodeID == a.NodeID && j.Iteration == a.Iteration
-}
-
 // inlineNext is a successor the job goes on with itself.
 type inlineNext struct {
 	args nodeArgs
@@ -104,6 +94,14 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 			return ctx.Err()
 		case <-time.After(time.Until(*a.NotBefore)):
 		}
+	}
+	// One of the engine's slots, shared with its chains (see startChain):
+	// River's own bound does not count those.
+	select {
+	case e.slots <- struct{}{}:
+		defer func() { <-e.slots }()
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	// One goroutine per node iteration on this replica: a job whose node
 	// another goroutine works on (inline, or River rescuing a long node's
@@ -141,10 +139,17 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 		e.leases.release(ctx, a.RunID)
 		return err
 	}
-	jobID, inline := job.ID, false
+	return e.workChain(ctx, lease, sessionKnown, a, job.ID, false)
+}
+
+// workChain works node a (its key taken, a reference on the run's lease
+// held) and then each successor its commit hands over, until a commit hands
+// none over or a node does not commit. inline says whether a has no job of
+// its own (jobID 0): then, if it does not commit, it gets one.
+func (e *Engine) workChain(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64, inline bool) error {
 	for {
-		next, held, err := e.workNodeRecovering(ctx, lease, sessionKnown, a, jobID, inline)
-		e.leases.end(key)
+		next, held, err := e.workNodeRecovering(ctx, lease, sessionKnown, a, jobID)
+		e.leases.end(a.key())
 		if held {
 			e.leases.release(ctx, a.RunID)
 		}
@@ -160,10 +165,26 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 		// The successor's key was taken in the commit, and the lease kept.
 		// An inline node has no job of its own (its attempt records none);
 		// its role's session was read by the commit.
-		a, jobID, key, sessionKnown, inline = next.args, 0, next.args.key(), true, true
+		a, jobID, sessionKnown, inline = next.args, 0, true, true
 		lease.Session = next.session
 		lease.Run.HeadSeq, lease.Run.Status = next.headSeq, runstate.RunRunning
 	}
+}
+
+// startChain works the first node of a run this replica just created with
+// its lease (see createRun) in a goroutine of the engine's, as a chain that
+// goes on with each successor handed over: the node waits for no River
+// hand-out, and has no job. Its slot was acquired, its key taken and the
+// lease's reference adopted by the caller. If this replica stops or dies
+// before the node commits, the node gets its job as any inline node does
+// (giveUpInline, or the run's inline_job once the lease expires).
+func (e *Engine) startChain(lease store.Lease, sessionKnown bool, a nodeArgs) {
+	go func() {
+		defer e.chains.done()
+		if err := e.workChain(e.chains.ctx, lease, sessionKnown, a, 0, true); err != nil && !errors.Is(err, context.Canceled) {
+			e.logger.WarnContext(e.chains.ctx, "a run's first node did not commit here; it has a job now", slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Any("error", err))
+		}
+	}()
 }
 
 // giveUpInline inserts the job of an inline node this goroutine stopped
@@ -216,14 +237,14 @@ func (e *Engine) insertInlineJob(ctx context.Context, job []byte) (bool, error) 
 // failure to commit: the lease reference is then released and an inline
 // node given its job, rather than leaked with the goroutine (River
 // recovers the panic, but the lease would be renewed for ever).
-func (e *Engine) workNodeRecovering(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64, inline bool) (next *inlineNext, held bool, err error) {
+func (e *Engine) workNodeRecovering(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64) (next *inlineNext, held bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			e.logger.ErrorContext(ctx, "a node's work panicked", slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Any("panic", p))
 			next, held, err = nil, true, fmt.Errorf("node %s panicked: %v", a.NodeID, p)
 		}
 	}()
-	return e.workNode(ctx, lease, sessionKnown, a, jobID, inline)
+	return e.workNode(ctx, lease, sessionKnown, a, jobID)
 }
 
 // workNode works one node while holding a reference on the run's lease. held
@@ -233,7 +254,7 @@ func (e *Engine) workNodeRecovering(ctx context.Context, lease store.Lease, sess
 // The attempt runs in a span of the run's trace (see startNodeSpan), so the
 // calls to the executor, the database queries of its commit and its log
 // lines belong to the run's trace whichever replica works it.
-func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64, inline bool) (next *inlineNext, held bool, err error) {
+func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64) (next *inlineNext, held bool, err error) {
 	log := e.logger.With(slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Int("iteration", a.Iteration), slog.Int("attempt", a.Attempt))
 	run := lease.Run
 	p, st, err := e.prepare(ctx, run, a)
@@ -278,7 +299,7 @@ func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown b
 
 	err = e.leases.commit(a.RunID, func(fence int64, last bool) (bool, error) {
 		var err error
-		next, err = e.commitNode(ctx, run, p, a, jobID, inline, fence, last, started, res, execErr)
+		next, err = e.commitNode(ctx, run, p, a, jobID, fence, last, started, res, execErr)
 		return next != nil, err
 	})
 	switch {
@@ -534,141 +555,247 @@ func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipe
 // run's lease. When the step makes exactly one agent node ready and no
 // other node of the run is under way here (last), the commit keeps the
 // lease and returns that node for the job to go on with; it inserts no job
-// for it but records it in the run's inline_job, which an inline node's
-// commit (inline) clears or replaces.
-func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipeline, a nodeArgs, jobID int64, inline bool, fence int64, last bool,
+// for it but records it in the run's inline_job, which that node's commit
+// clears or replaces.
+//
+// A step that needs no River job, decided over the run as this job last
+// saw it, commits in one round trip (commitGuarded); otherwise, or when
+// the run moved on meanwhile, it commits under the run's row lock in an
+// explicit transaction (commitLocked).
+func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipeline, a nodeArgs, jobID int64, fence int64, last bool,
 	started time.Time, res nodeResult, execErr error,
 ) (*inlineNext, error) {
-	var successor *inlineNext
-	release := last
-	var next runstate.State
-	var headSeq int
-	info := CommitInfo{RunID: a.RunID, Pipeline: p.Name(), NodeID: a.NodeID, Attempt: a.Attempt, Duration: time.Since(started), Status: outcomeSucceeded}
-	var skipped runstate.Step // the step's, for the nodes it skipped
+	in := commitInput{run: run, p: p, a: a, jobID: jobID, fence: fence, last: last, started: started, res: res, execErr: execErr}
 	commitStart := time.Now()
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		locked, sessions, err := store.LockRunForCommit(ctx, tx, a.RunID, e.cfg.ReplicaID, fence)
-		// The run's inline_job stands for this node when this job is the
-		// inline one, or the job it was given later (a gave-up inline
-		// node, or one scheduled after a fresh claim): its commit clears it.
-		clearsInline := inline || inlineJobNames(locked.InlineJob, a)
-		if err != nil {
-			return err
-		}
-		batch := &store.Batch{}
-		if locked.Status != runstate.RunRunning && locked.Status != runstate.RunWaiting {
-			return errNodeDone // cancelled or ended while the node ran
-		}
-		st, err := e.stateAt(ctx, tx, a.RunID, locked.HeadSeq)
-		if err != nil {
-			return err
-		}
-		if st.Node(a.NodeID).Iteration >= a.Iteration {
-			return errNodeDone
-		}
-		attempt := store.Attempt{
-			RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, JobID: jobID,
-			Replica: e.cfg.ReplicaID, Status: "succeeded", SessionID: res.session, CostUSD: res.cost, StartedAt: started,
-			Task: res.task,
-		}
-		var step runstate.Step
-		if execErr != nil {
-			attempt.Status, attempt.Error = "failed", truncate(scrub(execErr.Error()), 4000)
-			retry := nodeRetry(p, a.NodeID)
-			if a.Attempt < retry.MaxAttempts {
-				if err := store.InsertAttempt(ctx, batch, attempt); err != nil {
-					return err
-				}
-				if res.session != "" {
-					if _, err := store.SaveRoleSession(ctx, batch, run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
-						return err
-					}
-				}
-				retryArgs := nodeArgs{RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt + 1, Seq: a.Seq, Role: a.Role}
-				at := time.Now().Add(retry.Delay(a.Attempt))
-				opts := &river.InsertOpts{ScheduledAt: at}
-				if retry.Delay(a.Attempt) < schedulerInterval {
-					retryArgs.NotBefore, opts = &at, nil
-				}
-				if _, err := e.river.InsertTx(ctx, tx, retryArgs, opts); err != nil {
-					return err
-				}
-				headSeq, next = locked.HeadSeq, st
-				info.Status, info.RunStatus = outcomeRetry, locked.Status
-				// An inline node's retry has a job now: the run's inline_job
-				// no longer stands for it.
-				if err := store.UpdateRun(ctx, batch, a.RunID, store.RunUpdate{HeadSeq: locked.HeadSeq, Status: locked.Status, Release: release, SetInline: clearsInline}); err != nil {
-					return err
-				}
-				return batch.Send(ctx, tx)
-			}
-			step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, truncate(scrub(execErr.Error()), 4000))
-			info.Status = outcomeFailed
-		} else {
-			step = runstate.CompleteWithPatch(p, st, a.NodeID, a.Iteration, a.Attempt, res.output, res.patch)
-		}
-		if res.session != "" && res.role != "" && st.Sessions[res.role] != res.session {
-			step.Delta.Apply(runstate.SetSession(res.role, res.session))
-			step.Next.Apply(runstate.SetSession(res.role, res.session))
-			if _, err := store.SaveRoleSession(ctx, batch, run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
-				return err
-			}
-		}
-		if err := store.InsertAttempt(ctx, batch, attempt); err != nil {
-			return err
-		}
-		headSeq, next = locked.HeadSeq+1, step.Next
-		info.RunStatus = step.Status
-		skipped = step
-		// Go on with a lone successor in this job, when no other node of
-		// the run is under way here (so inline_job stands for one node at
-		// most); its key is taken before the commit.
-		successor = nil
-		if execErr == nil && last && len(step.Schedule) == 1 && len(step.Interrupts) == 0 && step.Status == runstate.RunRunning {
-			id := step.Schedule[0]
-			n, _ := p.Node(id)
-			na := nodeArgs{RunID: a.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: locked.HeadSeq + 1, Role: n.Role}
-			if e.leases.begin(na.key()) {
-				session := sessions[n.Role]
-				if n.Role == res.role && res.session != "" {
-					session = res.session // saved by this commit
-				}
-				successor = &inlineNext{args: na, session: session, headSeq: locked.HeadSeq + 1}
-			}
-		}
-		w := stepWrite{RunID: a.RunID, Head: locked.HeadSeq, NodeID: a.NodeID, Iteration: a.Iteration, Step: step, Release: release && successor == nil}
-		if successor != nil {
-			w.Inline = &successor.args
-		}
-		w.SetInline = clearsInline || successor != nil
-		return e.applyStep(ctx, tx, batch, p, w)
-	})
+	c, err := e.commitGuarded(ctx, in)
+	if errors.Is(err, errLockedCommit) {
+		c, err = e.commitLocked(ctx, in)
+	}
 	if err != nil {
-		if successor != nil {
-			e.leases.end(successor.args.key())
-		}
 		if errors.Is(err, store.ErrDuplicateResult) {
 			return nil, errNodeDone
 		}
 		e.cache.drop(a.RunID)
 		return nil, err
 	}
-	e.cache.put(a.RunID, headSeq, next)
-	if info.Status != outcomeRetry {
+	e.cache.put(a.RunID, c.head, c.next)
+	if c.outcome != outcomeRetry {
 		e.leases.markCommitted(a.key())
 	}
-	trace.SpanFromContext(ctx).SetAttributes(attrNodeOutcome.String(info.Status))
-	info.CommitDuration = time.Since(commitStart)
-	e.onCommit(info)
-	e.reportSkipped(ctx, p, a.RunID, a.NodeID, skipped)
-	return successor, nil
+	trace.SpanFromContext(ctx).SetAttributes(attrNodeOutcome.String(c.outcome))
+	e.onCommit(CommitInfo{
+		RunID: a.RunID, Pipeline: p.Name(), NodeID: a.NodeID, Attempt: a.Attempt, Duration: commitStart.Sub(started),
+		Status: c.outcome, RunStatus: c.runStatus, CommitDuration: time.Since(commitStart),
+	})
+	e.reportSkipped(ctx, p, a.RunID, a.NodeID, c.step)
+	return c.successor, nil
+}
+
+// commitInput is what commitNode commits.
+type commitInput struct {
+	run     store.Run // as this job last saw it (its lease's, or the commit's that handed it over)
+	p       *pipeline.Pipeline
+	a       nodeArgs
+	jobID   int64
+	fence   int64
+	last    bool
+	started time.Time
+	res     nodeResult
+	execErr error
+}
+
+// commitPlan is an attempt's commit decided over the run's state at a head:
+// the writes queued on batch, the River jobs it inserts, and what follows.
+type commitPlan struct {
+	batch store.Batch
+	jobs  []river.InsertManyParams
+	// successor is the node the job goes on with (its key taken: whoever
+	// drops the plan ends it); its session is set once the run's sessions
+	// are read (withSessions).
+	successor *inlineNext
+	// head and next are the run's head and state after the commit.
+	head      int
+	next      runstate.State
+	outcome   string
+	runStatus string
+	// step is the committed step (zero for a retry), for its skipped nodes.
+	step runstate.Step
+}
+
+// errLockedCommit sends a commit down the locked path.
+var errLockedCommit = errors.New("the commit needs the run's row lock")
+
+// drop ends the successor's key of a plan that is not committed.
+func (e *Engine) drop(c *commitPlan) {
+	if c != nil && c.successor != nil {
+		e.leases.end(c.successor.args.key())
+		c.successor = nil
+	}
+}
+
+// withSessions sets the successor's session from the run's thread's
+// sessions as the commit read them, or the one the commit saved for its
+// role.
+func (c *commitPlan) withSessions(in commitInput, sessions map[string]string) {
+	if c.successor == nil {
+		return
+	}
+	role := c.successor.args.Role
+	c.successor.session = sessions[role]
+	if role == in.res.role && in.res.session != "" {
+		c.successor.session = in.res.session // saved by this commit
+	}
+}
+
+// commitGuarded commits a step that inserts no River job without an
+// explicit transaction, in one round trip (store.Batch.SendGuarded),
+// decided over the run as this job last saw it. errLockedCommit when the
+// step needs River or the run moved on; nothing is written then.
+func (e *Engine) commitGuarded(ctx context.Context, in commitInput) (*commitPlan, error) {
+	st, err := e.stateAt(ctx, e.pool, in.run.ID, in.run.HeadSeq)
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.planCommit(ctx, in, in.run.HeadSeq, in.run.Status, st)
+	if err != nil || len(c.jobs) > 0 {
+		e.drop(c)
+		if err == nil {
+			err = errLockedCommit
+		}
+		return nil, err
+	}
+	sessions, err := c.batch.SendGuarded(ctx, e.pool, store.StepGuard{RunID: in.run.ID, Owner: e.cfg.ReplicaID, Fence: in.fence, Head: in.run.HeadSeq})
+	if err != nil {
+		e.drop(c)
+		if errors.Is(err, store.ErrRunMoved) {
+			err = errLockedCommit
+		}
+		return nil, err
+	}
+	c.withSessions(in, sessions)
+	return c, nil
+}
+
+// commitLocked commits under the run's row lock, in an explicit
+// transaction with River's job inserts.
+func (e *Engine) commitLocked(ctx context.Context, in commitInput) (*commitPlan, error) {
+	var c *commitPlan
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		locked, sessions, err := store.LockRunForCommit(ctx, tx, in.a.RunID, e.cfg.ReplicaID, in.fence)
+		if err != nil {
+			return err
+		}
+		if locked.Status != runstate.RunRunning && locked.Status != runstate.RunWaiting {
+			return errNodeDone // cancelled or ended while the node ran
+		}
+		st, err := e.stateAt(ctx, tx, in.a.RunID, locked.HeadSeq)
+		if err != nil {
+			return err
+		}
+		if c, err = e.planCommit(ctx, in, locked.HeadSeq, locked.Status, st); err != nil {
+			return err
+		}
+		c.withSessions(in, sessions)
+		if len(c.jobs) > 0 {
+			if _, err := e.river.InsertManyTx(ctx, tx, c.jobs); err != nil {
+				return fmt.Errorf("inserting the node's jobs: %w", err)
+			}
+		}
+		return c.batch.Send(ctx, tx)
+	})
+	if err != nil {
+		e.drop(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// planCommit decides an attempt's commit over st, the run's state at head
+// (its status status), and queues its writes.
+func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, status string, st runstate.State) (*commitPlan, error) {
+	a, res, p := in.a, in.res, in.p
+	if st.Node(a.NodeID).Iteration >= a.Iteration {
+		return nil, errNodeDone // committed already
+	}
+	c := &commitPlan{head: head, next: st, outcome: outcomeSucceeded, runStatus: status}
+	attempt := store.Attempt{
+		RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, JobID: in.jobID,
+		Replica: e.cfg.ReplicaID, Status: "succeeded", SessionID: res.session, CostUSD: res.cost, StartedAt: in.started,
+		Task: res.task,
+	}
+	saveSession := func() error {
+		_, err := store.SaveRoleSession(ctx, &c.batch, in.run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, in.fence)
+		return err
+	}
+	var step runstate.Step
+	if in.execErr != nil {
+		attempt.Status, attempt.Error = "failed", truncate(scrub(in.execErr.Error()), 4000)
+		retry := nodeRetry(p, a.NodeID)
+		if a.Attempt < retry.MaxAttempts {
+			if err := store.InsertAttempt(ctx, &c.batch, attempt); err != nil {
+				return nil, err
+			}
+			if res.session != "" {
+				if err := saveSession(); err != nil {
+					return nil, err
+				}
+			}
+			retryArgs := nodeArgs{RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt + 1, Seq: a.Seq, Role: a.Role}
+			at := time.Now().Add(retry.Delay(a.Attempt))
+			opts := &river.InsertOpts{ScheduledAt: at}
+			if retry.Delay(a.Attempt) < schedulerInterval {
+				retryArgs.NotBefore, opts = &at, nil
+			}
+			c.jobs = append(c.jobs, river.InsertManyParams{Args: retryArgs, InsertOpts: opts})
+			c.outcome = outcomeRetry
+			// The retry has a job: the run's inline_job no longer stands
+			// for the node.
+			return c, store.UpdateRun(ctx, &c.batch, a.RunID, store.RunUpdate{
+				HeadSeq: head, Status: status, Release: in.last, WorkedNode: a.NodeID, WorkedIteration: a.Iteration,
+			})
+		}
+		step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, truncate(scrub(in.execErr.Error()), 4000))
+		c.outcome = outcomeFailed
+	} else {
+		step = runstate.CompleteWithPatch(p, st, a.NodeID, a.Iteration, a.Attempt, res.output, res.patch)
+	}
+	if res.session != "" && res.role != "" && st.Sessions[res.role] != res.session {
+		step.Delta.Apply(runstate.SetSession(res.role, res.session))
+		step.Next.Apply(runstate.SetSession(res.role, res.session))
+		if err := saveSession(); err != nil {
+			return nil, err
+		}
+	}
+	if err := store.InsertAttempt(ctx, &c.batch, attempt); err != nil {
+		return nil, err
+	}
+	c.head, c.next, c.runStatus, c.step = head+1, step.Next, step.Status, step
+	// Go on with a lone successor in this job, when no other node of the
+	// run is under way here (so inline_job stands for one node at most);
+	// its key is taken before the commit.
+	if in.execErr == nil && in.last && len(step.Schedule) == 1 && len(step.Interrupts) == 0 && step.Status == runstate.RunRunning {
+		id := step.Schedule[0]
+		n, _ := p.Node(id)
+		na := nodeArgs{RunID: a.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: head + 1, Role: n.Role}
+		if e.leases.begin(na.key()) {
+			c.successor = &inlineNext{args: na, headSeq: head + 1}
+		}
+	}
+	w := stepWrite{RunID: a.RunID, Head: head, NodeID: a.NodeID, Iteration: a.Iteration, Step: step, Release: in.last && c.successor == nil}
+	if c.successor != nil {
+		w.Inline = &c.successor.args
+	}
+	jobs, err := e.queueStep(ctx, &c.batch, p, w)
+	c.jobs = append(c.jobs, jobs...)
+	return c, err
 }
 
 // stepWrite is what a step commits besides its checkpoint's content.
 type stepWrite struct {
 	RunID string
 	// Head is the run's head the step follows; the step is checkpoint
-	// Head+1 (applyStep) or, for afterCheckpoint, Seq is written already.
+	// Head+1 (queueStep) or, for queueAfterCheckpoint, Seq is written
+	// already.
 	Head int
 	Seq  int
 	// NodeID and Iteration name the node whose result the step is.
@@ -679,65 +806,90 @@ type stepWrite struct {
 	Release bool
 	// NewHash migrates the run to a changed pipeline definition.
 	NewHash string
-	// SetInline writes the run's inline_job: Inline, the successor the
-	// committer goes on with (nil: none); its job is not inserted.
-	SetInline bool
-	Inline    *nodeArgs
+	// Inline is the successor the committer goes on with, recorded as the
+	// run's inline_job; its job is not inserted. Nil: none.
+	Inline *nodeArgs
 }
 
 // applyStep writes w.Step as checkpoint Head+1 (a child of Head) and does
-// what it asks for (see afterCheckpoint). The writes are queued on batch,
-// which it sends.
+// what it asks for (see queueAfterCheckpoint) in tx: the writes are queued
+// on batch, which it sends.
 func (e *Engine) applyStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, w stepWrite) error {
+	jobs, err := e.queueStep(ctx, batch, p, w)
+	if err != nil {
+		return err
+	}
+	return e.sendStep(ctx, tx, batch, jobs)
+}
+
+// afterCheckpoint does what w.Step asks for in tx, its checkpoint (w.Seq)
+// written already (see queueAfterCheckpoint), and sends batch.
+func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, w stepWrite) error {
+	jobs, err := e.queueAfterCheckpoint(ctx, batch, p, w)
+	if err != nil {
+		return err
+	}
+	return e.sendStep(ctx, tx, batch, jobs)
+}
+
+// sendStep inserts a step's jobs and sends its writes, in tx: every write
+// of the step in one round trip besides River's insert.
+func (e *Engine) sendStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, jobs []river.InsertManyParams) error {
+	if len(jobs) > 0 {
+		if _, err := e.river.InsertManyTx(ctx, tx, jobs); err != nil {
+			return fmt.Errorf("inserting the successor jobs: %w", err)
+		}
+	}
+	return batch.Send(ctx, tx)
+}
+
+// queueStep queues w.Step as checkpoint Head+1 (a child of Head) and what
+// it asks for (see queueAfterCheckpoint).
+func (e *Engine) queueStep(ctx context.Context, batch *store.Batch, p *pipeline.Pipeline, w stepWrite) ([]river.InsertManyParams, error) {
 	w.Seq = w.Head + 1
 	parent := w.Head
 	if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: w.RunID, Seq: w.Seq, ParentRun: w.RunID, ParentSeq: &parent, NodeID: w.NodeID, Iteration: w.Iteration, Delta: w.Step.Delta}); err != nil {
-		return err
+		return nil, err
 	}
-	return e.afterCheckpoint(ctx, tx, batch, p, w)
+	return e.queueAfterCheckpoint(ctx, batch, p, w)
 }
 
-// afterCheckpoint opens the step's interrupts, inserts the jobs of the
-// nodes it schedules (but w.Inline's) and writes the run's new head
-// (w.Seq), status and inline_job, then sends batch: every write of the step
-// in one round trip besides River's insert.
-func (e *Engine) afterCheckpoint(ctx context.Context, tx pgx.Tx, batch *store.Batch, p *pipeline.Pipeline, w stepWrite) error {
+// queueAfterCheckpoint queues the step's interrupts and the run's new head
+// (w.Seq), status and inline_job on batch, and returns the jobs of the
+// nodes it schedules (but w.Inline's), for the caller to insert in the
+// step's transaction.
+func (e *Engine) queueAfterCheckpoint(ctx context.Context, batch *store.Batch, p *pipeline.Pipeline, w stepWrite) ([]river.InsertManyParams, error) {
 	step := w.Step
 	for _, id := range step.Interrupts {
 		if err := store.InsertInterrupt(ctx, batch, w.RunID, id, step.Next.Node(id).Iteration+1); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	params := make([]river.InsertManyParams, 0, len(step.Schedule))
+	var jobs []river.InsertManyParams
 	for _, id := range step.Schedule {
 		if w.Inline != nil && w.Inline.NodeID == id {
 			continue
 		}
 		n, _ := p.Node(id)
-		params = append(params, river.InsertManyParams{Args: nodeArgs{RunID: w.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: w.Seq, Role: n.Role}})
-	}
-	if len(params) > 0 {
-		if _, err := e.river.InsertManyTx(ctx, tx, params); err != nil {
-			return fmt.Errorf("inserting the successor jobs: %w", err)
-		}
+		jobs = append(jobs, river.InsertManyParams{Args: nodeArgs{RunID: w.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: w.Seq, Role: n.Role}})
 	}
 	if step.Status != runstate.RunRunning && step.Status != runstate.RunWaiting {
 		if err := store.CancelInterrupts(ctx, batch, w.RunID); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	u := store.RunUpdate{HeadSeq: w.Seq, Status: step.Status, Error: step.Error, Release: w.Release, PipelineHash: w.NewHash, SetInline: w.SetInline}
+	u := store.RunUpdate{
+		HeadSeq: w.Seq, Status: step.Status, Error: step.Error, Release: w.Release, PipelineHash: w.NewHash,
+		SetInline: w.Inline != nil, WorkedNode: w.NodeID, WorkedIteration: w.Iteration,
+	}
 	if w.Inline != nil {
 		job, err := json.Marshal(w.Inline)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		u.InlineJob = job
 	}
-	if err := store.UpdateRun(ctx, batch, w.RunID, u); err != nil {
-		return err
-	}
-	return batch.Send(ctx, tx)
+	return jobs, store.UpdateRun(ctx, batch, w.RunID, u)
 }
 
 func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {

@@ -103,6 +103,12 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 	// The request's span says which run it created.
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrRunID.String(n.ID), telemetry.AttrPipeline.String(p.Name()))
 	n.Traceparent, n.Tracestate = telemetry.TraceContext(ctx)
+	// A start that makes one node ready goes on with it here, with the
+	// run's lease taken in the same statement that creates the run.
+	first := e.firstNode(p, step, n.ID)
+	if first != nil {
+		n.LeaseOwner, n.LeaseTTL = e.cfg.ReplicaID, e.cfg.LeaseTTL
+	}
 	var created store.Run
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		if lockSource != "" {
@@ -122,7 +128,7 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 				return err
 			}
 		}
-		if err := e.afterCheckpoint(ctx, tx, batch, p, stepWrite{RunID: n.ID, Seq: 0, Step: step}); err != nil {
+		if err := e.afterCheckpoint(ctx, tx, batch, p, stepWrite{RunID: n.ID, Seq: 0, Step: step, Inline: first}); err != nil {
 			return err
 		}
 		// The run as this transaction made it: read after the commit, a
@@ -133,11 +139,38 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 		return err
 	})
 	if err != nil {
+		if first != nil {
+			e.leases.end(first.key())
+			e.chains.done()
+		}
 		return store.Run{}, err
 	}
 	e.cache.put(n.ID, 0, step.Next)
+	if first != nil {
+		// A new thread has only the sessions the run was seeded with.
+		e.leases.adopt(created, store.FirstFence)
+		e.startChain(store.Lease{Fence: store.FirstFence, Run: created, Session: sessions[first.Role]}, n.Thread == n.ID, *first)
+	}
 	e.reportSkipped(ctx, p, n.ID, "", step)
 	return created, nil
+}
+
+// firstNode returns the node a new run's first step makes ready, for this
+// replica to work at once (see startChain): when the step makes exactly one
+// node ready and opens no interrupt, and a chain slot is free. Its slot is
+// acquired and its key taken; nil otherwise, and the node gets a River job.
+func (e *Engine) firstNode(p *pipeline.Pipeline, step runstate.Step, runID string) *nodeArgs {
+	if len(step.Schedule) != 1 || len(step.Interrupts) != 0 || step.Status != runstate.RunRunning || !e.chains.acquire() {
+		return nil
+	}
+	id := step.Schedule[0]
+	n, _ := p.Node(id)
+	a := &nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: 0, Role: n.Role}
+	if !e.leases.begin(a.key()) {
+		e.chains.done()
+		return nil
+	}
+	return a
 }
 
 // checkNoNUL refuses a NUL character anywhere in a JSON value's strings

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -78,7 +79,16 @@ type NewRun struct {
 	// Traceparent and Tracestate are the trace context the run's nodes
 	// continue; empty for none.
 	Traceparent, Tracestate string
+	// LeaseOwner, when set, creates the run with its lease held by that
+	// owner for LeaseTTL, with fencing token FirstFence: the creator works
+	// its first node itself.
+	LeaseOwner string
+	LeaseTTL   time.Duration
 }
+
+// FirstFence is the fencing token of a run created with its lease
+// (NewRun.LeaseOwner).
+const FirstFence = 1
 
 // InsertRun inserts a run with head_seq 0 and returns it.
 func InsertRun(ctx context.Context, q Querier, n NewRun) (Run, error) {
@@ -88,11 +98,14 @@ func InsertRun(ctx context.Context, q Querier, n NewRun) (Run, error) {
 	if len(n.Tracestate) > maxTracestate {
 		n.Tracestate = ""
 	}
-	return scanRun(q.QueryRow(ctx, `INSERT INTO runs (id, pipeline, pipeline_hash, thread, caller, status, error, forked_from_run, forked_from_seq, finished_at, traceparent, tracestate)
+	return scanRun(q.QueryRow(ctx, `INSERT INTO runs (id, pipeline, pipeline_hash, thread, caller, status, error, forked_from_run, forked_from_seq, finished_at, traceparent, tracestate,
+			lease_owner, lease_expires_at, fence)
 		VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '')::uuid, $9, CASE WHEN $6 IN ('succeeded', 'failed', 'cancelled') THEN now() END,
-			nullif($10, ''), nullif($11, ''))
+			nullif($10, ''), nullif($11, ''),
+			nullif($12, ''), CASE WHEN $12 <> '' THEN now() + $13 * interval '1 millisecond' END, CASE WHEN $12 <> '' THEN $14 ELSE 0 END)
 		RETURNING `+runColumns,
-		n.ID, n.Pipeline, n.PipelineHash, n.Thread, n.Caller, n.Status, n.Error, n.ForkedFromRun, n.ForkedFromSeq, n.Traceparent, n.Tracestate))
+		n.ID, n.Pipeline, n.PipelineHash, n.Thread, n.Caller, n.Status, n.Error, n.ForkedFromRun, n.ForkedFromSeq, n.Traceparent, n.Tracestate,
+		n.LeaseOwner, n.LeaseTTL.Milliseconds(), FirstFence))
 }
 
 // GetRun reads a run.
@@ -151,10 +164,17 @@ type RunUpdate struct {
 	// Release gives up the committer's lease in the same statement.
 	Release bool
 	// SetInline writes InlineJob, the job of the node the committer goes on
-	// with inline (nil: none); without it the run keeps what it had, unless
-	// it ends (succeeded, failed, cancelled), which clears it.
+	// with inline (nil: none). Without it the run keeps what it had, unless
+	// it ends (succeeded, failed, cancelled) or the inline job is the node
+	// iteration the commit settles (WorkedNode, WorkedIteration): that
+	// node's commit clears it, whether it was worked inline or given its
+	// job since.
 	SetInline bool
 	InlineJob []byte
+	// WorkedNode and WorkedIteration name the node iteration whose result
+	// (or failed attempt) the update commits; empty for none.
+	WorkedNode      string
+	WorkedIteration int
 }
 
 // UpdateRun writes a run's new head, status and error.
@@ -164,8 +184,11 @@ func UpdateRun(ctx context.Context, q Execer, id string, u RunUpdate) error {
 			finished_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END,
 			lease_owner = CASE WHEN $6 THEN NULL ELSE lease_owner END,
 			lease_expires_at = CASE WHEN $6 THEN NULL ELSE lease_expires_at END,
-			inline_job = CASE WHEN $7 THEN $8::jsonb WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN NULL ELSE inline_job END
-		WHERE id = $1`, id, u.HeadSeq, u.Status, u.Error, u.PipelineHash, u.Release, u.SetInline, u.InlineJob)
+			inline_job = CASE WHEN $7 THEN $8::jsonb WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN NULL
+				-- The job's args as the engine encodes them (nodeArgs).
+				WHEN inline_job->>'node_id' = $9 AND inline_job->'iteration' = to_jsonb($10::int) THEN NULL
+				ELSE inline_job END
+		WHERE id = $1`, id, u.HeadSeq, u.Status, u.Error, u.PipelineHash, u.Release, u.SetInline, u.InlineJob, u.WorkedNode, u.WorkedIteration)
 	return err
 }
 

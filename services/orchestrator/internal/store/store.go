@@ -48,6 +48,55 @@ func (b *Batch) Send(ctx context.Context, tx pgx.Tx) error {
 	return duplicateResult(tx.SendBatch(ctx, &b.b).Close())
 }
 
+// StepGuard is the run as a commit decided its step over: owner holding the
+// run's lease with Fence, the run's head at Head, the run running or
+// waiting.
+type StepGuard struct {
+	RunID, Owner string
+	Fence        int64
+	Head         int
+}
+
+// ErrRunMoved is returned by [Batch.SendGuarded] when the run is no longer
+// as its [StepGuard] says: nothing was written.
+var ErrRunMoved = errors.New("the run moved on since the step was decided")
+
+// BatchSender is what [Batch.SendGuarded] needs of a pool or connection.
+type BatchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// SendGuarded sends the queued statements in one round trip and one
+// transaction (the implicit one of a batch sent outside a transaction),
+// behind a statement that locks the run's row and checks g
+// (orchestrator_lock_for_step): when the run moved on, it fails with
+// ErrRunMoved and nothing is written. It returns the role sessions of the
+// run's thread as they were before the writes, role → session, like
+// LockRunForCommit. A commit so sent saves the round trips of BEGIN, the
+// lock and COMMIT.
+func (b *Batch) SendGuarded(ctx context.Context, db BatchSender, g StepGuard) (map[string]string, error) {
+	if !validUUID(g.RunID) {
+		return nil, ErrNotFound
+	}
+	var guarded pgx.Batch
+	guarded.Queue(`SELECT orchestrator_lock_for_step($1, $2, $3, $4)`, g.RunID, g.Owner, g.Fence, g.Head)
+	guarded.QueuedQueries = append(guarded.QueuedQueries, b.b.QueuedQueries...)
+	br := db.SendBatch(ctx, &guarded)
+	sessions := map[string]string{}
+	err := br.QueryRow().Scan(&sessions)
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "MWS01" {
+		return nil, ErrRunMoved
+	}
+	if err != nil {
+		return nil, duplicateResult(err)
+	}
+	return sessions, nil
+}
+
 func duplicateResult(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "checkpoints_node_once_idx" {

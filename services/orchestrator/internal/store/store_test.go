@@ -688,3 +688,123 @@ func TestCheckpointBytes(t *testing.T) {
 		t.Errorf("three checkpoints: %d, %d bytes (was %d), %v", n3, size3, size2, err)
 	}
 }
+
+// A guarded batch writes everything or nothing: it commits when the run is
+// as its guard says, and otherwise writes none of its statements, the one
+// before a failing statement included.
+func TestSendGuarded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := b.newRun(t, store.NewRun{})
+	if err := store.InsertCheckpoint(b.ctx, b.pool, store.Checkpoint{RunID: run.ID, Seq: 0}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := b.claim(t, run.ID, "A")
+	if _, err := store.SaveRoleSession(b.ctx, b.pool, run.Thread, "writer", "s-1", run.ID, "one", "A", l.Fence); err != nil {
+		t.Fatal(err)
+	}
+	step := func(head int, node string, attempt int) *store.Batch {
+		batch := &store.Batch{}
+		parent := head
+		if err := store.InsertAttempt(b.ctx, batch, store.Attempt{RunID: run.ID, NodeID: node, Iteration: 1, Attempt: attempt, Replica: "A", Status: "succeeded", StartedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.InsertCheckpoint(b.ctx, batch, store.Checkpoint{RunID: run.ID, Seq: head + 1, ParentRun: run.ID, ParentSeq: &parent, NodeID: node, Iteration: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.UpdateRun(b.ctx, batch, run.ID, store.RunUpdate{HeadSeq: head + 1, Status: runstate.RunRunning}); err != nil {
+			t.Fatal(err)
+		}
+		return batch
+	}
+	attempts := func() int {
+		var n int
+		if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM node_attempts WHERE run_id = $1`, run.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	guard := store.StepGuard{RunID: run.ID, Owner: "A", Fence: l.Fence, Head: 0}
+
+	sessions, err := step(0, "one", 1).SendGuarded(b.ctx, b.pool, guard)
+	if err != nil {
+		t.Fatalf("a step over the run's head: %v", err)
+	}
+	if sessions["writer"] != "s-1" {
+		t.Errorf("sessions %v, want writer s-1", sessions)
+	}
+	if r, _ := store.GetRun(b.ctx, b.pool, run.ID); r.HeadSeq != 1 || attempts() != 1 {
+		t.Fatalf("after the step: head %d, %d attempts; want 1 and 1", r.HeadSeq, attempts())
+	}
+
+	for name, g := range map[string]store.StepGuard{
+		"an old head":    guard, // head 0; the run is at 1
+		"another owner":  {RunID: run.ID, Owner: "B", Fence: l.Fence, Head: 1},
+		"an older fence": {RunID: run.ID, Owner: "A", Fence: l.Fence - 1, Head: 1},
+		"no such run":    {RunID: uuid.NewString(), Owner: "A", Fence: l.Fence, Head: 1},
+	} {
+		if _, err := step(1, "two", 1).SendGuarded(b.ctx, b.pool, g); !errors.Is(err, store.ErrRunMoved) {
+			t.Errorf("%s: %v, want ErrRunMoved", name, err)
+		}
+	}
+	// A duplicate result fails the batch after its attempt row was sent:
+	// that row is not written either.
+	if _, err := step(1, "one", 2).SendGuarded(b.ctx, b.pool, store.StepGuard{RunID: run.ID, Owner: "A", Fence: l.Fence, Head: 1}); !errors.Is(err, store.ErrDuplicateResult) {
+		t.Errorf("a second result of one: %v, want ErrDuplicateResult", err)
+	}
+	if r, _ := store.GetRun(b.ctx, b.pool, run.ID); r.HeadSeq != 1 || attempts() != 1 {
+		t.Errorf("after the refused steps: head %d, %d attempts; want 1 and 1", r.HeadSeq, attempts())
+	}
+	// An ended run takes no step.
+	b.exec(t, `UPDATE runs SET status = 'cancelled' WHERE id = $1`, run.ID)
+	if _, err := step(1, "two", 1).SendGuarded(b.ctx, b.pool, store.StepGuard{RunID: run.ID, Owner: "A", Fence: l.Fence, Head: 1}); !errors.Is(err, store.ErrRunMoved) {
+		t.Errorf("a cancelled run: %v, want ErrRunMoved", err)
+	}
+}
+
+// The run's inline_job is cleared by the commit of the node iteration it
+// names, kept by others', replaced when set, and cleared when the run
+// ends.
+func TestUpdateRunInlineJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := b.newRun(t, store.NewRun{})
+	inline := func() string {
+		var job *string
+		if err := b.pool.QueryRow(b.ctx, `SELECT inline_job::text FROM runs WHERE id = $1`, run.ID).Scan(&job); err != nil {
+			t.Fatal(err)
+		}
+		if job == nil {
+			return ""
+		}
+		return *job
+	}
+	update := func(u store.RunUpdate) {
+		t.Helper()
+		u.Status = runstate.RunRunning
+		if err := store.UpdateRun(b.ctx, b.pool, run.ID, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := []byte(`{"run_id": "` + run.ID + `", "node_id": "two", "iteration": 2}`)
+	update(store.RunUpdate{SetInline: true, InlineJob: job})
+	if !strings.Contains(inline(), `"two"`) {
+		t.Fatalf("inline_job %q after setting it", inline())
+	}
+	update(store.RunUpdate{WorkedNode: "one", WorkedIteration: 2})
+	update(store.RunUpdate{WorkedNode: "two", WorkedIteration: 1})
+	if inline() == "" {
+		t.Fatal("another node's or iteration's commit cleared the inline job")
+	}
+	update(store.RunUpdate{WorkedNode: "two", WorkedIteration: 2})
+	if got := inline(); got != "" {
+		t.Fatalf("inline_job %q after its node's commit, want none", got)
+	}
+	update(store.RunUpdate{SetInline: true, InlineJob: job})
+	if err := store.UpdateRun(b.ctx, b.pool, run.ID, store.RunUpdate{Status: runstate.RunFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if got := inline(); got != "" {
+		t.Errorf("inline_job %q after the run failed, want none", got)
+	}
+}

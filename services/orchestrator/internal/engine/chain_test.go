@@ -1,0 +1,127 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+)
+
+// eventually waits up to 30 seconds for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The replica that creates a run works its first node at once, with no
+// River job. If it stops in the middle of that node, the node gets a job
+// (from the stopping replica, or from the run's inline_job once the lease
+// is free), and another replica finishes the run with every node committed
+// once.
+func TestStoppedReplicaHandsTheFirstNodeOver(t *testing.T) {
+	t.Parallel()
+	pool, _ := testDatabase(t)
+	cat := loadTestCatalog(t)
+	exA := &enginetest.InstantExecutor{Record: true}
+	release := exA.Hold("one:") // until the call's context ends
+	defer release()
+	a, err := engine.New(engine.Config{Pool: pool, Catalog: cat, Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: exA}, ReplicaID: "a", LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	run := start(t, a, "linear", map[string]any{"task": "x"})
+	eventually(t, "replica a to work node one", func() bool { return len(exA.Calls()) == 1 })
+	stopCtx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_ = a.Stop(stopCtx) // gives up: the node is held
+
+	exB := &enginetest.InstantExecutor{Record: true}
+	b := startEngine(t, pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: exB}, "b")
+	v := waitStatus(t, b, run.ID, runstate.RunSucceeded)
+	for _, node := range []string{"one", "two", "three"} {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM checkpoints WHERE run_id = $1 AND node_id = $2`, run.ID, node).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Errorf("node %s committed %d times, want once", node, n)
+		}
+	}
+	var one *int
+	for _, at := range v.Attempts {
+		if at.NodeID == "one" {
+			if at.Status != "succeeded" || at.JobID == 0 || at.Replica[:2] != "b-" {
+				t.Errorf("node one's attempt: %s by %s with job %d; want succeeded by b, with a job", at.Status, at.Replica, at.JobID)
+			}
+			one = &at.Attempt
+		}
+	}
+	if one == nil {
+		t.Fatal("node one has no attempt")
+	}
+	if len(exB.Calls()) != 3 {
+		t.Errorf("replica b made %d calls, want the three nodes'", len(exB.Calls()))
+	}
+}
+
+// MaxWorkers bounds the nodes worked at once: those of runs the replica
+// starts itself and those River hands out share it.
+func TestMaxWorkersBoundsChainsAndJobs(t *testing.T) {
+	t.Parallel()
+	pool, _ := testDatabase(t)
+	var inFlight, most atomic.Int32
+	ex := &enginetest.InstantExecutor{Reply: func(req executor.Request) (string, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		return "ok", nil
+	}}
+	eng, err := engine.New(engine.Config{Pool: pool, Catalog: loadTestCatalog(t), Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, MaxWorkers: 2, LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = eng.Stop(ctx)
+	})
+	// Runs started at once: two get the slots, the others River jobs that
+	// wait for one.
+	var wg sync.WaitGroup
+	ids := make([]string, 6)
+	for i := range ids {
+		wg.Go(func() { ids[i] = start(t, eng, "linear", map[string]any{"task": "x"}).ID })
+	}
+	wg.Wait()
+	for _, id := range ids {
+		waitStatus(t, eng, id, runstate.RunSucceeded)
+	}
+	if m := most.Load(); m != 2 {
+		t.Errorf("at most %d nodes worked at once, want the bound, 2", m)
+	}
+}
