@@ -38,13 +38,7 @@ func TestStoppedReplicaHandsTheFirstNodeOver(t *testing.T) {
 	exA := &enginetest.InstantExecutor{Record: true}
 	release := exA.Hold("one:") // until the call's context ends
 	defer release()
-	a, err := engine.New(engine.Config{Pool: pool, Catalog: cat, Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: exA}, ReplicaID: "a", LeaseTTL: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	a := startEngineConfig(t, engine.Config{Pool: pool, Catalog: cat, Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: exA}, ReplicaID: "a"})
 	run := start(t, a, "linear", map[string]any{"task": "x"})
 	eventually(t, "replica a to work node one", func() bool { return len(exA.Calls()) == 1 })
 	stopCtx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -98,18 +92,7 @@ func TestMaxWorkersBoundsChainsAndJobs(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		return "ok", nil
 	}}
-	eng, err := engine.New(engine.Config{Pool: pool, Catalog: loadTestCatalog(t), Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, MaxWorkers: 2, LeaseTTL: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = eng.Stop(ctx)
-	})
+	eng := startEngineConfig(t, engine.Config{Pool: pool, Catalog: loadTestCatalog(t), Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, MaxWorkers: 2})
 	// Runs started at once: two get the slots, the others River jobs that
 	// wait for one.
 	var wg sync.WaitGroup

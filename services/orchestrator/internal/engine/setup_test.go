@@ -127,7 +127,17 @@ func setup(t *testing.T, reply func(executor.Request) (string, error)) *bundle {
 
 func startEngine(t testing.TB, pool *pgxpool.Pool, cat *pipeline.Catalog, ex map[pipeline.Via]executor.Executor, replica string) *engine.Engine {
 	t.Helper()
-	eng, err := engine.New(engine.Config{Pool: pool, Catalog: cat, Executors: ex, ReplicaID: replica, LeaseTTL: 3 * time.Second})
+	return startEngineConfig(t, engine.Config{Pool: pool, Catalog: cat, Executors: ex, ReplicaID: replica})
+}
+
+// startEngineConfig starts an engine of cfg (a lease of 3 s unless set),
+// stopped when the test ends.
+func startEngineConfig(t testing.TB, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 3 * time.Second
+	}
+	eng, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
