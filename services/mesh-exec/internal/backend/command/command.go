@@ -70,6 +70,7 @@ import (
 	"time"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/jsonstream"
 )
 
 // Config configures the command backend.
@@ -262,7 +263,7 @@ func (b *Backend) NewParser(req backend.Request) backend.Parser {
 		id = b.ids.forParser(fingerprint(req))
 	}
 	if b.cfg.Output == "jsonl" {
-		return &jsonlParser{fields: b.cfg.Fields, classes: b.classes, sessionID: id}
+		return jsonstream.NewParser(jsonlCLI(b.cfg.Fields, b.classes), id)
 	}
 	return &textParser{classes: b.classes, sessionID: id}
 }

@@ -282,6 +282,10 @@ func TestJSONLParserWithoutResult(t *testing.T) {
 		{name: "exit 0: the text is the answer", lines: []string{`{"text":"a"}`, `{"text":"b"}`}, want: "ab"},
 		{name: "exit 1: stderr", lines: []string{`{"text":"a"}`}, exit: 1, stderr: "boom\n", want: "boom", isError: true},
 		{name: "an error line without result", lines: []string{`{"is_error":true,"text":"quota"}`}, exit: 0, want: "quota", isError: true},
+		{name: "an error without a message: stderr", lines: []string{`{"is_error":true}`}, exit: 3, stderr: "rate limited\n", want: "rate limited", isError: true},
+		{name: "an error without a message or stderr", lines: []string{`{"is_error":true}`}, exit: 3, want: "the agent reported an error (exit code 3)", isError: true},
+		{name: "exit 2 without stderr: the text's tail", lines: []string{`{"text":"half an answer"}`}, exit: 2, want: "half an answer", isError: true},
+		{name: "exit 2, no output", exit: 2, want: "the agent exited with code 2", isError: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

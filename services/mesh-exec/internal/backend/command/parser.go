@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/cliout"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/jsonstream"
 )
 
 // maxOutput bounds the answer kept from stdout; an agent printing more is
@@ -66,63 +67,78 @@ func (p *textParser) Finish(exitCode int, stderr string) backend.Result {
 	return res
 }
 
-// jsonlParser reads one JSON object per line through the configured field
-// names.
-type jsonlParser struct {
+// fieldDecoder reads one JSON object per line through the configured field
+// names, for the JSON Lines reading of package jsonstream.
+type fieldDecoder struct {
 	fields    Fields
-	classes   classifier
-	tools     []string
-	files     []string
-	sessionID string
 	announced bool
 	text      strings.Builder
-	ended     bool // a line carried the result field
 	result    string
-	failed    bool
-	failure   string
 }
 
-func (p *jsonlParser) Line(line []byte) []backend.Event {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 || line[0] != '{' {
-		return nil
-	}
+func (d *fieldDecoder) Decode(r *jsonstream.Run, line []byte) []backend.Event {
 	var obj map[string]any
 	if err := json.Unmarshal(line, &obj); err != nil {
 		return nil
 	}
 	var events []backend.Event
-	if id, ok := lookup(obj, p.fields.SessionID).(string); ok && id != "" && (!p.announced || id != p.sessionID) {
-		p.sessionID, p.announced = id, true
+	if id, ok := lookup(obj, d.fields.SessionID).(string); ok && id != "" && (!d.announced || id != r.SessionID) {
+		r.SessionID, d.announced = id, true
 		events = append(events, backend.Event{Kind: backend.KindInit, SessionID: id})
 	}
-	text, _ := lookup(obj, p.fields.Text).(string)
+	text, _ := lookup(obj, d.fields.Text).(string)
 	if text != "" {
-		if p.text.Len() < maxOutput {
-			p.text.WriteString(text)
+		if d.text.Len() < maxOutput {
+			d.text.WriteString(text)
 		}
 		events = append(events, backend.Event{Kind: backend.KindText, Text: text})
 	}
-	if tool, _ := lookup(obj, p.fields.Tool).(string); tool != "" {
-		p.tools = cliout.AppendDistinct(p.tools, tool)
+	if tool, _ := lookup(obj, d.fields.Tool).(string); tool != "" {
+		r.UsedTool(tool)
 		events = append(events, backend.Event{Kind: backend.KindToolUse, Tool: tool})
 	}
-	if file, _ := lookup(obj, p.fields.File).(string); file != "" && len(p.files) < 10000 {
-		p.files = cliout.AppendDistinct(p.files, file)
+	if file, _ := lookup(obj, d.fields.File).(string); file != "" {
+		r.Wrote(file)
 	}
-	isError, _ := lookup(obj, p.fields.IsError).(bool)
-	result, hasResult := lookup(obj, p.fields.Result).(string)
+	isError, _ := lookup(obj, d.fields.IsError).(bool)
+	result, hasResult := lookup(obj, d.fields.Result).(string)
 	if isError {
-		p.failed = true
-		p.failure = cliout.FirstNonEmpty(result, text, p.failure)
+		r.Failed = true
+		r.Failure = cliout.FirstNonEmpty(result, text, r.Failure)
 	}
 	if hasResult {
-		p.ended, p.result = true, result
-		events = append(events, backend.Event{Kind: backend.KindResult, SessionID: p.sessionID, Text: result, IsError: p.failed})
+		// The agent's own verdict: a result line without is_error is a
+		// success, whatever the exit code.
+		r.Ended, d.result = true, result
+		events = append(events, backend.Event{Kind: backend.KindResult, SessionID: r.SessionID, Text: result, IsError: r.Failed})
 	} else if isError {
 		events = append(events, backend.Event{Kind: backend.KindError, Text: cliout.FirstNonEmpty(text, "the agent reported an error"), IsError: true})
 	}
 	return events
+}
+
+// Finish makes the answer: the result line's, else the text seen, which
+// also explains a run that ended neither with a result nor with exit 0.
+func (d *fieldDecoder) Finish(r *jsonstream.Run) {
+	if r.Ended {
+		r.Answer = d.result
+		return
+	}
+	r.Answer = d.text.String()
+	r.Warning = tail(r.Answer)
+}
+
+// jsonlCLI is the JSON Lines reading of an operator's agent: the configured
+// fields, no end required (exit 0 without a result line answers with the
+// text seen), and the operator's patterns to classify failures.
+func jsonlCLI(fields Fields, classes classifier) *jsonstream.CLI {
+	return &jsonstream.CLI{
+		Name:        "command",
+		NewDecoder:  func() jsonstream.Decoder { return &fieldDecoder{fields: fields} },
+		EndOptional: true,
+		NoEnd:       func(exit int) string { return fmt.Sprintf("the agent exited with code %d", exit) },
+		Classify:    func(_, message string) error { return classes.classify(message, "") },
+	}
 }
 
 // lookup follows a dotted path through nested objects; nil when absent.
@@ -136,28 +152,6 @@ func lookup(obj map[string]any, path string) any {
 		cur = m[key]
 	}
 	return cur
-}
-
-func (p *jsonlParser) Finish(exitCode int, stderr string) backend.Result {
-	res := backend.Result{SessionID: p.sessionID, ToolsUsed: p.tools, FilesModified: p.files}
-	switch {
-	case p.failed:
-		res.IsError = true
-		res.Output = cliout.FirstNonEmpty(p.failure, cliout.StderrTail(stderr), fmt.Sprintf("the agent reported an error (exit code %d)", exitCode))
-	case p.ended:
-		// The agent's own verdict: a result line without is_error is a
-		// success, whatever the exit code.
-		res.Output = p.result
-	case exitCode == 0:
-		res.Output = p.text.String()
-	default:
-		res.IsError = true
-		res.Output = cliout.FirstNonEmpty(cliout.StderrTail(stderr), tail(p.text.String()), fmt.Sprintf("the agent exited with code %d", exitCode))
-	}
-	if res.IsError {
-		res.Err = p.classes.classify(res.Output, stderr)
-	}
-	return res
 }
 
 // classifier maps a failed run's messages to the errors callers branch on,

@@ -8,7 +8,9 @@
 // CLI is a [CLI] description: its flags, how it spells a model, a resume and
 // the task, its event decoder, and the messages that classify its failures.
 // A new CLI of this kind is one more description, a fixture stream, and a
-// part for the fake agents (testdata/fakeagents) that the tests run.
+// part for the fake agents (testdata/fakeagents) that the tests run. The
+// command backend reads an operator's JSON Lines agent through the same
+// parser ([NewParser]), with a description made from its configuration.
 package jsonstream
 
 import (
@@ -47,11 +49,18 @@ type CLI struct {
 	// ExitCodeCounts makes a non-zero exit a failure even after the run's
 	// own end (a CLI that reports failure only by its exit code).
 	ExitCodeCounts bool
+	// EndOptional makes a run that exits 0 without the CLI's end a
+	// success, its answer what the run has so far (a CLI whose stream need
+	// not end with a result).
+	EndOptional bool
 	// NoEnd explains a run that never ended, from its exit code, when the
 	// CLI said nothing on stdout or stderr.
 	NoEnd func(exitCode int) string
 	// Rules classify a failed run, the first that matches.
 	Rules []Rule
+	// Classify, when set, classifies a failed run instead of Rules, from
+	// the CLI's name for its error and the run's message and stderr.
+	Classify func(errorName, message string) error
 }
 
 // Rule classifies a failed run by the CLI's own name for its error, or by
@@ -87,7 +96,9 @@ type Run struct {
 	// turn, a result event, a finished step).
 	Ended bool
 	// Failure, when set, is why the run failed, as the CLI said it.
+	// Failed says the run failed when the CLI gave no reason.
 	Failure string
+	Failed  bool
 	// LastError and Warning are the last error the CLI reported along the
 	// way and its last notice: the explanations of a run that never ended.
 	LastError, Warning string
@@ -102,12 +113,20 @@ type Run struct {
 	tools, files                          []string
 }
 
+// maxListed bounds the distinct tools and files a run records: the
+// agent's output is untrusted, and each record looks through the list.
+const maxListed = 10000
+
 // UsedTool records a tool the agent called.
-func (r *Run) UsedTool(name string) { r.tools = cliout.AppendDistinct(r.tools, name) }
+func (r *Run) UsedTool(name string) {
+	if len(r.tools) < maxListed {
+		r.tools = cliout.AppendDistinct(r.tools, name)
+	}
+}
 
 // Wrote records a file the agent wrote or edited.
 func (r *Run) Wrote(path string) {
-	if path != "" {
+	if path != "" && len(r.files) < maxListed {
 		r.files = cliout.AppendDistinct(r.files, path)
 	}
 }
@@ -170,7 +189,14 @@ func (b *Backend) Command(req backend.Request) ([]string, error) {
 // NewParser returns a parser for one run's stdout.
 func (b *Backend) NewParser(req backend.Request) backend.Parser {
 	// A resumed run keeps its id even when the CLI fails before naming it.
-	return &parser{cli: &b.cli, dec: b.cli.NewDecoder(), run: Run{SessionID: req.SessionID}}
+	return NewParser(&b.cli, req.SessionID)
+}
+
+// NewParser returns a parser of one run of cli, whose session is sessionID
+// until the CLI names one: the reading of lines and the result for a
+// backend that builds its command lines itself (an operator's CLI).
+func NewParser(cli *CLI, sessionID string) backend.Parser {
+	return &parser{cli: cli, dec: cli.NewDecoder(), run: Run{SessionID: sessionID}}
 }
 
 type parser struct {
@@ -206,9 +232,10 @@ func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 		FilesModified: r.files,
 	}
 	switch {
-	case r.Failure != "":
-		res.IsError, res.Output = true, r.Failure
-	case r.Ended && (exitCode == 0 || !p.cli.ExitCodeCounts):
+	case r.Failure != "" || r.Failed:
+		res.IsError = true
+		res.Output = cliout.FirstNonEmpty(r.Failure, cliout.StderrTail(stderr), fmt.Sprintf("the agent reported an error (exit code %d)", exitCode))
+	case r.Ended && (exitCode == 0 || !p.cli.ExitCodeCounts), !r.Ended && exitCode == 0 && p.cli.EndOptional:
 		res.Output = r.Answer
 		return res
 	default:
@@ -224,6 +251,9 @@ func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 
 // classify maps a failure to the errors callers branch on.
 func (c *CLI) classify(name, msg string) error {
+	if c.Classify != nil {
+		return c.Classify(name, msg)
+	}
 	m := strings.ToLower(msg)
 	for _, rule := range c.Rules {
 		if rule.ErrorName != "" && rule.ErrorName == name {
