@@ -34,6 +34,10 @@ type Options struct {
 	Tokens map[string]string
 	// Args are more arguments of `marketplace serve`.
 	Args []string
+	// Env are more variables of its environment ("NAME=value"), after the
+	// defaults: "ANTHROPIC_API_KEY=" starts it without the agents'
+	// credential, say.
+	Env []string
 }
 
 // Marketplace is a running marketplace.
@@ -92,6 +96,7 @@ func Start(t testing.TB, dsn string, opts Options) *Marketplace {
 	}
 	cmd := exec.CommandContext(context.Background(), bin, append(args, opts.Args...)...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MESHWORK_TOKENS="+strings.Join(tokens, ","), "ANTHROPIC_API_KEY=test-key-not-real")
+	cmd.Env = append(cmd.Env, opts.Env...) // the last of a name counts
 	// Registered first, so it runs after the process is stopped.
 	t.Cleanup(func() { RemoveLabelled(t, "meshwork.test="+label) })
 	p := servicetest.Start(t, cmd, "serving MCP over HTTP")

@@ -1,25 +1,24 @@
 package marketplace_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/meshapi"
-	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/executortest"
@@ -39,149 +38,93 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const token = "marketplace-test-token-0123456789"
-
-// fakeMarketplace stands in for the marketplace's MCP server, only as far as
-// the executor uses it: spawn_worker, get_worker_state and execute_in_worker
-// over streamable HTTP with a bearer token, journeys in memory, every call
-// recorded. Its workers: echo_v1 returns the task as a string output,
-// json_v1 an object that is not an agent's, and any other worker acts as an
-// agent worker (the output is mesh_execute's result, the journey keeps the
-// session). A task containing "rm -rf" is refused by the gate; a task
-// "fail" fails in the worker.
-type fakeMarketplace struct {
-	mu       sync.Mutex
-	journeys map[string]*fakeJourney
-	spawns   []spawnIn
-	states   int
-	executes []executeCall
+// The executor's tests run against the real marketplace (its binary, on a
+// test database), whose agent workers run the fake agent CLIs in their
+// containers: the fake Claude Code replies "ok: <task>" and names a session,
+// the fake Codex likewise.
+var fakeAgentImages = map[string]string{
+	agentWorker:          "meshwork/claude-worker-fake:test",
+	"codex_assistant_v1": "meshwork/codex-worker-fake:test",
 }
 
-type fakeJourney struct {
-	worker, state, session string
+const (
+	agentWorker = "claude_code_assistant_v1"
+	codexWorker = "codex_assistant_v1"
+)
+
+// market is a real marketplace and an executor on it, whose MCP tool calls
+// are counted by tool and spawn mode.
+type market struct {
+	ex       *marketplace.Executor
+	calls    *toolCalls
+	endpoint string
 }
 
-type spawnIn struct {
-	WorkerID  string `json:"worker_id"`
-	JourneyID string `json:"journey_id"`
-	Mode      string `json:"mode,omitempty"`
-}
-
-type journeyIn struct {
-	JourneyID string `json:"journey_id"`
-}
-
-type executeCall struct {
-	JourneyID string         `json:"journey_id"`
-	Action    map[string]any `json:"action"`
-}
-
-// The marketplace's journey id format.
-var journeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
-func (f *fakeMarketplace) server() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "fake-marketplace", Version: "v0"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "spawn_worker"}, func(_ context.Context, _ *mcp.CallToolRequest, in spawnIn) (*mcp.CallToolResult, map[string]any, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.spawns = append(f.spawns, in)
-		if !journeyPattern.MatchString(in.JourneyID) {
-			return nil, nil, fmt.Errorf("journey_id %q is not valid", in.JourneyID)
-		}
-		j := f.journeys[in.JourneyID]
-		switch {
-		case j == nil && in.Mode == "resume":
-			return nil, nil, fmt.Errorf("no journey %q to resume", in.JourneyID)
-		case j == nil:
-			f.journeys[in.JourneyID] = &fakeJourney{worker: in.WorkerID, state: "active"}
-		case j.state == "active":
-			return nil, map[string]any{"journey_id": in.JourneyID, "worker_id": j.worker, "state": "already_active"}, nil
-		default:
-			j.state = "active"
-		}
-		return nil, map[string]any{"journey_id": in.JourneyID, "worker_id": in.WorkerID, "state": "active"}, nil
-	})
-	mcp.AddTool(s, &mcp.Tool{Name: "get_worker_state"}, func(_ context.Context, _ *mcp.CallToolRequest, in journeyIn) (*mcp.CallToolResult, map[string]any, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.states++
-		j := f.journeys[in.JourneyID]
-		if j == nil {
-			return nil, nil, fmt.Errorf("no journey %q", in.JourneyID)
-		}
-		return nil, map[string]any{"journey_id": in.JourneyID, "worker_id": j.worker, "state": j.state, "session_id": j.session}, nil
-	})
-	s.AddTool(&mcp.Tool{Name: "execute_in_worker", InputSchema: map[string]any{"type": "object"}}, f.execute)
-	return s
-}
-
-func (f *fakeMarketplace) execute(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var in executeCall
-	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.executes = append(f.executes, in)
-	fail := func(msg string) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
-	}
-	result := func(out map[string]any, isError bool) (*mcp.CallToolResult, error) {
-		b, _ := json.Marshal(out)
-		return &mcp.CallToolResult{IsError: isError, StructuredContent: out, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
-	}
-	task, _ := in.Action["task"].(string)
-	j := f.journeys[in.JourneyID]
-	switch {
-	case j == nil:
-		return fail(fmt.Sprintf("no journey %q (spawn_worker creates it)", in.JourneyID))
-	case strings.Contains(task, "rm -rf"):
-		// The gate comes first, whatever the worker's state.
-		return result(map[string]any{
-			"executed": false, "action_type": "task",
-			"violations": []meshtype.Violation{{ConstraintID: "no_destruction", Violated: true, Message: "the task may not delete files"}},
-			"message":    "Constraint violation detected: the task may not delete files",
-		}, true)
-	case j.state != "active":
-		return meshapi.ErrorResult(meshapi.Errorf(meshapi.CodeNotLive, "journey %q is %s; spawn_worker with mode resume restarts it with its workspace", in.JourneyID, j.state)), nil
-	case task == "fail":
-		return fail("Not logged in · Please run /login")
-	}
-	var output any
-	switch j.worker {
-	case "echo_v1":
-		output = task
-	case "json_v1":
-		output = map[string]any{"text": task, "lines": 1}
-	default:
-		if j.session == "" {
-			j.session = "session-" + in.JourneyID
-		}
-		output = map[string]any{"session_id": j.session, "output": "did: " + task, "metadata": map[string]any{"cost_usd": 0.5, "is_error": false}}
-	}
-	return result(map[string]any{"executed": true, "output": output, "session_id": j.session, "action_type": "task"}, false)
-}
-
-// setup starts the fake marketplace and returns an executor on it.
-func setup(t *testing.T) (*marketplace.Executor, *fakeMarketplace, string) {
+func startMarket(t *testing.T, opts marketplacetest.Options) *market {
 	t.Helper()
-	f := &fakeMarketplace{journeys: map[string]*fakeJourney{}}
-	srv := f.server()
-	verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
-		if got != token {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: "orchestrator", Expiration: time.Now().Add(time.Hour)}, nil
+	if testing.Short() {
+		t.Skip("needs Docker, Postgres and the test images")
 	}
-	hs := httptest.NewServer(auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
-	t.Cleanup(hs.Close)
-	return newExecutor(t, hs.URL, token), f, hs.URL
+	if opts.Images == nil {
+		opts.Images = fakeAgentImages
+	}
+	mp := marketplacetest.Start(t, pgtest.DSN(t), opts)
+	calls := &toolCalls{n: map[string]int{}}
+	return &market{ex: newExecutor(t, mp.Endpoint, marketplacetest.Token, calls), calls: calls, endpoint: mp.Endpoint}
 }
 
-func newExecutor(t *testing.T, endpoint, tok string) *marketplace.Executor {
+// toolCalls counts the MCP tool calls an executor sends, by tool (and
+// spawn_worker by mode: "spawn_worker normal"), read from the requests'
+// bodies on their way out.
+type toolCalls struct {
+	mu   sync.Mutex
+	n    map[string]int
+	next http.RoundTripper
+}
+
+func (c *toolCalls) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Method == http.MethodPost {
+		body, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name      string `json:"name"`
+				Arguments struct {
+					Mode string `json:"mode"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+			c.mu.Lock()
+			c.n[msg.Params.Name]++
+			if msg.Params.Name == meshapi.ToolSpawnWorker {
+				c.n[msg.Params.Name+" "+msg.Params.Arguments.Mode]++
+			}
+			c.mu.Unlock()
+		}
+	}
+	return c.next.RoundTrip(r)
+}
+
+func (c *toolCalls) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
+}
+
+func newExecutor(t *testing.T, endpoint, tok string, calls *toolCalls) *marketplace.Executor {
 	t.Helper()
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	ex, err := marketplace.New(marketplace.Config{Endpoint: endpoint, Token: tok, HTTPClient: &http.Client{Transport: transport}})
+	var rt http.RoundTripper = transport
+	if calls != nil {
+		calls.next, rt = transport, calls
+	}
+	ex, err := marketplace.New(marketplace.Config{Endpoint: endpoint, Token: tok, HTTPClient: &http.Client{Transport: rt}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +152,8 @@ func journeyID(t *testing.T, role, worker, thread, item string) string {
 	return id
 }
 
-const agentWorker = "claude_code_assistant_v1"
+// journeyPattern is the marketplace's journey id format.
+var journeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 func TestJourneyID(t *testing.T) {
 	t.Parallel()
@@ -253,20 +197,22 @@ func TestJourneyID(t *testing.T) {
 }
 
 // Each journey is spawned once per process, concurrent nodes included; the
-// task runs as a task action; the agent's session is reported.
+// task runs as a task action; the agent's session is reported, and a
+// thread's nodes continue it.
 func TestSpawnsOnceAndReportsTheSession(t *testing.T) {
 	t.Parallel()
-	ex, f, _ := setup(t)
+	m := startMarket(t, marketplacetest.Options{})
 	var mu sync.Mutex
 	var reported []string
 	onSession := func(id string) { mu.Lock(); reported = append(reported, id); mu.Unlock() }
 
+	threads := []string{"thread-a", "thread-a", "thread-b"}
 	var wg sync.WaitGroup
-	results := make([]executor.Result, 3)
-	errs := make([]error, 3)
-	for i, thread := range []string{"thread-a", "thread-a", "thread-b"} {
+	results := make([]executor.Result, len(threads))
+	errs := make([]error, len(threads))
+	for i, thread := range threads {
 		wg.Go(func() {
-			results[i], errs[i] = ex.Execute(context.Background(), request(thread, "writer", "claude_code_assistant_v1", fmt.Sprintf("task %d", i), onSession))
+			results[i], errs[i] = m.ex.Execute(context.Background(), request(thread, "writer", agentWorker, fmt.Sprintf("task %d", i), onSession))
 		})
 	}
 	wg.Wait()
@@ -274,32 +220,23 @@ func TestSpawnsOnceAndReportsTheSession(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("call %d: %v", i, errs[i])
 		}
-		thread := map[int]string{0: "thread-a", 1: "thread-a", 2: "thread-b"}[i]
-		want := executor.Result{Output: fmt.Sprintf("did: task %d", i), SessionID: "session-" + journeyID(t, "writer", agentWorker, thread, ""), CostUSD: 0.5}
-		if res != want {
-			t.Errorf("call %d: %+v; want %+v", i, res, want)
+		if res.Output != fmt.Sprintf("ok: task %d", i) || res.SessionID == "" || res.CostUSD <= 0 {
+			t.Errorf("call %d: %+v; want the agent's answer, its session and its cost", i, res)
 		}
 	}
-	// A later node on the thread spawns nothing.
-	if _, err := ex.Execute(context.Background(), request("thread-a", "writer", "claude_code_assistant_v1", "later", nil)); err != nil {
-		t.Fatal(err)
+	if results[0].SessionID != results[1].SessionID || results[0].SessionID == results[2].SessionID {
+		t.Errorf("sessions %q, %q, %q: want thread-a's two calls in one session, thread-b's apart", results[0].SessionID, results[1].SessionID, results[2].SessionID)
 	}
-
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.spawns) != 2 {
-		t.Fatalf("spawns %+v; want one per journey", f.spawns)
+	// A later node on the thread spawns nothing, and continues its session.
+	later, err := m.ex.Execute(context.Background(), request("thread-a", "writer", agentWorker, "later", nil))
+	if err != nil || later.SessionID != results[0].SessionID {
+		t.Fatalf("later: %+v, %v; want thread-a's session", later, err)
 	}
-	for _, s := range f.spawns {
-		if s.Mode != "normal" || s.WorkerID != "claude_code_assistant_v1" {
-			t.Errorf("spawn %+v; want worker claude_code_assistant_v1 in mode normal", s)
-		}
+	if n := m.calls.count("spawn_worker normal"); n != 2 || m.calls.count(meshapi.ToolSpawnWorker) != 2 {
+		t.Errorf("%d spawns (%d in mode normal); want one per journey", m.calls.count(meshapi.ToolSpawnWorker), n)
 	}
-	if len(f.executes) != 4 {
-		t.Fatalf("%d executes; want 4", len(f.executes))
-	}
-	if a := f.executes[3].Action; a["type"] != "task" || a["task"] != "later" || len(a) != 2 {
-		t.Errorf("action %v; want {type: task, task: later}", a)
+	if n := m.calls.count(meshapi.ToolExecuteInWorker); n != 4 {
+		t.Errorf("%d executes; want 4", n)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -313,20 +250,20 @@ func TestSpawnsOnceAndReportsTheSession(t *testing.T) {
 // same for the item's later attempts.
 func TestJourneyPerWorkerAndItem(t *testing.T) {
 	t.Parallel()
-	ex, f, _ := setup(t)
+	m := startMarket(t, marketplacetest.Options{})
 	ctx := context.Background()
-	res, err := ex.Execute(ctx, request("thread-1", "writer", agentWorker, "node", nil))
+	res, err := m.ex.Execute(ctx, request("thread-1", "writer", agentWorker, "node", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The pipeline changed the role's worker: the old journey's session
 	// (another worker's) is not continued.
-	other, err := ex.Execute(ctx, request("thread-1", "writer", "other_agent_v2", "node", nil))
+	other, err := m.ex.Execute(ctx, request("thread-1", "writer", codexWorker, "node", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if other.SessionID == res.SessionID {
-		t.Errorf("another worker continued session %s", res.SessionID)
+	if other.SessionID == res.SessionID || other.SessionID == "" {
+		t.Errorf("another worker's session %q (the first worker's: %q)", other.SessionID, res.SessionID)
 	}
 	var wg sync.WaitGroup
 	items := make([]executor.Result, 3)
@@ -335,7 +272,7 @@ func TestJourneyPerWorkerAndItem(t *testing.T) {
 		wg.Go(func() {
 			req := request("thread-1", "writer", agentWorker, fmt.Sprintf("item %d", i), nil)
 			req.NodeID, req.Item = "each", fmt.Sprintf("each/%d", i)
-			items[i], errs[i] = ex.Execute(ctx, req)
+			items[i], errs[i] = m.ex.Execute(ctx, req)
 		})
 	}
 	wg.Wait()
@@ -344,8 +281,8 @@ func TestJourneyPerWorkerAndItem(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("item %d: %v", i, errs[i])
 		}
-		if want := "session-" + journeyID(t, "writer", agentWorker, "thread-1", fmt.Sprintf("each/%d", i)); r.SessionID != want {
-			t.Errorf("item %d in session %q; want %q", i, r.SessionID, want)
+		if r.Output != fmt.Sprintf("ok: item %d", i) {
+			t.Errorf("item %d: output %q", i, r.Output)
 		}
 		sessions[r.SessionID] = true
 	}
@@ -354,112 +291,110 @@ func TestJourneyPerWorkerAndItem(t *testing.T) {
 	}
 	req := request("thread-1", "writer", agentWorker, "item 1 again", nil)
 	req.NodeID, req.Item = "each", "each/1"
-	if r, err := ex.Execute(ctx, req); err != nil || r.SessionID != items[1].SessionID {
+	if r, err := m.ex.Execute(ctx, req); err != nil || r.SessionID != items[1].SessionID {
 		t.Errorf("item 1 again: %+v, %v; want its journey's session %s", r, err, items[1].SessionID)
 	}
-
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	journeys := map[string]string{}
-	for _, sp := range f.spawns {
-		if w, ok := journeys[sp.JourneyID]; ok {
-			t.Errorf("journey %s spawned twice (%s, %s)", sp.JourneyID, w, sp.WorkerID)
-		}
-		journeys[sp.JourneyID] = sp.WorkerID
-	}
-	if len(journeys) != 5 {
-		t.Errorf("spawns %+v; want 5 journeys", f.spawns)
+	if n := m.calls.count(meshapi.ToolSpawnWorker); n != 5 {
+		t.Errorf("%d spawns; want one for each of the 5 journeys", n)
 	}
 }
 
-// A stopped journey is resumed, at the first use and when it stopped
-// between two nodes; the task is run once more, as it never ran.
+// A journey stopped between two nodes is resumed with its agent session;
+// the task refused as not live runs once more, as it never ran.
 func TestResumesStoppedJourney(t *testing.T) {
 	t.Parallel()
-	ex, f, _ := setup(t)
-	id := journeyID(t, "writer", agentWorker, "thread-1", "")
-	f.journeys[id] = &fakeJourney{worker: "claude_code_assistant_v1", state: "stopped", session: "old-session"}
-
-	res, err := ex.Execute(context.Background(), request("thread-1", "writer", "claude_code_assistant_v1", "one", nil))
-	if err != nil || res.SessionID != "old-session" {
-		t.Fatalf("%+v, %v; want the journey's session", res, err)
-	}
-	f.mu.Lock()
-	f.journeys[id].state = "orphaned" // the marketplace restarted
-	f.mu.Unlock()
-	res, err = ex.Execute(context.Background(), request("thread-1", "writer", "claude_code_assistant_v1", "two", nil))
-	if err != nil || res.Output != "did: two" {
-		t.Fatalf("after the journey stopped: %+v, %v", res, err)
-	}
-
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.spawns) != 2 || f.spawns[0].Mode != "resume" || f.spawns[1].Mode != "resume" {
-		t.Errorf("spawns %+v; want two resumes", f.spawns)
-	}
-	if len(f.executes) != 3 {
-		t.Errorf("%d executes; want 3 (one refused as not live)", len(f.executes))
-	}
-}
-
-// A refused task is a RefusedError with the violations; a failure in the
-// worker is an error with its message, after which the journey is checked
-// again.
-func TestFailures(t *testing.T) {
-	t.Parallel()
-	ex, f, _ := setup(t)
-	called := false
-	_, err := ex.Execute(context.Background(), request("t", "writer", "claude_code_assistant_v1", "rm -rf /", func(string) { called = true }))
-	var refused *marketplace.RefusedError
-	if !errors.As(err, &refused) || len(refused.Violations) != 1 || refused.Violations[0].ConstraintID != "no_destruction" {
-		t.Fatalf("error %v; want a RefusedError with the violation", err)
-	}
-	if !strings.Contains(err.Error(), "Constraint violation detected: the task may not delete files") || called {
-		t.Errorf("error %q (OnSession called: %v)", err, called)
-	}
-
-	_, err = ex.Execute(context.Background(), request("t", "writer", "claude_code_assistant_v1", "fail", nil))
-	if err == nil || err.Error() != "execute_in_worker: Not logged in · Please run /login" {
-		t.Fatalf("error %v; want the worker's message", err)
-	}
-	if _, err := ex.Execute(context.Background(), request("t", "writer", "claude_code_assistant_v1", "fine", nil)); err != nil {
+	m := startMarket(t, marketplacetest.Options{})
+	first, err := m.ex.Execute(context.Background(), request("thread-1", "writer", agentWorker, "one", nil))
+	if err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	if f.states != 2 || len(f.spawns) != 2 || f.spawns[1].Mode != "normal" {
-		t.Errorf("%d state checks, spawns %+v; want the journey checked again after the failure only", f.states, f.spawns)
+	client := mcptest.Connect(t, m.endpoint, marketplacetest.Token, nil)
+	stop, err := client.CallTool(context.Background(), &mcp.CallToolParams{Name: meshapi.ToolStopWorker, Arguments: map[string]any{
+		"journey_id": journeyID(t, "writer", agentWorker, "thread-1", ""), "workspace": "keep",
+	}})
+	if err != nil || stop.IsError {
+		t.Fatalf("stop_worker: %v %s", err, meshapi.ResultText(stop))
 	}
-	f.mu.Unlock()
-
-	if _, err := ex.Execute(context.Background(), request("t", "writer", "", "x", nil)); err == nil {
-		t.Error("a role without a worker: no error")
+	res, err := m.ex.Execute(context.Background(), request("thread-1", "writer", agentWorker, "two", nil))
+	if err != nil || res.Output != "ok: two" || res.SessionID != first.SessionID {
+		t.Fatalf("after the journey stopped: %+v, %v; want the answer in session %s", res, err, first.SessionID)
+	}
+	if m.calls.count("spawn_worker normal") != 1 || m.calls.count("spawn_worker resume") != 1 {
+		t.Errorf("spawns: %d normal, %d resume; want one of each", m.calls.count("spawn_worker normal"), m.calls.count("spawn_worker resume"))
+	}
+	if n := m.calls.count(meshapi.ToolExecuteInWorker); n != 3 {
+		t.Errorf("%d executes; want 3 (one refused as not live)", n)
 	}
 }
 
-// Outputs that are not an agent's come back as text: a string as is,
-// anything else as JSON.
-func TestOutputs(t *testing.T) {
+// A task the worker's gate refuses is a RefusedError with the violations,
+// and no session is reported; a failure in the worker is an error with the
+// agent's message, after which the journey is checked again.
+func TestFailures(t *testing.T) {
 	t.Parallel()
-	ex, _, _ := setup(t)
-	res, err := ex.Execute(context.Background(), request("t", "echo", "echo_v1", "hello", nil))
-	if err != nil || res.Output != "hello" || res.SessionID != "" {
-		t.Errorf("string output: %+v, %v", res, err)
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		m := startMarket(t, marketplacetest.Options{})
+		called := false
+		_, err := m.ex.Execute(context.Background(), request("t", "writer", agentWorker, strings.Repeat("x", 100_001), func(string) { called = true }))
+		var refused *marketplace.RefusedError
+		if !errors.As(err, &refused) || len(refused.Violations) == 0 || refused.Violations[0].ConstraintID != "task_size" {
+			t.Fatalf("error %v; want a RefusedError with the task_size violation", err)
+		}
+		if !strings.Contains(err.Error(), "the limit is 100000") || called {
+			t.Errorf("error %q (OnSession called: %v)", err, called)
+		}
+		if _, err := m.ex.Execute(context.Background(), request("t", "writer", "", "x", nil)); err == nil {
+			t.Error("a role without a worker: no error")
+		}
+	})
+	t.Run("in the worker", func(t *testing.T) {
+		t.Parallel()
+		// Without the agent's credential the fake Claude Code fails as
+		// the real one does.
+		m := startMarket(t, marketplacetest.Options{Env: []string{"ANTHROPIC_API_KEY="}})
+		for range 2 {
+			_, err := m.ex.Execute(context.Background(), request("t", "writer", agentWorker, "fine", nil))
+			if err == nil || !strings.Contains(err.Error(), "Not logged in") {
+				t.Fatalf("error %v; want the agent's message", err)
+			}
+		}
+		if n := m.calls.count(meshapi.ToolGetWorkerState); n != 2 {
+			t.Errorf("%d state checks; want the journey checked again after the failure", n)
+		}
+	})
+}
+
+// A command node runs as an exec action; its output starts with the exit
+// code, then what the command printed, stderr included.
+func TestCommandOutput(t *testing.T) {
+	t.Parallel()
+	m := startMarket(t, marketplacetest.Options{})
+	req := request("t", "tester", "shell_v1", "", nil)
+	req.Command = []string{"git", "status", "--short"}
+	res, err := m.ex.Execute(context.Background(), req)
+	if err != nil || res.Output != "exit_code: 0\n" || res.SessionID != "" {
+		t.Errorf("git status of a clean workspace: %+v, %v", res, err)
 	}
-	res, err = ex.Execute(context.Background(), request("t", "lister", "json_v1", "hello", nil))
-	if err != nil || res.Output != `{"lines":1,"text":"hello"}` {
-		t.Errorf("object output: %+v, %v", res, err)
+	req.Command = []string{"git", "diff", "no-such-revision"}
+	res, err = m.ex.Execute(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.Output, "exit_code: ") || strings.HasPrefix(res.Output, "exit_code: 0\n") || !strings.Contains(res.Output, "no-such-revision") {
+		t.Errorf("output %q; want git's failure, its exit code first", res.Output)
 	}
 }
 
 func TestBadToken(t *testing.T) {
 	t.Parallel()
-	_, _, url := setup(t)
-	ex := newExecutor(t, url, "wrong-token")
-	_, err := ex.Execute(context.Background(), request("t", "writer", "w_v1", "x", nil))
+	m := startMarket(t, marketplacetest.Options{})
+	ex := newExecutor(t, m.endpoint, "wrong-token-0123456789", nil)
+	_, err := ex.Execute(context.Background(), request("t", "writer", agentWorker, "x", nil))
 	if err == nil || !strings.Contains(err.Error(), "refused the bearer token") {
 		t.Fatalf("error %v; want the token refused", err)
 	}
-	if _, err := marketplace.New(marketplace.Config{Endpoint: url}); err == nil {
+	if _, err := marketplace.New(marketplace.Config{Endpoint: m.endpoint}); err == nil {
 		t.Error("New without a token: no error")
 	}
 }
@@ -471,18 +406,9 @@ func TestConformance(t *testing.T) {
 		t.Skip("needs Docker, Postgres and the test images")
 	}
 	t.Parallel()
-	mp := marketplacetest.Start(t, pgtest.DSN(t), marketplacetest.Options{Images: map[string]string{"claude_code_assistant_v1": "meshwork/claude-worker-fake:test"}})
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	ex, err := marketplace.New(marketplace.Config{Endpoint: mp.Endpoint, Token: marketplacetest.Token, HTTPClient: &http.Client{Transport: transport}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = ex.Close()
-		transport.CloseIdleConnections()
-	})
+	m := startMarket(t, marketplacetest.Options{})
 	executortest.Run(t, executortest.Harness{
-		Executor: ex, RoleName: "writer",
+		Executor: m.ex, RoleName: "writer",
 		Role: func(string) pipeline.Role {
 			return pipeline.Role{Via: pipeline.ViaMarketplace, Worker: "claude_code_assistant_v1"}
 		},
