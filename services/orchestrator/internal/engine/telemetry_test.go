@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/codes"
@@ -28,6 +25,7 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 )
@@ -43,66 +41,6 @@ func spansOf(rec *tracetest.SpanRecorder, runID string) []sdktrace.ReadOnlySpan 
 	return out
 }
 
-// fakeMeshExec serves mesh_execute over real MCP and HTTP, as mesh-exec
-// does (its spans with telemetry.ServerMiddleware), answering each task
-// at once in the session it was given, and records the traceparent each
-// call carried in params._meta.
-type fakeMeshExec struct {
-	url string
-	mu  sync.Mutex
-	tps []string
-}
-
-func startFakeMeshExec(t *testing.T) *fakeMeshExec {
-	t.Helper()
-	f := &fakeMeshExec{}
-	s := mcp.NewServer(&mcp.Implementation{Name: "fake-mesh-exec", Version: "v0"}, nil)
-	// As mcptools does: telemetry.ServerMiddleware panics on a request
-	// whose params are a typed nil (the ping mcpconn sends before a call
-	// on a reused session).
-	traced := telemetry.ServerMiddleware()
-	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		withSpan := traced(next)
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "ping" {
-				return next(ctx, method, req)
-			}
-			return withSpan(ctx, method, req)
-		}
-	})
-	type in struct {
-		Repository string `json:"repository,omitempty"`
-		Task       string `json:"task"`
-		SessionID  string `json:"session_id,omitempty"`
-		Timeout    int64  `json:"timeout,omitempty"`
-	}
-	type out struct {
-		SessionID string `json:"session_id"`
-		Output    string `json:"output"`
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: mesh.ToolName}, func(_ context.Context, req *mcp.CallToolRequest, args in) (*mcp.CallToolResult, out, error) {
-		tp, _ := req.Params.Meta[telemetry.MetaTraceparent].(string)
-		f.mu.Lock()
-		f.tps = append(f.tps, tp)
-		f.mu.Unlock()
-		session := args.SessionID
-		if session == "" {
-			session = "sess-" + args.Task
-		}
-		return nil, out{SessionID: session, Output: "did " + args.Task}, nil
-	})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	t.Cleanup(srv.Close)
-	f.url = srv.URL
-	return f
-}
-
-func (f *fakeMeshExec) traceparents() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.tps...)
-}
-
 // A run is one trace: created inside a request's span, its nodes' spans are
 // children of that span, their calls to mesh-exec (real MCP over HTTP)
 // children of the node's, and the run's trace carries on after it waited
@@ -116,9 +54,14 @@ func TestRunIsOneTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	fake := startFakeMeshExec(t)
+	// The real mesh-exec (on the fake claude), exporting its spans to a
+	// collector of the test's.
+	otlp := telemetrytest.NewCollector(t)
+	meshExec := meshexectest.Start(t, meshexectest.Options{Env: []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.URL, "OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_SERVICE_NAME=mesh-exec",
+	}})
 	var logs telemetrytest.SyncBuffer
-	meshEx, err := mesh.New(mesh.Config{Endpoint: fake.url, Token: "t", Logger: telemetry.NewLogger(&logs, slog.LevelDebug)})
+	meshEx, err := mesh.New(mesh.Config{Endpoint: meshExec.Endpoint, Token: meshExec.Token, Logger: telemetry.NewLogger(&logs, slog.LevelDebug)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +128,8 @@ func TestRunIsOneTrace(t *testing.T) {
 		}
 	}
 	publish := telemetrytest.Attrs(nodes["publish"].Attributes())
-	if got := publish[string(telemetry.AttrConversationID)]; got != "sess-draft" {
-		t.Errorf("publish's gen_ai.conversation.id %q, want the role's session sess-draft", got)
+	if got := publish[string(telemetry.AttrConversationID)]; got == "" || got != v.Sessions["a"] {
+		t.Errorf("publish's gen_ai.conversation.id %q, want the role's session %q", got, v.Sessions["a"])
 	}
 	if got := publish[string(telemetry.AttrNodeAttempt)]; got != "1" {
 		t.Errorf("publish's meshwork.node.attempt %q", got)
@@ -196,31 +139,38 @@ func TestRunIsOneTrace(t *testing.T) {
 		t.Errorf("the approval's span links %v, want the deciding request's span", links)
 	}
 
-	// Each mesh_execute call: a client span under its node's span, the
-	// trace context in _meta, and the server's span in the run's trace.
+	// Each mesh_execute call: a client span under its node's span, and
+	// mesh-exec's server span (exported by that process) its child in the
+	// run's trace: the trace context travelled in _meta.
 	agents := map[trace.SpanID]bool{nodes["draft"].SpanContext().SpanID(): true, nodes["publish"].SpanContext().SpanID(): true}
-	var clients, servers int
+	clients := map[string]bool{}
 	for _, s := range telemetrytest.Named(rec, "tools/call "+mesh.ToolName) {
-		if s.SpanContext().TraceID() != traceID {
-			t.Errorf("%s %s span in trace %s, want the run's", s.Name(), s.SpanKind(), s.SpanContext().TraceID())
+		if s.SpanContext().TraceID() != traceID || s.SpanKind() != trace.SpanKindClient {
+			t.Errorf("%s %s span in trace %s, want a client span in the run's", s.Name(), s.SpanKind(), s.SpanContext().TraceID())
+			continue
 		}
-		switch s.SpanKind() {
-		case trace.SpanKindClient:
-			clients++
-			if !agents[s.Parent().SpanID()] {
-				t.Errorf("mesh_execute's client span's parent %s is no node span", s.Parent().SpanID())
+		if !agents[s.Parent().SpanID()] {
+			t.Errorf("mesh_execute's client span's parent %s is no node span", s.Parent().SpanID())
+		}
+		clients[s.SpanContext().SpanID().String()] = true
+	}
+	if len(clients) != 2 {
+		t.Fatalf("%d client mesh_execute spans, want 2", len(clients))
+	}
+	servers := func() (n int) {
+		for _, s := range otlp.Spans() {
+			if s.Service == "mesh-exec" && s.Kind == "SPAN_KIND_SERVER" && s.Name == "tools/call "+mesh.ToolName && s.TraceID == traceID.String() && clients[s.ParentID] {
+				n++
 			}
-		case trace.SpanKindServer:
-			servers++
 		}
+		return n
 	}
-	if clients != 2 || servers != 2 {
-		t.Errorf("%d client and %d server mesh_execute spans, want 2 each", clients, servers)
+	deadline := time.Now().Add(20 * time.Second)
+	for servers() < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
 	}
-	for _, tp := range fake.traceparents() {
-		if !strings.Contains(tp, traceID.String()) {
-			t.Errorf("mesh_execute's _meta traceparent %q is not in the run's trace", tp)
-		}
+	if n := servers(); n != 2 {
+		t.Errorf("%d of mesh-exec's mesh_execute server spans are children of the client spans in the run's trace, want 2; its spans: %+v", n, otlp.Spans())
 	}
 
 	// The executor's log lines carry the node's trace.
