@@ -15,6 +15,7 @@
 package pgtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +23,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -205,6 +207,12 @@ func startContainer(ctx context.Context) (string, error) {
 // them over their network). Where container addresses are not reachable
 // (Docker Desktop's VM), the published port stays.
 func direct(ctx context.Context, ctr *postgres.PostgresContainer, dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || !local(u.Hostname()) || !strings.HasPrefix(cmp.Or(os.Getenv("DOCKER_HOST"), "unix://"), "unix://") {
+		// A remote engine (or a host override): its containers' addresses
+		// are not this host's to reach.
+		return dsn
+	}
 	ip, err := ctr.ContainerIP(ctx)
 	if err != nil || ip == "" {
 		return dsn
@@ -215,12 +223,17 @@ func direct(ctx context.Context, ctr *postgres.PostgresContainer, dsn string) st
 		return dsn
 	}
 	_ = conn.Close()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return dsn
-	}
 	u.Host = addr
 	return u.String()
+}
+
+// local reports whether host names this machine's loopback.
+func local(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func stop() {

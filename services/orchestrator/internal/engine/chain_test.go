@@ -108,3 +108,49 @@ func TestMaxWorkersBoundsChainsAndJobs(t *testing.T) {
 		t.Errorf("at most %d nodes worked at once, want the bound, 2", m)
 	}
 }
+
+// Branches of one run committed at once, on one replica sharing the run's
+// lease: each commit is decided over the head it finds, a commit whose run
+// moved on meanwhile takes the locked path, and every node is committed
+// once.
+func TestParallelBranchesCommitOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(req executor.Request) (string, error) {
+		time.Sleep(time.Duration(len(req.NodeID)) * time.Millisecond) // the branches end close together
+		return req.NodeID, nil
+	})
+	ids := make([]string, 4)
+	for i := range ids {
+		ids[i] = start(t, b.eng, "diamond", nil).ID
+	}
+	for _, id := range ids {
+		v := waitStatus(t, b.eng, id, runstate.RunSucceeded)
+		if got := v.Outputs["join"]; got != "join" {
+			t.Errorf("run %s: join's output %q", id, got)
+		}
+		for _, node := range []string{"start", "left", "middle", "right", "join"} {
+			var n int
+			if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM checkpoints WHERE run_id = $1 AND node_id = $2`, id, node).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("run %s: node %s committed %d times, want once", id, node, n)
+			}
+		}
+		var heads []int
+		rows, err := b.pool.Query(context.Background(), `SELECT seq FROM checkpoints WHERE run_id = $1 ORDER BY seq`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var seq int
+			if err := rows.Scan(&seq); err != nil {
+				t.Fatal(err)
+			}
+			heads = append(heads, seq)
+		}
+		if rows.Err() != nil || len(heads) != 6 || heads[5] != 5 {
+			t.Errorf("run %s: checkpoints %v, want 0 to 5 in a chain", id, heads)
+		}
+	}
+}

@@ -178,10 +178,19 @@ func (c *chainSet) stop(ctx context.Context) {
 	case <-finished:
 	case <-ctx.Done():
 		cancel()
-		<-finished
+		// Bounded like River's StopAndCancel: a chain that ignores its
+		// cancellation is left to its lease, which expires.
+		select {
+		case <-finished:
+		case <-time.After(stopWait):
+		}
 	}
 	cancel()
 }
+
+// stopWait is how long Stop waits for the nodes it cancelled, River's and
+// the chains', to give their nodes up.
+const stopWait = 10 * time.Second
 
 // PoolSize is the connections an engine working maxWorkers nodes at once
 // (0: the default) needs in its pool. Each node worked holds a connection at
@@ -306,7 +315,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}()
 	err := e.river.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopWait)
 		err = e.river.StopAndCancel(stopCtx)
 		cancel()
 	}
@@ -341,6 +350,17 @@ type cachedState struct {
 
 func newStateCache(limit int) *stateCache {
 	return &stateCache{limit: limit, m: map[string]cachedState{}}
+}
+
+// latest returns the run's cached head and its state, if any.
+func (c *stateCache) latest(run string) (int, runstate.State, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[run]
+	if !ok {
+		return 0, runstate.State{}, false
+	}
+	return s.seq, s.state.Clone(), true
 }
 
 func (c *stateCache) get(run string, seq int) (runstate.State, bool) {

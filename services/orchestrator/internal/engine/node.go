@@ -51,6 +51,10 @@ type nodeArgs struct {
 // available (River's default); shorter backoffs wait in the job instead.
 const schedulerInterval = 5 * time.Second
 
+// slotRetry is when a job that found every slot taken is tried again (at
+// River's next scheduler pass after it).
+const slotRetry = time.Second
+
 func (nodeArgs) Kind() string { return "meshwork_node" }
 
 func (nodeArgs) InsertOpts() river.InsertOpts {
@@ -96,12 +100,15 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 		}
 	}
 	// One of the engine's slots, shared with its chains (see startChain):
-	// River's own bound does not count those.
+	// River's own bound does not count those. With none free the job goes
+	// back to the queue, for this replica or another, rather than wait
+	// here: a job waiting here would look like a dead replica's to the
+	// reaper.
 	select {
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		return river.JobSnooze(slotRetry)
 	}
 	// One goroutine per node iteration on this replica: a job whose node
 	// another goroutine works on (inline, or River rescuing a long node's
@@ -181,6 +188,14 @@ func (e *Engine) workChain(ctx context.Context, lease store.Lease, sessionKnown 
 func (e *Engine) startChain(lease store.Lease, sessionKnown bool, a nodeArgs) {
 	go func() {
 		defer e.chains.done()
+		defer func() {
+			// As River does for its jobs: a panic outside a node's work
+			// (which workNodeRecovering turns into a failure) is logged,
+			// and the run's lease expires.
+			if p := recover(); p != nil {
+				e.logger.ErrorContext(e.chains.ctx, "a chain panicked", slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Any("panic", p))
+			}
+		}()
 		if err := e.workChain(e.chains.ctx, lease, sessionKnown, a, 0, true); err != nil && !errors.Is(err, context.Canceled) {
 			e.logger.WarnContext(e.chains.ctx, "a run's first node did not commit here; it has a job now", slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Any("error", err))
 		}
@@ -649,14 +664,17 @@ func (c *commitPlan) withSessions(in commitInput, sessions map[string]string) {
 
 // commitGuarded commits a step that inserts no River job without an
 // explicit transaction, in one round trip (store.Batch.SendGuarded),
-// decided over the run as this job last saw it. errLockedCommit when the
+// decided over the run's head as this replica's cache holds it. errLockedCommit when the
 // step needs River or the run moved on; nothing is written then.
 func (e *Engine) commitGuarded(ctx context.Context, in commitInput) (*commitPlan, error) {
-	st, err := e.stateAt(ctx, e.pool, in.run.ID, in.run.HeadSeq)
-	if err != nil {
-		return nil, err
+	// The run's head as this replica last committed it: a job that shares
+	// the run's lease may have seen an older one. Nothing cached, nothing
+	// guessed: the locked path reads the run.
+	head, st, ok := e.cache.latest(in.run.ID)
+	if !ok {
+		return nil, errLockedCommit
 	}
-	c, err := e.planCommit(ctx, in, in.run.HeadSeq, in.run.Status, st)
+	c, err := e.planCommit(ctx, in, head, in.run.Status, st)
 	if err != nil || len(c.jobs) > 0 {
 		e.drop(c)
 		if err == nil {
@@ -664,7 +682,7 @@ func (e *Engine) commitGuarded(ctx context.Context, in commitInput) (*commitPlan
 		}
 		return nil, err
 	}
-	sessions, err := c.batch.SendGuarded(ctx, e.pool, store.StepGuard{RunID: in.run.ID, Owner: e.cfg.ReplicaID, Fence: in.fence, Head: in.run.HeadSeq})
+	sessions, err := c.batch.SendGuarded(ctx, e.pool, store.StepGuard{RunID: in.run.ID, Owner: e.cfg.ReplicaID, Fence: in.fence, Head: head})
 	if err != nil {
 		e.drop(c)
 		if errors.Is(err, store.ErrRunMoved) {

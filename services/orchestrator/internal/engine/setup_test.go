@@ -72,6 +72,17 @@ nodes:
   - {id: approve, type: approval, needs: [draft]}
   - {id: publish, role: a, needs: [approve], task: "publish with {{ .nodes.approve.output }}"}
 `)},
+	"diamond.yaml": {Data: []byte(`
+name: diamond
+roles:
+  a: {via: mesh, repository: a}
+nodes:
+  - {id: start, role: a, task: start}
+  - {id: left, role: a, needs: [start], task: left}
+  - {id: middle, role: a, needs: [start], task: middle}
+  - {id: right, role: a, needs: [start], task: right}
+  - {id: join, role: a, needs: [left, middle, right], task: "join {{ .nodes.left.output }} {{ .nodes.middle.output }} {{ .nodes.right.output }}"}
+`)},
 	"fanout.yaml": {Data: []byte(`
 name: fanout
 inputs: {topics: {type: string, required: true}}

@@ -98,11 +98,14 @@ func InsertRun(ctx context.Context, q Querier, n NewRun) (Run, error) {
 	if len(n.Tracestate) > maxTracestate {
 		n.Tracestate = ""
 	}
+	// A lease taken here runs from the insert (clock_timestamp), not from
+	// the transaction's start (now()): a fork that waited for its source's
+	// lock keeps its whole TTL.
 	return scanRun(q.QueryRow(ctx, `INSERT INTO runs (id, pipeline, pipeline_hash, thread, caller, status, error, forked_from_run, forked_from_seq, finished_at, traceparent, tracestate,
 			lease_owner, lease_expires_at, fence)
 		VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, '')::uuid, $9, CASE WHEN $6 IN ('succeeded', 'failed', 'cancelled') THEN now() END,
 			nullif($10, ''), nullif($11, ''),
-			nullif($12, ''), CASE WHEN $12 <> '' THEN now() + $13 * interval '1 millisecond' END, CASE WHEN $12 <> '' THEN $14 ELSE 0 END)
+			nullif($12, ''), CASE WHEN $12 <> '' THEN clock_timestamp() + $13 * interval '1 millisecond' END, CASE WHEN $12 <> '' THEN $14 ELSE 0 END)
 		RETURNING `+runColumns,
 		n.ID, n.Pipeline, n.PipelineHash, n.Thread, n.Caller, n.Status, n.Error, n.ForkedFromRun, n.ForkedFromSeq, n.Traceparent, n.Tracestate,
 		n.LeaseOwner, n.LeaseTTL.Milliseconds(), FirstFence))
