@@ -808,3 +808,46 @@ func TestUpdateRunInlineJob(t *testing.T) {
 		t.Errorf("inline_job %q after the run failed, want none", got)
 	}
 }
+
+// The guard waits for a writer that holds the run's row and sees what it
+// committed: a run cancelled meanwhile takes no step.
+func TestSendGuardedWaitsForTheRowLock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := b.newRun(t, store.NewRun{})
+	if err := store.InsertCheckpoint(b.ctx, b.pool, store.Checkpoint{RunID: run.ID, Seq: 0}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := b.claim(t, run.ID, "A")
+	cancel, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cancel.Rollback(b.ctx) }()
+	if _, err := cancel.Exec(b.ctx, `UPDATE runs SET status = 'cancelled' WHERE id = $1`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		batch := &store.Batch{}
+		parent := 0
+		_ = store.InsertCheckpoint(b.ctx, batch, store.Checkpoint{RunID: run.ID, Seq: 1, ParentRun: run.ID, ParentSeq: &parent, NodeID: "one", Iteration: 1})
+		_ = store.UpdateRun(b.ctx, batch, run.ID, store.RunUpdate{HeadSeq: 1, Status: runstate.RunRunning})
+		_, err := batch.SendGuarded(b.ctx, b.pool, store.StepGuard{RunID: run.ID, Owner: "A", Fence: l.Fence, Head: 0})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the step did not wait for the row's lock: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := cancel.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrRunMoved) {
+		t.Errorf("a step over a run cancelled meanwhile: %v, want ErrRunMoved", err)
+	}
+	if r, _ := store.GetRun(b.ctx, b.pool, run.ID); r.Status != runstate.RunCancelled || r.HeadSeq != 0 {
+		t.Errorf("run %s at %d after the refused step; want cancelled at 0", r.Status, r.HeadSeq)
+	}
+}
