@@ -689,17 +689,25 @@ func TestCheckpointBytes(t *testing.T) {
 	}
 }
 
+// startedRun inserts a running run at its first checkpoint, its lease
+// held by owner.
+func (b *bundle) startedRun(t *testing.T, owner string) (store.Run, store.Lease) {
+	t.Helper()
+	run := b.newRun(t, store.NewRun{})
+	if err := store.InsertCheckpoint(b.ctx, b.pool, store.Checkpoint{RunID: run.ID, Seq: 0}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := b.claim(t, run.ID, owner)
+	return run, l
+}
+
 // A guarded batch writes everything or nothing: it commits when the run is
 // as its guard says, and otherwise writes none of its statements, the one
 // before a failing statement included.
 func TestSendGuarded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	run := b.newRun(t, store.NewRun{})
-	if err := store.InsertCheckpoint(b.ctx, b.pool, store.Checkpoint{RunID: run.ID, Seq: 0}); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := b.claim(t, run.ID, "A")
+	run, l := b.startedRun(t, "A")
 	if _, err := store.SaveRoleSession(b.ctx, b.pool, run.Thread, "writer", "s-1", run.ID, "one", "A", l.Fence); err != nil {
 		t.Fatal(err)
 	}
@@ -814,11 +822,7 @@ func TestUpdateRunInlineJob(t *testing.T) {
 func TestSendGuardedWaitsForTheRowLock(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	run := b.newRun(t, store.NewRun{})
-	if err := store.InsertCheckpoint(b.ctx, b.pool, store.Checkpoint{RunID: run.ID, Seq: 0}); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := b.claim(t, run.ID, "A")
+	run, l := b.startedRun(t, "A")
 	cancel, err := b.pool.Begin(b.ctx)
 	if err != nil {
 		t.Fatal(err)
