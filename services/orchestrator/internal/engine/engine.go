@@ -117,9 +117,6 @@ type Engine struct {
 	heartbeatDone chan struct{}
 	reaperDone    chan struct{}
 
-	// slots bounds the nodes worked at once (MaxWorkers), River's jobs and
-	// the engine's own chains alike: each holds one while it works.
-	slots chan struct{}
 	// chains work the first nodes of the runs this replica creates, without
 	// a River job (see startChain).
 	chains chainSet
@@ -128,7 +125,9 @@ type Engine struct {
 // chainSet is the chains of nodes the engine works outside River's jobs,
 // only between Start and Stop.
 type chainSet struct {
-	slots  chan struct{} // the engine's
+	// slots bounds the nodes the engine works at once (MaxWorkers),
+	// River's jobs and the chains alike: each holds one while it works.
+	slots  chan struct{}
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	open   bool
@@ -239,8 +238,7 @@ func New(cfg Config) (*Engine, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, pool: cfg.Pool, catalog: cfg.Catalog, logger: logger, cache: newStateCache(4096)}
-	e.slots = make(chan struct{}, cfg.MaxWorkers)
-	e.chains.slots = e.slots
+	e.chains.slots = make(chan struct{}, cfg.MaxWorkers)
 	e.leases = newLeaseTable(e)
 
 	workers := river.NewWorkers()

@@ -105,8 +105,8 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	// here: a job waiting here would look like a dead replica's to the
 	// reaper.
 	select {
-	case e.slots <- struct{}{}:
-		defer func() { <-e.slots }()
+	case e.chains.slots <- struct{}{}:
+		defer func() { <-e.chains.slots }()
 	default:
 		return river.JobSnooze(slotRetry)
 	}
@@ -791,10 +791,8 @@ func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, statu
 	// Go on with a lone successor in this job, when no other node of the
 	// run is under way here (so inline_job stands for one node at most);
 	// its key is taken before the commit.
-	if in.execErr == nil && in.last && len(step.Schedule) == 1 && len(step.Interrupts) == 0 && step.Status == runstate.RunRunning {
-		id := step.Schedule[0]
-		n, _ := p.Node(id)
-		na := nodeArgs{RunID: a.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: head + 1, Role: n.Role}
+	if id, ok := loneNode(step); ok && in.execErr == nil && in.last {
+		na := scheduled(p, a.RunID, step, id, head+1)
 		if e.leases.begin(na.key()) {
 			c.successor = &inlineNext{args: na, headSeq: head + 1}
 		}
@@ -888,8 +886,7 @@ func (e *Engine) queueAfterCheckpoint(ctx context.Context, batch *store.Batch, p
 		if w.Inline != nil && w.Inline.NodeID == id {
 			continue
 		}
-		n, _ := p.Node(id)
-		jobs = append(jobs, river.InsertManyParams{Args: nodeArgs{RunID: w.RunID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: w.Seq, Role: n.Role}})
+		jobs = append(jobs, river.InsertManyParams{Args: scheduled(p, w.RunID, step, id, w.Seq)})
 	}
 	if step.Status != runstate.RunRunning && step.Status != runstate.RunWaiting {
 		if err := store.CancelInterrupts(ctx, batch, w.RunID); err != nil {
@@ -908,6 +905,23 @@ func (e *Engine) queueAfterCheckpoint(ctx context.Context, batch *store.Batch, p
 		u.InlineJob = job
 	}
 	return jobs, store.UpdateRun(ctx, batch, w.RunID, u)
+}
+
+// scheduled is the first attempt of node id's next iteration, which step
+// (checkpoint seq) made ready.
+func scheduled(p *pipeline.Pipeline, runID string, step runstate.Step, id string, seq int) nodeArgs {
+	n, _ := p.Node(id)
+	return nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: seq, Role: n.Role}
+}
+
+// loneNode is the one node step makes ready when it makes exactly one, opens
+// no interrupt and leaves the run running: a node that can go on where the
+// step was committed, without a River job.
+func loneNode(step runstate.Step) (string, bool) {
+	if len(step.Schedule) != 1 || len(step.Interrupts) != 0 || step.Status != runstate.RunRunning {
+		return "", false
+	}
+	return step.Schedule[0], true
 }
 
 func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {

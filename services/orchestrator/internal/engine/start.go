@@ -160,17 +160,16 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 // node ready and opens no interrupt, and a chain slot is free. Its slot is
 // acquired and its key taken; nil otherwise, and the node gets a River job.
 func (e *Engine) firstNode(p *pipeline.Pipeline, step runstate.Step, runID string) *nodeArgs {
-	if len(step.Schedule) != 1 || len(step.Interrupts) != 0 || step.Status != runstate.RunRunning || !e.chains.acquire() {
+	id, ok := loneNode(step)
+	if !ok || !e.chains.acquire() {
 		return nil
 	}
-	id := step.Schedule[0]
-	n, _ := p.Node(id)
-	a := &nodeArgs{RunID: runID, NodeID: id, Iteration: step.Next.Node(id).Iteration + 1, Attempt: 1, Seq: 0, Role: n.Role}
+	a := scheduled(p, runID, step, id, 0)
 	if !e.leases.begin(a.key()) {
 		e.chains.done()
 		return nil
 	}
-	return a
+	return &a
 }
 
 // checkNoNUL refuses a NUL character anywhere in a JSON value's strings
