@@ -3,12 +3,13 @@
 // types that depend on nothing but the standard library and pkg/meshtype.
 // meshctl and the API client (internal/apiclient) use these, never the
 // engine's or the database's types, so they link no database driver, job
-// queue or CEL. Where the server's types have nothing of their own (an
-// attempt, an interrupt, an agent event) they are these; the others (a run,
-// which keeps its trace context, a node's state, which CEL knows by its
-// package's name, a run view, a checkpoint, an event, a pipeline) the server
-// encodes from its own types, and TestWireTypesMatchTheServer checks that
-// every field it sends decodes into these and back to the same JSON.
+// queue or CEL. The server sends these types themselves (its node state,
+// attempt, interrupt, agent event and event are aliases of them; a run's
+// view and a pipeline are built as them), except two: a run, whose row
+// keeps its trace context too (store.Run embeds Run), and a checkpoint,
+// whose delta is the engine's state type; TestWireTypesMatchTheServer checks
+// that every field of those two decodes into these and back to the same
+// JSON. The status and input type names are the server's constants too.
 package api
 
 import (
@@ -75,11 +76,12 @@ type NodeState struct {
 
 // NodeView is a node of a run: its place in the pipeline and its state.
 type NodeView struct {
-	ID     string   `json:"id"`
-	Role   string   `json:"role,omitempty"`
-	Type   string   `json:"type"`
-	Status string   `json:"status"`
-	Needs  []string `json:"needs,omitempty"`
+	ID     string `json:"id"`
+	Role   string `json:"role,omitempty"`
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	// Needs are the nodes this one waits for: the pipeline's edges.
+	Needs []string `json:"needs,omitempty"`
 	// Next is the node a loop goes back to after this one, if any.
 	Next string `json:"next,omitempty"`
 	NodeState
@@ -95,8 +97,10 @@ type RunView struct {
 	Interrupts []Interrupt       `json:"interrupts"`
 	Attempts   []Attempt         `json:"attempts,omitempty"`
 	Loops      map[string]int    `json:"loops,omitempty"`
-	PatchNode  string            `json:"patch_node,omitempty"`
-	Patch      string            `json:"patch,omitempty"`
+	// PatchNode and Patch are the run's patch: the change of the pipeline's
+	// patch node (a git-format diff), once it has one.
+	PatchNode string `json:"patch_node,omitempty"`
+	Patch     string `json:"patch,omitempty"`
 }
 
 // State is a run's state, or a delta of one (what a checkpoint changed).
@@ -162,19 +166,27 @@ type AgentEvent struct {
 	At time.Time `json:"at"`
 }
 
-// Event is one event of a run's stream (GET /v1/runs/{id}/events): type
-// checkpoint, attempt, agent or run.
+// Event is one event of a run's stream (GET /v1/runs/{id}/events).
 type Event struct {
-	Type    string               `json:"type"`
-	RunID   string               `json:"run_id"`
-	Seq     int                  `json:"seq,omitempty"`
-	NodeID  string               `json:"node_id,omitempty"`
-	Nodes   map[string]NodeState `json:"nodes,omitempty"`
-	Attempt *Attempt             `json:"attempt,omitempty"`
-	Agent   *AgentEvent          `json:"agent,omitempty"`
-	Status  string               `json:"status,omitempty"`
-	Error   string               `json:"error,omitempty"`
-	At      time.Time            `json:"at"`
+	// Type is "checkpoint" (a node finished, was skipped or started to
+	// wait, or the run started), "attempt" (a node attempt finished; failed
+	// ones are retried), "agent" (a running node's agent used a tool or was
+	// refused one), or "run" (the run ended or parked; the last event).
+	Type   string `json:"type"`
+	RunID  string `json:"run_id"`
+	Seq    int    `json:"seq,omitempty"`
+	NodeID string `json:"node_id,omitempty"`
+	// Nodes holds the nodes a checkpoint changed.
+	Nodes map[string]NodeState `json:"nodes,omitempty"`
+	// Attempt is set on attempt events.
+	Attempt *Attempt `json:"attempt,omitempty"`
+	// Agent is set on agent events: what a running node's agent did or was
+	// refused, as its worker reported it.
+	Agent *AgentEvent `json:"agent,omitempty"`
+	// Status and Error are the run's, on run events.
+	Status string    `json:"status,omitempty"`
+	Error  string    `json:"error,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // InputType is a pipeline input's type.
@@ -202,7 +214,9 @@ type PipelineSummary struct {
 	Name        string           `json:"name"`
 	Description string           `json:"description,omitempty"`
 	Inputs      map[string]Input `json:"inputs"`
-	Hash        string           `json:"hash"`
+	// Hash identifies the pipeline's definition; a run records the hash it
+	// started under.
+	Hash string `json:"hash"`
 }
 
 // StartRequest starts a run (POST /v1/runs).

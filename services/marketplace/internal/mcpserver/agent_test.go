@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
+	"github.com/meshwork/meshwork/pkg/fakeclaudelog"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
@@ -44,7 +46,7 @@ func setupAgentWith(t *testing.T, nested bool, adjust func(*meshtype.Definition)
 }
 
 // fakeInvocations reads the fake claude's log out of a journey's workspace.
-func fakeInvocations(t *testing.T, b *bundle, containerID, volume string) []map[string]any {
+func fakeInvocations(t *testing.T, b *bundle, containerID, volume string) []fakeclaudelog.Invocation {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := b.rt.ExportWorkspace(context.Background(), workerruntime.Handle{ID: containerID, Workspace: volume}, &buf); err != nil {
@@ -53,7 +55,7 @@ func fakeInvocations(t *testing.T, b *bundle, containerID, volume string) []map[
 	tr := tar.NewReader(&buf)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			t.Fatal("no fake claude log in the workspace")
 		}
 		if err != nil {
@@ -63,15 +65,11 @@ func fakeInvocations(t *testing.T, b *bundle, containerID, volume string) []map[
 			continue
 		}
 		data, _ := io.ReadAll(tr)
-		var out []map[string]any
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			var m map[string]any
-			if err := json.Unmarshal([]byte(line), &m); err != nil {
-				t.Fatalf("log line %q: %v", line, err)
-			}
-			out = append(out, m)
+		calls, err := fakeclaudelog.Parse(data)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return out
+		return calls
 	}
 }
 
@@ -108,19 +106,19 @@ func TestAgentWorker(t *testing.T) {
 		t.Fatalf("the fake claude ran %d times, want 3: %v", len(calls), calls)
 	}
 	for i, c := range calls {
-		argv := strings.Join(toStrings(c["argv"]), " ")
+		argv := c.Args()
 		if !strings.Contains(argv, "-p") || !strings.Contains(argv, "--output-format stream-json") || !strings.Contains(argv, "--verbose") {
 			t.Errorf("call %d argv %q", i, argv)
 		}
 		if resumed := strings.Contains(argv, "--resume "+session); resumed != (i > 0) {
 			t.Errorf("call %d: resumed=%v (argv %q)", i, resumed, argv)
 		}
-		if c["cwd"] != "/workspace" || c["env_has_CLAUDECODE"] == true || c["uid"] == 0.0 {
-			t.Errorf("call %d ran in %v, CLAUDECODE %v, uid %v", i, c["cwd"], c["env_has_CLAUDECODE"], c["uid"])
+		if c.Cwd != "/workspace" || c.EnvHasClaudeCode || c.UID == 0 {
+			t.Errorf("call %d ran in %v, CLAUDECODE %v, uid %v", i, c.Cwd, c.EnvHasClaudeCode, c.UID)
 		}
 	}
-	if !strings.Contains(strings.Join(toStrings(calls[1]["argv"]), " "), "Read README.md") {
-		t.Errorf("the read action was not turned into a task: %v", calls[1]["argv"])
+	if !strings.Contains(calls[1].Args(), "Read README.md") {
+		t.Errorf("the read action was not turned into a task: %v", calls[1].Argv)
 	}
 
 	// Over budget: the gate refuses before the agent is called.

@@ -112,15 +112,15 @@ func TestSessionCreateAndResume(t *testing.T) {
 			}
 			repo, _ := filepath.EvalSymlinks(filepath.Join(e.root, "research"))
 			for i, c := range calls {
-				argv := strings.Join(toStrings(c["argv"]), " ")
+				argv := c.Args()
 				if resumed := strings.Contains(argv, "--resume "+first.out.SessionID); resumed != (i > 0) {
 					t.Errorf("call %d: resumed=%v: %s", i, resumed, argv)
 				}
-				if c["cwd"] != repo {
-					t.Errorf("call %d ran in %v, want %s", i, c["cwd"], repo)
+				if c.Cwd != repo {
+					t.Errorf("call %d ran in %v, want %s", i, c.Cwd, repo)
 				}
-				if c["env_has_CLAUDECODE"] != false || c["env_has_CLAUDE_CODE_ENTRYPOINT"] != false || c["stdin_is_devnull"] != true {
-					t.Errorf("call %d: CLAUDECODE %v, ENTRYPOINT %v, stdin /dev/null %v", i, c["env_has_CLAUDECODE"], c["env_has_CLAUDE_CODE_ENTRYPOINT"], c["stdin_is_devnull"])
+				if c.EnvHasClaudeCode || c.EnvHasCodeEntrypoint || !c.StdinIsDevNull {
+					t.Errorf("call %d: CLAUDECODE %v, ENTRYPOINT %v, stdin /dev/null %v", i, c.EnvHasClaudeCode, c.EnvHasCodeEntrypoint, c.StdinIsDevNull)
 				}
 			}
 		})
@@ -398,16 +398,6 @@ func TestAgentUnavailable(t *testing.T) {
 	if !r.isError || !strings.Contains(r.text, "ANTHROPIC_API_KEY") || r.out.Metadata["is_error"] != true {
 		t.Errorf("not logged in: %+v", r)
 	}
-}
-
-func toStrings(v any) []string {
-	l, _ := v.([]any)
-	out := make([]string, 0, len(l))
-	for _, x := range l {
-		s, _ := x.(string)
-		out = append(out, s)
-	}
-	return out
 }
 
 // An agent that fills the workspace past its quota is stopped, with the

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/meshwork/meshwork/pkg/fakeclaudelog"
 	"github.com/meshwork/meshwork/pkg/mcptest"
 )
 
@@ -197,25 +198,11 @@ func execute(t testing.TB, cs *mcp.ClientSession, args map[string]any) result {
 }
 
 // invocations reads the fake claude's log: one entry per run.
-func (e *env) invocations(t testing.TB) []map[string]any {
+func (e *env) invocations(t testing.TB) []fakeclaudelog.Invocation {
 	t.Helper()
-	data, err := os.ReadFile(e.log)
-	if os.IsNotExist(err) {
-		return nil
-	}
+	calls, err := fakeclaudelog.Read(e.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return calls
 }

@@ -1,33 +1,21 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/meshwork/meshwork/pkg/fakeclaudelog"
 )
 
 // stdinPeeked holds what checking stdin for the invocation log read from a
 // pipe; the prompt reader puts it back in front.
 var stdinPeeked []byte
 
-// invocation is one line of the FAKE_CLAUDE_LOG file.
-type invocation struct {
-	Argv                 []string `json:"argv"`
-	Cwd                  string   `json:"cwd"`
-	EnvHasClaudeCode     bool     `json:"env_has_CLAUDECODE"`
-	EnvHasCodeEntrypoint bool     `json:"env_has_CLAUDE_CODE_ENTRYPOINT"`
-	StdinIsDevNull       bool     `json:"stdin_is_devnull"`
-	UID                  int      `json:"uid"`
-	PID                  int      `json:"pid"`
-}
-
-// logInvocation appends this invocation to $FAKE_CLAUDE_LOG, when set. One
-// write of one line to an O_APPEND file, so concurrent runs do not mix
-// their lines.
+// logInvocation appends this invocation to $FAKE_CLAUDE_LOG, when set.
 func logInvocation() {
-	path := os.Getenv("FAKE_CLAUDE_LOG")
+	path := os.Getenv(fakeclaudelog.Env)
 	if path == "" {
 		return
 	}
@@ -36,20 +24,13 @@ func logInvocation() {
 	_, hasEntry := os.LookupEnv("CLAUDE_CODE_ENTRYPOINT")
 	devNull, peeked := stdinIsDevNull()
 	stdinPeeked = peeked
-	line, err := json.Marshal(invocation{
+	err := fakeclaudelog.Append(path, fakeclaudelog.Invocation{
 		Argv: os.Args, Cwd: cwd, EnvHasClaudeCode: hasCC, EnvHasCodeEntrypoint: hasEntry,
 		StdinIsDevNull: devNull, UID: os.Getuid(), PID: os.Getpid(),
 	})
 	if err != nil {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake claude: FAKE_CLAUDE_LOG:", err)
-		return
 	}
-	_, _ = f.Write(append(line, '\n'))
-	_ = f.Close()
 }
 
 // stdinIsDevNull reports whether stdin is /dev/null, or is empty and closed

@@ -373,7 +373,7 @@ func TestCrashRecovery(t *testing.T) {
 		// The re-run of node two resumed that session.
 		resumed := false
 		for _, inv := range c.mesh.Invocations(t) {
-			argv := fmt.Sprint(inv["argv"])
+			argv := inv.Args()
 			if strings.Contains(argv, "--resume "+session) && strings.Contains(argv, "two: ") {
 				resumed = true
 			}

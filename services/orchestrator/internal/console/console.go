@@ -33,6 +33,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/meshapi"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -328,7 +329,7 @@ var runStatuses = []string{runstate.RunRunning, runstate.RunWaiting, runstate.Ru
 
 // runData is a run's page.
 type runData struct {
-	engine.RunView
+	api.RunView
 	Graph    graph
 	Pending  []store.Interrupt
 	TraceURL string
@@ -458,7 +459,7 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 }
 
 // nodePatch is a node's patch in v, or "" for none (or no such node).
-func nodePatch(v engine.RunView, node string) string {
+func nodePatch(v api.RunView, node string) string {
 	for _, n := range v.Nodes {
 		if n.ID == node {
 			return n.Patch

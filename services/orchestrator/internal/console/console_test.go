@@ -22,6 +22,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/console"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -223,7 +224,7 @@ func csrfOf(t *testing.T, page string) string {
 
 // runAs starts a run of pipeline with inputs as caller and returns it once
 // it stops moving.
-func (s *site) runAs(caller, pipeline string, inputs map[string]any) engine.RunView {
+func (s *site) runAs(caller, pipeline string, inputs map[string]any) api.RunView {
 	s.t.Helper()
 	ctx := engine.WithViewer(context.Background(), engine.Viewer{Caller: caller})
 	run, err := s.eng.StartRun(ctx, engine.StartRequest{Pipeline: pipeline, Inputs: inputs, Caller: caller})
@@ -234,7 +235,7 @@ func (s *site) runAs(caller, pipeline string, inputs map[string]any) engine.RunV
 }
 
 // settle waits for a run to stop moving.
-func (s *site) settle(id string) engine.RunView {
+func (s *site) settle(id string) api.RunView {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

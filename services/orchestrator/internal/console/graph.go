@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
 // The graph's geometry, in SVG user units.
@@ -44,7 +44,7 @@ type edge struct{ X1, Y1, X2, Y2 int }
 
 // layout places nodes (in the pipeline's order, needs before the nodes
 // that need them).
-func layout(nodes []engine.NodeView) graph {
+func layout(nodes []api.NodeView) graph {
 	column := map[string]int{}
 	rows := map[int]int{}
 	at := map[string]box{}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 
 	"github.com/go-chi/chi/v5"
 
@@ -30,20 +31,20 @@ type field struct {
 
 // startData is the start form of a pipeline, or the list of pipelines.
 type startData struct {
-	Pipelines []engine.PipelineSummary
-	Pipeline  *engine.PipelineSummary
+	Pipelines []api.PipelineSummary
+	Pipeline  *api.PipelineSummary
 	Fields    []field
 	Thread    string
 	Error     string
 }
 
-func (c *console) pipeline(name string) (engine.PipelineSummary, bool) {
+func (c *console) pipeline(name string) (api.PipelineSummary, bool) {
 	for _, p := range c.cfg.Engine.Pipelines() {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return engine.PipelineSummary{}, false
+	return api.PipelineSummary{}, false
 }
 
 func (c *console) startList(w http.ResponseWriter, r *http.Request) {
@@ -51,7 +52,7 @@ func (c *console) startList(w http.ResponseWriter, r *http.Request) {
 }
 
 // fields is the form of p's inputs, filled from form when it is set.
-func fields(p engine.PipelineSummary, form url.Values) []field {
+func fields(p api.PipelineSummary, form url.Values) []field {
 	var out []field
 	for _, name := range slices.Sorted(maps.Keys(p.Inputs)) {
 		in := p.Inputs[name]

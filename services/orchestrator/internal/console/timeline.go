@@ -3,7 +3,7 @@ package console
 import (
 	"time"
 
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
 // timelineWidth is the width, in pixels, of a run's timeline: the run's
@@ -33,7 +33,7 @@ type timelineRow struct {
 
 // makeTimeline lays out v's attempts against the run's span: from its
 // creation to its end, or now for a live run.
-func makeTimeline(v engine.RunView, now time.Time) timeline {
+func makeTimeline(v api.RunView, now time.Time) timeline {
 	end := now
 	if v.FinishedAt != nil {
 		end = *v.FinishedAt

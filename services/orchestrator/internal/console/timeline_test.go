@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/meshwork/meshwork/services/orchestrator/api"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
@@ -14,9 +13,9 @@ import (
 func TestTimeline(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 	at := func(s float64) *time.Time { v := t0.Add(time.Duration(s * float64(time.Second))); return &v }
-	v := engine.RunView{
-		Run:   store.Run{Run: api.Run{CreatedAt: t0}},
-		Nodes: []engine.NodeView{{ID: "plan", Role: "planner"}, {ID: "build", Role: "builder"}},
+	v := api.RunView{
+		Run:   api.Run{CreatedAt: t0},
+		Nodes: []api.NodeView{{ID: "plan", Role: "planner"}, {ID: "build", Role: "builder"}},
 		Attempts: []store.Attempt{
 			{NodeID: "plan", Iteration: 1, Attempt: 1, Status: "failed", StartedAt: *at(0), FinishedAt: at(1.5)},
 			{NodeID: "plan", Iteration: 1, Attempt: 2, Status: "succeeded", StartedAt: *at(2), FinishedAt: at(4), CostUSD: 0.25},
@@ -52,7 +51,7 @@ func TestTimeline(t *testing.T) {
 // A loop's edge goes back from the node to the one it runs again, below
 // the boxes, and the picture grows to hold it.
 func TestLayoutDrawsLoopsBack(t *testing.T) {
-	g := layout([]engine.NodeView{
+	g := layout([]api.NodeView{
 		{ID: "write", Type: "agent"},
 		{ID: "review", Type: "agent", Needs: []string{"write"}},
 		{ID: "revise", Type: "agent", Needs: []string{"review"}, Next: "write"},

@@ -5,33 +5,14 @@ import (
 	"errors"
 	"time"
 
-	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
-// Event is one thing that happened in a run, for watchers (SSE, meshctl).
-type Event struct {
-	// Type is "checkpoint" (a node finished, was skipped or started to
-	// wait, or the run started), "attempt" (a node attempt finished; failed
-	// ones are retried), "agent" (a running node's agent used a tool or was
-	// refused one), or "run" (the run ended or parked; the last event).
-	Type   string `json:"type"`
-	RunID  string `json:"run_id"`
-	Seq    int    `json:"seq,omitempty"`
-	NodeID string `json:"node_id,omitempty"`
-	// Nodes holds the nodes a checkpoint changed.
-	Nodes map[string]pipeline.NodeState `json:"nodes,omitempty"`
-	// Attempt is set on attempt events.
-	Attempt *store.Attempt `json:"attempt,omitempty"`
-	// Agent is set on agent events ("agent"): what a running node's agent
-	// did or was refused, as its worker reported it.
-	Agent *store.AgentEvent `json:"agent,omitempty"`
-	// Status and Error are the run's, on run events.
-	Status string    `json:"status,omitempty"`
-	Error  string    `json:"error,omitempty"`
-	At     time.Time `json:"at"`
-}
+// Event is one thing that happened in a run, for watchers (SSE, meshctl):
+// the API's event.
+type Event = api.Event
 
 // agentLookback is how far below the highest agent event id seen Watch
 // looks again for events committed late.

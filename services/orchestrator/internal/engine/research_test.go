@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -92,7 +91,7 @@ func TestResearchPipeline(t *testing.T) {
 	// The reviewer's second review resumed its session (the fake's second turn).
 	var resumed int
 	for _, inv := range meshSrv.Invocations(t) {
-		if argv, _ := inv["argv"].([]any); strings.Contains(fmt.Sprint(argv), "--resume") {
+		if strings.Contains(inv.Args(), "--resume") {
 			resumed++
 		}
 	}

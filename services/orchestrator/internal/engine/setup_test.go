@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -164,7 +165,7 @@ func startEngineConfig(t testing.TB, cfg engine.Config) *engine.Engine {
 }
 
 // waitStatus waits until the run reaches one of the statuses.
-func waitStatus(t testing.TB, eng *engine.Engine, runID string, statuses ...string) engine.RunView {
+func waitStatus(t testing.TB, eng *engine.Engine, runID string, statuses ...string) api.RunView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -6,76 +6,38 @@ import (
 	"context"
 	"errors"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
-// PipelineSummary describes one pipeline of the catalog to callers.
-type PipelineSummary struct {
-	Name        string                    `json:"name"`
-	Description string                    `json:"description,omitempty"`
-	Inputs      map[string]pipeline.Input `json:"inputs"`
-	// Hash identifies the pipeline's definition; a run records the hash it
-	// started under.
-	Hash string `json:"hash"`
-}
-
 // Pipelines describes the catalog's pipelines, by name.
-func (e *Engine) Pipelines() []PipelineSummary {
-	out := []PipelineSummary{}
+func (e *Engine) Pipelines() []api.PipelineSummary {
+	out := []api.PipelineSummary{}
 	for _, p := range e.catalog.Pipelines() {
 		d := p.Definition()
-		inputs := d.Inputs
-		if inputs == nil {
-			inputs = map[string]pipeline.Input{}
+		inputs := make(map[string]api.Input, len(d.Inputs))
+		for name, in := range d.Inputs {
+			inputs[name] = api.Input{Type: in.Type, Required: in.Required, Default: in.Default, Description: in.Description}
 		}
-		out = append(out, PipelineSummary{Name: p.Name(), Description: d.Description, Inputs: inputs, Hash: p.Hash()})
+		out = append(out, api.PipelineSummary{Name: p.Name(), Description: d.Description, Inputs: inputs, Hash: p.Hash()})
 	}
 	return out
 }
 
-// NodeView is one node of a run as callers see it.
-type NodeView struct {
-	ID     string `json:"id"`
-	Role   string `json:"role,omitempty"`
-	Type   string `json:"type"`
-	Status string `json:"status"`
-	// Needs are the nodes this one waits for: the pipeline's edges.
-	Needs []string `json:"needs,omitempty"`
-	// Next is the node a loop goes back to after this one, if any.
-	Next string `json:"next,omitempty"`
-	pipeline.NodeState
-}
-
-// RunView is a run with its state at its head.
-type RunView struct {
-	store.Run
-	Inputs     map[string]any    `json:"inputs"`
-	Nodes      []NodeView        `json:"nodes"`
-	Outputs    map[string]string `json:"outputs"`
-	Sessions   map[string]string `json:"sessions"`
-	Interrupts []store.Interrupt `json:"interrupts"`
-	Attempts   []store.Attempt   `json:"attempts,omitempty"`
-	Loops      map[string]int    `json:"loops,omitempty"`
-	// PatchNode and Patch are the run's patch: the change of the pipeline's
-	// patch node (a git-format diff), once it has one.
-	PatchNode string `json:"patch_node,omitempty"`
-	Patch     string `json:"patch,omitempty"`
-}
-
 // GetRun returns a run with its state, its role sessions, its interrupts and
 // its attempts.
-func (e *Engine) GetRun(ctx context.Context, id string) (RunView, error) {
+func (e *Engine) GetRun(ctx context.Context, id string) (api.RunView, error) {
 	run, err := e.loadVisible(ctx, id)
 	if err != nil {
-		return RunView{}, err
+		return api.RunView{}, err
 	}
 	st, err := store.LoadState(ctx, e.pool, id, run.HeadSeq)
 	if err != nil {
-		return RunView{}, err
+		return api.RunView{}, err
 	}
-	v := RunView{Run: run, Inputs: st.Inputs, Outputs: map[string]string{}, Loops: st.Loops}
+	v := api.RunView{Run: run.Run, Inputs: st.Inputs, Outputs: map[string]string{}, Loops: st.Loops}
 	if v.Inputs == nil {
 		v.Inputs = map[string]any{}
 	}
@@ -92,7 +54,7 @@ func (e *Engine) GetRun(ctx context.Context, id string) (RunView, error) {
 			if ready[id] && (run.Status == runstate.RunRunning || run.Status == runstate.RunWaiting) {
 				status = pipeline.StatusRunning
 			}
-			v.Nodes = append(v.Nodes, NodeView{ID: id, Role: n.Role, Type: string(n.Type), Status: status, Needs: n.Needs, Next: n.Next, NodeState: ns})
+			v.Nodes = append(v.Nodes, api.NodeView{ID: id, Role: n.Role, Type: string(n.Type), Status: status, Needs: n.Needs, Next: n.Next, NodeState: ns})
 		}
 	}
 	for id, ns := range st.Nodes {
@@ -106,13 +68,13 @@ func (e *Engine) GetRun(ctx context.Context, id string) (RunView, error) {
 		}
 	}
 	if v.Sessions, err = store.ListRoleSessions(ctx, e.pool, run.Thread); err != nil {
-		return RunView{}, err
+		return api.RunView{}, err
 	}
 	if v.Interrupts, err = store.ListInterrupts(ctx, e.pool, id); err != nil {
-		return RunView{}, err
+		return api.RunView{}, err
 	}
 	if v.Attempts, err = store.ListAttempts(ctx, e.pool, id); err != nil {
-		return RunView{}, err
+		return api.RunView{}, err
 	}
 	return v, nil
 }

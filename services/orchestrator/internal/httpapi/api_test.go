@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -81,7 +82,7 @@ func TestRunLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
-	var pl struct{ Pipelines []engine.PipelineSummary }
+	var pl struct{ Pipelines []api.PipelineSummary }
 	b.call(t, http.MethodGet, "/v1/pipelines", nil, http.StatusOK, &pl)
 	if len(pl.Pipelines) != 3 || pl.Pipelines[1].Name != "echo" || !pl.Pipelines[1].Inputs["task"].Required || pl.Pipelines[1].Hash == "" {
 		t.Fatalf("pipelines %+v", pl.Pipelines)

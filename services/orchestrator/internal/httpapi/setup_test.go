@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/mcptools"
@@ -146,14 +147,14 @@ func wantError(t *testing.T, resp *response, data []byte, status int, code strin
 
 // settle waits until the run ends or waits for an approval (the engine's
 // own signal), then returns it as GET /v1/runs/{id} shows it.
-func (b *bundle) settle(t *testing.T, runID string) engine.RunView {
+func (b *bundle) settle(t *testing.T, runID string) api.RunView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := b.eng.Watch(ctx, runID, -1, func(engine.Event) error { return nil }); err != nil {
 		t.Fatalf("watching run %s: %v", runID, err)
 	}
-	var v engine.RunView
+	var v api.RunView
 	b.call(t, http.MethodGet, "/v1/runs/"+runID, nil, http.StatusOK, &v)
 	return v
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -136,7 +137,7 @@ func (t *tools) clientError(ctx context.Context, tool string, err error) error {
 type listPipelinesIn struct{}
 
 type listPipelinesOut struct {
-	Pipelines []engine.PipelineSummary `json:"pipelines"`
+	Pipelines []api.PipelineSummary `json:"pipelines"`
 }
 
 func (t *tools) listPipelines(_ context.Context, _ string, _ listPipelinesIn) (listPipelinesOut, error) {
@@ -161,7 +162,7 @@ type runIDIn struct {
 	RunID string `json:"run_id" jsonschema:"the run's id"`
 }
 
-func (t *tools) getRun(ctx context.Context, _ string, in runIDIn) (engine.RunView, error) {
+func (t *tools) getRun(ctx context.Context, _ string, in runIDIn) (api.RunView, error) {
 	return t.eng.GetRun(ctx, in.RunID)
 }
 

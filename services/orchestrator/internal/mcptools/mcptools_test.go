@@ -14,6 +14,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/httpapi"
@@ -109,14 +110,14 @@ func text(res *mcp.CallToolResult) string {
 
 // settle waits until the run ends or waits for an approval, then reads it
 // with get_run.
-func (b *bundle) settle(t *testing.T, runID string) engine.RunView {
+func (b *bundle) settle(t *testing.T, runID string) api.RunView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := b.eng.Watch(ctx, runID, -1, func(engine.Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	var v engine.RunView
+	var v api.RunView
 	b.callTool(t, "get_run", map[string]any{"run_id": runID}, &v)
 	return v
 }
@@ -145,7 +146,7 @@ func TestTools(t *testing.T) {
 		}
 	}
 
-	var pl struct{ Pipelines []engine.PipelineSummary }
+	var pl struct{ Pipelines []api.PipelineSummary }
 	b.callTool(t, "list_pipelines", nil, &pl)
 	if len(pl.Pipelines) != 3 || pl.Pipelines[0].Name != "approval" {
 		t.Errorf("pipelines %+v", pl.Pipelines)

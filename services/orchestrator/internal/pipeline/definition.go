@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
 // Definition is a pipeline as written in its YAML file. After [Load] it holds
@@ -24,19 +25,19 @@ type Definition struct {
 	Patch string `yaml:"patch" json:"patch,omitempty"`
 }
 
-// InputType is the type of an input's value.
-type InputType string
+// InputType is the type of an input's value: the API's, named as in JSON
+// Schema. TypeRepository is a workspace source for marketplace roles, as
+// spawn_worker takes it: {"git": {"url", "ref", "depth"}} or
+// {"archive": {"tar_gz_base64", "sha256"}}.
+type InputType = api.InputType
 
-// The input types, named as in JSON Schema.
+// The input types.
 const (
-	TypeString  InputType = "string"
-	TypeNumber  InputType = "number"
-	TypeBoolean InputType = "boolean"
-	TypeObject  InputType = "object"
-	// TypeRepository is a workspace source for marketplace roles, as
-	// spawn_worker takes it: {"git": {"url", "ref", "depth"}} or
-	// {"archive": {"tar_gz_base64", "sha256"}}.
-	TypeRepository InputType = "repository"
+	TypeString     = api.TypeString
+	TypeNumber     = api.TypeNumber
+	TypeBoolean    = api.TypeBoolean
+	TypeObject     = api.TypeObject
+	TypeRepository = api.TypeRepository
 )
 
 var inputTypes = []InputType{TypeString, TypeNumber, TypeBoolean, TypeObject, TypeRepository}

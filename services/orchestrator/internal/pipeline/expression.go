@@ -25,13 +25,15 @@ const MaxForeachItems = 1000
 
 // exprEnv declares what when and foreach expressions may use: inputs, a
 // map(string, dyn) of the run's inputs, and nodes, a map(string,
-// pipeline.NodeState) whose values have output, status, attempts and
+// NodeState) whose values have output, status, attempts and
 // iteration; plus CEL's strings extension.
 var exprEnv = sync.OnceValues(func() (*cel.Env, error) {
+	// CEL names a native type by its Go package and name (api.NodeState).
+	nodeState := reflect.TypeFor[NodeState]()
 	return cel.NewEnv(
-		ext.NativeTypes(reflect.TypeFor[NodeState](), ext.ParseStructTag("json")),
+		ext.NativeTypes(nodeState, ext.ParseStructTag("json")),
 		cel.Variable("inputs", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("nodes", cel.MapType(cel.StringType, cel.ObjectType("pipeline.NodeState"))),
+		cel.Variable("nodes", cel.MapType(cel.StringType, cel.ObjectType(nodeState.String()))),
 		ext.Strings(),
 	)
 })

@@ -56,7 +56,7 @@ func (p *Pipeline) CheckInputs(given map[string]any) (map[string]any, error) {
 		}
 		switch {
 		case in.Required:
-			problems = append(problems, fmt.Sprintf("missing required input %q (%s)", name, in.Type.article()))
+			problems = append(problems, fmt.Sprintf("missing required input %q (%s)", name, article(in.Type)))
 		case in.Default != nil:
 			out[name], _ = jsonValue(reflect.ValueOf(in.Default), 0) // a copy: the run may not change the pipeline
 		default:
@@ -77,7 +77,7 @@ func inputNames(inputs map[string]Input) string {
 }
 
 // article names the type with its article: "a string", "an object".
-func (t InputType) article() string {
+func article(t InputType) string {
 	if t == TypeObject {
 		return "an object"
 	}
@@ -101,14 +101,14 @@ func zeroValue(t InputType) any {
 func checkValue(t InputType, v any) (any, string) {
 	norm, ok := jsonValue(reflect.ValueOf(v), 0)
 	if !ok {
-		return nil, fmt.Sprintf("want %s, got %T, which is not JSON data", t.article(), v)
+		return nil, fmt.Sprintf("want %s, got %T, which is not JSON data", article(t), v)
 	}
 	got := jsonKind(norm)
 	if t == TypeRepository {
 		return norm, repositoryProblem(norm, got)
 	}
 	if got != string(t) {
-		return nil, fmt.Sprintf("want %s, got %s", t.article(), describe(norm, got))
+		return nil, fmt.Sprintf("want %s, got %s", article(t), describe(norm, got))
 	}
 	return norm, ""
 }

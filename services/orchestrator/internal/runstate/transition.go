@@ -4,16 +4,17 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 )
 
 // Run statuses, as stored in runs.status.
 const (
-	RunRunning   = "running"   // agent nodes are ready or running
-	RunWaiting   = "waiting"   // only approvals are pending
-	RunSucceeded = "succeeded" // every reachable node finished
-	RunFailed    = "failed"    // a node failed for good
-	RunCancelled = "cancelled" // cancelled by a caller
+	RunRunning   = api.RunRunning   // agent nodes are ready or running
+	RunWaiting   = api.RunWaiting   // only approvals are pending
+	RunSucceeded = api.RunSucceeded // every reachable node finished
+	RunFailed    = api.RunFailed    // a node failed for good
+	RunCancelled = api.RunCancelled // cancelled by a caller
 )
 
 // Step is one transition: the delta to store as the next checkpoint and what

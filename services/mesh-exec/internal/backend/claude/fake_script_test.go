@@ -3,7 +3,6 @@ package claude
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/fakeclaudelog"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/backendtest"
 )
@@ -166,35 +166,19 @@ func TestFakeInvocationLog(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := os.ReadFile(log)
+	lines, err := fakeclaudelog.Read(log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type entry struct {
-		Argv           []string `json:"argv"`
-		Cwd            string   `json:"cwd"`
-		EnvHasCC       bool     `json:"env_has_CLAUDECODE"`
-		StdinIsDevNull bool     `json:"stdin_is_devnull"`
-		UID            int      `json:"uid"`
-		PID            int      `json:"pid"`
-	}
-	var lines []entry
-	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
-		var e entry
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		lines = append(lines, e)
-	}
 	if len(lines) != 3 {
-		t.Fatalf("%d log lines, want 3:\n%s", len(lines), b)
+		t.Fatalf("%d log lines, want 3: %+v", len(lines), lines)
 	}
 	argv, _ := New(Config{Binary: fakeClaude(t)}).Command(req)
-	if !slices.Equal(lines[0].Argv, argv) || lines[0].Cwd != repo || lines[0].EnvHasCC || !lines[0].StdinIsDevNull ||
+	if !slices.Equal(lines[0].Argv, argv) || lines[0].Cwd != repo || lines[0].EnvHasClaudeCode || !lines[0].StdinIsDevNull ||
 		lines[0].UID != os.Getuid() || lines[0].PID == 0 {
 		t.Errorf("first run logged %+v; want argv %q, cwd %s, no CLAUDECODE, stdin /dev/null, uid %d", lines[0], argv, repo, os.Getuid())
 	}
-	if !lines[1].EnvHasCC {
+	if !lines[1].EnvHasClaudeCode {
 		t.Errorf("second run logged %+v, want env_has_CLAUDECODE", lines[1])
 	}
 	if lines[2].StdinIsDevNull {

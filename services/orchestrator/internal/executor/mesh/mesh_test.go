@@ -127,7 +127,7 @@ func TestExecuteStartsAndResumes(t *testing.T) {
 	if len(runs) != 2 {
 		t.Fatalf("%d agent runs; want 2", len(runs))
 	}
-	argv := fmt.Sprint(runs[1]["argv"])
+	argv := runs[1].Args()
 	if !strings.Contains(argv, "--resume "+res.SessionID) {
 		t.Errorf("second run's argv %s does not resume %s", argv, res.SessionID)
 	}

@@ -20,12 +20,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/fakeclaudelog"
 	"github.com/meshwork/meshwork/pkg/procgroup"
 	"github.com/meshwork/meshwork/pkg/servicetest"
 )
@@ -247,55 +247,29 @@ func (s *Server) Restart(t testing.TB) {
 	s.start(t)
 }
 
-// Invocations reads the fake claude's log: one entry per agent run, with
-// its "argv", "cwd", "pid", ...
-func (s *Server) Invocations(t testing.TB) []map[string]any {
+// Invocations reads the fake claude's log: one entry per agent run.
+func (s *Server) Invocations(t testing.TB) []fakeclaudelog.Invocation {
 	t.Helper()
-	return invocations(t, s.Log)
-}
-
-func invocations(t testing.TB, log string) []map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(log)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	calls, err := fakeclaudelog.Read(s.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("fake claude log line %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return calls
 }
 
 // killAgents kills the process groups of the fake agents in log that still
 // run (mesh-exec starts each in its own group). A group is killed only if
 // its leader is still the fake, so a reused pid is left alone.
 func killAgents(log, claude string) {
-	data, err := os.ReadFile(log)
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		var entry struct {
-			PID int `json:"pid"`
-		}
-		if json.Unmarshal([]byte(line), &entry) != nil || entry.PID <= 0 {
+	calls, _ := fakeclaudelog.Read(log)
+	for _, c := range calls {
+		if c.PID <= 0 {
 			continue
 		}
-		exe, err := os.Readlink("/proc/" + strconv.Itoa(entry.PID) + "/exe")
+		exe, err := os.Readlink("/proc/" + strconv.Itoa(c.PID) + "/exe")
 		if err != nil || exe != claude {
 			continue
 		}
-		_ = procgroup.Signal(entry.PID, syscall.SIGKILL)
+		_ = procgroup.Signal(c.PID, syscall.SIGKILL)
 	}
 }
