@@ -65,19 +65,25 @@ func Read(path string) ([]Invocation, error) {
 	return Parse(data)
 }
 
-// Parse reads a log's content, a run a line. At a line that is not a run
-// it returns the runs before it with the error.
+// Parse reads a log's content, a run a line. A line that is not a run (a
+// write cut short by a kill, with the next run appended to it) is passed
+// over: Parse returns every run it could read, and an error naming the
+// lines it could not.
 func Parse(data []byte) ([]Invocation, error) {
-	var out []Invocation
+	var (
+		out  []Invocation
+		errs []error
+	)
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		var inv Invocation
 		if err := json.Unmarshal(line, &inv); err != nil {
-			return out, fmt.Errorf("fake claude log line %q: %w", line, err)
+			errs = append(errs, fmt.Errorf("fake claude log line %q: %w", line, err))
+			continue
 		}
 		out = append(out, inv)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }

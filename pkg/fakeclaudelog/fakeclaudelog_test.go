@@ -41,10 +41,10 @@ func TestAppendRead(t *testing.T) {
 	if len(seen) != 20 || got[0].Args() != "claude -p --resume s" {
 		t.Errorf("pids %v, args %q", seen, got[0].Args())
 	}
-	if err := os.WriteFile(path, []byte("{\"pid\": 1}\nnot json\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("{\"pid\": 1}\n{\"pid\": 2, \"ar{\"pid\": 3}\n{\"pid\": 4}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := fakeclaudelog.Read(path); err == nil || len(got) != 1 || got[0].PID != 1 {
-		t.Errorf("a line that is not JSON: %+v, %v; want the run before it and an error", got, err)
+	if got, err := fakeclaudelog.Read(path); err == nil || len(got) != 2 || got[0].PID != 1 || got[1].PID != 4 {
+		t.Errorf("a line cut short: %+v, %v; want the runs on either side of it and an error", got, err)
 	}
 }

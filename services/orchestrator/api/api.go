@@ -5,7 +5,9 @@
 // engine's or the database's types, so they link no database driver, job
 // queue or CEL. The server sends these types themselves (its node state,
 // attempt, interrupt, agent event and event are aliases of them; a run's
-// view and a pipeline are built as them), except two: a run, whose row
+// view is built as one, and a pipeline's inputs are converted from the
+// pipeline file's (the same fields with YAML tags) by a type conversion
+// that stops compiling if the two drift apart), except two: a run, whose row
 // keeps its trace context too (store.Run embeds Run), and a checkpoint,
 // whose delta is the engine's state type; TestWireTypesMatchTheServer checks
 // that every field of those two decodes into these and back to the same

@@ -22,10 +22,11 @@ import (
 func TestWireTypesMatchTheServer(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Minute)
 	seq := 3
 	run := store.Run{Run: api.Run{
 		ID: "r1", Pipeline: "p", PipelineHash: "h", Thread: "th", Caller: "alice", Status: "failed", Error: "boom",
-		HeadSeq: 4, ForkedFromRun: "r0", ForkedFromSeq: &seq, CreatedAt: t0, UpdatedAt: t0, FinishedAt: &t0, TraceID: "abc",
+		HeadSeq: 4, ForkedFromRun: "r0", ForkedFromSeq: &seq, CreatedAt: t0, UpdatedAt: t1, FinishedAt: &t1, TraceID: "abc",
 	}, Traceparent: "00-abc-def-01", InlineJob: []byte(`{}`)}
 	state := runstate.State{
 		Inputs: map[string]any{"task": "x"},

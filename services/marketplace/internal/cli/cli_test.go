@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/cli"
 )
@@ -142,15 +143,6 @@ func buildMarketplace(t testing.TB) (bin, label string) {
 	// Unique among the tests running at once: a marketplace's start-up
 	// removes the workers with its label that its database does not know.
 	label = "meshwork.test=cli-" + strings.ToLower(rand.Text())
-	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label="+label).Output()
-		if ids := strings.Fields(string(out)); len(ids) > 0 {
-			_ = exec.Command("docker", append([]string{"rm", "-fv"}, ids...)...).Run()
-		}
-		out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+label).Output()
-		if ids := strings.Fields(string(out)); len(ids) > 0 {
-			_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
-		}
-	})
+	t.Cleanup(func() { dockertest.RemoveLabelled(label) })
 	return bin, label
 }

@@ -28,7 +28,10 @@ type channel struct {
 	container string
 	session   workerruntime.Session
 	client    *mcp.ClientSession
-	broken    bool
+	// broken is set when a call failed on the transport; the channel is
+	// then dropped. Atomic: Execute reads it without c.mu to trust an open
+	// channel (openTo).
+	broken atomic.Bool
 	// lastUsed is when the channel last carried a call (unix nanoseconds):
 	// an idle one is closed (CloseIdleChannels).
 	lastUsed atomic.Int64
@@ -122,7 +125,7 @@ func (c *channel) call(ctx context.Context, tool string, args any) (*mcp.CallToo
 		}
 	}
 	if err != nil && ctx.Err() == nil {
-		c.broken = true
+		c.broken.Store(true)
 		return nil, fmt.Errorf("%w: %w", errChannelBroken, err)
 	}
 	return res, err

@@ -99,15 +99,21 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 		}, nil
 	}
 
-	if !j.State.Live() || !m.checkLive(ctx, j) {
-		state := j.State
-		if j.State.Live() {
-			state = store.StateOrphaned
-		}
+	notLive := func(state store.JourneyState) (ExecuteResult, error) {
 		rec.Decision, rec.Error = store.DecisionFailed, "journey is "+string(state)
 		telemetry.Fail(span, nil, string(CodeNotLive))
 		m.record(ctx, rec, start)
 		return ExecuteResult{}, &Error{Code: CodeNotLive, Message: fmt.Sprintf("journey %q is %s; spawn_worker with mode resume restarts it with its workspace", j.ID, state)}
+	}
+	if !j.State.Live() {
+		return notLive(j.State)
+	}
+	// An open channel to the journey's worker says it runs: its exec
+	// session ends with the container, and a call on it then fails. Without
+	// one, the runtime is asked (one engine round trip an action saved).
+	checked := !m.openTo(j)
+	if checked && !m.checkLive(ctx, j) {
+		return notLive(store.StateOrphaned)
 	}
 
 	if err := m.cfg.Store.Touch(ctx, j.UID); err != nil {
@@ -116,6 +122,11 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 	}
 	out, cost, runErr := m.run(ctx, j, entry, &a, &rec.ToolCalls)
 	rec.CostUSD = cost // an agent's spend counts even when its run failed
+	if runErr != nil && !checked && ctx.Err() == nil && !m.checkLive(ctx, j) {
+		// The worker went away under its open channel: the action did not
+		// run there, and the journey is orphaned as the check above says.
+		return notLive(store.StateOrphaned)
+	}
 	if runErr != nil {
 		telemetry.Fail(span, runErr, errorType(runErr))
 		rec.Decision, rec.Error = store.DecisionFailed, runErr.Error()
@@ -225,11 +236,11 @@ func (m *Manager) callWorker(ctx context.Context, j store.Journey, entry *worker
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.broken {
+	if c.broken.Load() {
 		return nil, errChannelBroken
 	}
 	res, err := c.call(ctx, tool, args)
-	if c.broken {
+	if c.broken.Load() {
 		m.dropChannelIf(j.UID, c)
 	}
 	return res, err
@@ -266,6 +277,15 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 	}
 	m.channels[j.UID] = c
 	return c, nil
+}
+
+// openTo reports whether the journey has a channel to its current worker
+// container that no call has found broken.
+func (m *Manager) openTo(j store.Journey) bool {
+	m.mu.Lock()
+	c := m.channels[j.UID]
+	m.mu.Unlock()
+	return c != nil && c.container == j.ContainerID && !c.broken.Load()
 }
 
 func (m *Manager) dropChannelIf(uid uuid.UUID, c *channel) {

@@ -37,7 +37,7 @@ func setupAgentWith(t *testing.T, nested bool, adjust func(*meshtype.Definition)
 	requireImage(t, fakeAgentImage)
 	b := &bundle{
 		images:    map[string]string{"claude_code_assistant_v1": fakeAgentImage},
-		agentEnv:  []string{"ANTHROPIC_API_KEY=test-key-not-real", "FAKE_CLAUDE_LOG=/workspace/.meshwork/fakeclaude.log"},
+		agentEnv:  []string{"ANTHROPIC_API_KEY=test-key-not-real", fakeclaudelog.Env + "=/workspace/.meshwork/fakeclaude.log"},
 		nestedURL: nested,
 		egress:    true, // the Claude Code worker is an egress worker
 		adjust:    adjust,

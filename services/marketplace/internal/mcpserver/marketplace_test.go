@@ -266,6 +266,45 @@ func TestRestartAndOrphans(t *testing.T) {
 	}
 }
 
+// A worker killed while its journey's channel is open: an action trusts the
+// open channel rather than asking the engine, finds it broken, and answers
+// as it would have had it asked first: the journey is orphaned, and a write
+// is not retried elsewhere. Resume brings the workspace back.
+func TestKilledUnderAnOpenChannel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "k"})
+	must(t, cs, "execute_in_worker", execArgs("k", map[string]any{"type": "write", "target": "a.txt", "content": "before"}))
+	states := b.rt.states.Load()
+	for range 3 {
+		must(t, cs, "execute_in_worker", execArgs("k", map[string]any{"type": "read", "target": "a.txt"}))
+	}
+	if n := b.rt.states.Load() - states; n != 0 {
+		t.Errorf("3 actions on an open channel asked the engine for the worker's state %d times, want 0", n)
+	}
+	if out, err := exec.Command("docker", "kill", sp["container_id"].(string)).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v %s", err, out)
+	}
+	for _, a := range []map[string]any{
+		{"type": "write", "target": "a.txt", "content": "after"},
+		{"type": "read", "target": "a.txt"},
+	} {
+		r := call(t, cs, "execute_in_worker", execArgs("k", a))
+		e, _ := r.out["error"].(map[string]any)
+		if !r.isError || e["code"] != "not_live" || !strings.Contains(r.text, "orphaned") || !strings.Contains(r.text, "resume") {
+			t.Errorf("%v on a killed worker: %+v", a["type"], r)
+		}
+	}
+	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "k"}); st["state"] != "orphaned" || st["action_count"].(float64) != 4 {
+		t.Errorf("state %v, %v actions; want orphaned, 4", st["state"], st["action_count"])
+	}
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "k", "mode": "resume"})
+	if r := must(t, cs, "execute_in_worker", execArgs("k", map[string]any{"type": "read", "target": "a.txt"})); r["output"].(map[string]any)["content"] != "before" {
+		t.Errorf("after resume: %v", r)
+	}
+}
+
 // stop_worker keeps, archives or deletes the workspace; fresh starts over.
 func TestStopModesAndFresh(t *testing.T) {
 	t.Parallel()

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
+	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/meshapi"
@@ -47,7 +48,13 @@ const (
 // call" is observable. Everything else goes to the real workerruntime.
 type countingRuntime struct {
 	workerruntime.Runtime
-	execs atomic.Int64
+	execs  atomic.Int64
+	states atomic.Int64
+}
+
+func (c *countingRuntime) State(ctx context.Context, h workerruntime.Handle) (workerruntime.State, error) {
+	c.states.Add(1)
+	return c.Runtime.State(ctx, h)
 }
 
 func (c *countingRuntime) Exec(ctx context.Context, h workerruntime.Handle, argv []string) (workerruntime.Session, error) {
@@ -245,22 +252,10 @@ func requireImage(t testing.TB, image string) {
 	}
 }
 
-// removeLabelled removes the containers and volumes a test made.
+// removeLabelled removes the containers, volumes and networks a test made.
 func removeLabelled(t testing.TB, value string) {
 	t.Helper()
-	filter := "label=meshwork.test=" + value
-	out, _ := exec.Command("docker", "ps", "-aq", "--filter", filter).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.Command("docker", append([]string{"rm", "-fv"}, ids...)...).Run()
-	}
-	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", filter).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
-	}
-	out, _ = exec.Command("docker", "network", "ls", "-q", "--filter", filter).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.Command("docker", append([]string{"network", "rm"}, ids...)...).Run()
-	}
+	dockertest.RemoveLabelled("meshwork.test=" + value)
 }
 
 func dockerRuntime(t testing.TB) workerruntime.Runtime {

@@ -97,7 +97,7 @@ func (e *env) environ(extra ...string) []string {
 		"PATH=" + bins.dir + ":" + os.Getenv("PATH"),
 		"HOME=" + e.home,
 		"ANTHROPIC_API_KEY=test-key-not-real",
-		"FAKE_CLAUDE_LOG=" + e.log,
+		fakeclaudelog.Env + "=" + e.log,
 		"CLAUDECODE=1",
 		"CLAUDE_CODE_ENTRYPOINT=cli",
 		"MESH_EXEC_WORKSPACE_ROOT=" + e.root,

@@ -115,10 +115,9 @@
 // # Invocation log
 //
 // When FAKE_CLAUDE_LOG is set, every invocation appends one JSON line to
-// that file before anything else: {"argv", "cwd", "env_has_CLAUDECODE",
-// "env_has_CLAUDE_CODE_ENTRYPOINT", "stdin_is_devnull", "uid", "pid"}.
-// stdin_is_devnull is true when stdin is /dev/null, or is empty and already
-// closed.
+// that file before anything else, saying how it was run: its argv,
+// directory, environment, stdin and user (pkg/fakeclaudelog, which tests
+// read it with).
 package main
 
 import (

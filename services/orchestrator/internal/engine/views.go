@@ -19,7 +19,7 @@ func (e *Engine) Pipelines() []api.PipelineSummary {
 		d := p.Definition()
 		inputs := make(map[string]api.Input, len(d.Inputs))
 		for name, in := range d.Inputs {
-			inputs[name] = api.Input{Type: in.Type, Required: in.Required, Default: in.Default, Description: in.Description}
+			inputs[name] = api.Input(in) // fails to compile if the two drift apart
 		}
 		out = append(out, api.PipelineSummary{Name: p.Name(), Description: d.Description, Inputs: inputs, Hash: p.Hash()})
 	}

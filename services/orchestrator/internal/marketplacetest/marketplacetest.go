@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/pkg/servicetest"
 	"github.com/meshwork/meshwork/workers"
 )
@@ -98,7 +99,7 @@ func Start(t testing.TB, dsn string, opts Options) *Marketplace {
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MESHWORK_TOKENS="+strings.Join(tokens, ","), "ANTHROPIC_API_KEY=test-key-not-real")
 	cmd.Env = append(cmd.Env, opts.Env...) // the last of a name counts
 	// Registered first, so it runs after the process is stopped.
-	t.Cleanup(func() { RemoveLabelled(t, "meshwork.test="+label) })
+	t.Cleanup(func() { dockertest.RemoveLabelled("meshwork.test=" + label) })
 	p := servicetest.Start(t, cmd, "serving MCP over HTTP")
 	return &Marketplace{Endpoint: "http://" + p.Addr + "/mcp"}
 }
@@ -111,22 +112,4 @@ func topLevelImage(b []byte) string {
 		}
 	}
 	return ""
-}
-
-// RemoveLabelled removes the containers, volumes and networks carrying
-// label.
-func RemoveLabelled(t testing.TB, label string) {
-	t.Helper()
-	out, _ := exec.CommandContext(context.Background(), "docker", "ps", "-aq", "--filter", "label="+label).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.CommandContext(context.Background(), "docker", append([]string{"rm", "-fv"}, ids...)...).Run()
-	}
-	out, _ = exec.CommandContext(context.Background(), "docker", "volume", "ls", "-q", "--filter", "label="+label).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.CommandContext(context.Background(), "docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
-	}
-	out, _ = exec.CommandContext(context.Background(), "docker", "network", "ls", "-q", "--filter", "label="+label).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.CommandContext(context.Background(), "docker", append([]string{"network", "rm"}, ids...)...).Run()
-	}
 }

@@ -196,6 +196,8 @@ func TestLoadErrors(t *testing.T) {
 		{"when syntax", head + "  - {id: a, role: r, task: x, when: 'inputs.topic =='}\n", `p.yaml:5:37: node "a": when: invalid CEL: 1:16: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}`},
 		{"when empty", head + "  - {id: a, role: r, task: x, when: ' '}\n", `p.yaml:5:37: node "a": when: empty expression`},
 		{"when not bool", head + "  - {id: a, role: r, task: x, when: 'size(inputs)'}\n", `p.yaml:5:37: node "a": when must evaluate to bool, not int`},
+		// A node's state is the API's type (api.NodeState), and CEL names it so.
+		{"when a node's state", head + root + "  - {id: b, role: r, task: x, needs: [a], when: 'nodes.a'}\n", `p.yaml:6:49: node "b": when must evaluate to bool, not api.NodeState`},
 		{"when unknown variable", head + "  - {id: a, role: r, task: x, when: 'run.ok'}\n", `p.yaml:5:37: node "a": when: invalid CEL: 1:1: undeclared reference to 'run'`},
 		{"when unknown input", head + "  - {id: a, role: r, task: x, when: 'inputs.topc == \"\"'}\n", `p.yaml:5:37: node "a": when: unknown input "topc" (inputs: obj, topic)`},
 		{"when unknown input by index", head + "  - {id: a, role: r, task: x, when: 'inputs[\"topc\"] == \"\"'}\n", `p.yaml:5:37: node "a": when: unknown input "topc" (inputs: obj, topic)`},

@@ -143,12 +143,12 @@ func TestFakeInvocationLog(t *testing.T) {
 	repo := t.TempDir()
 	log := filepath.Join(t.TempDir(), "invocations.jsonl")
 	req := backend.Request{Repository: repo, Task: "log me", Model: "sonnet"}
-	runBackend(t, req, env(t.TempDir(), "FAKE_CLAUDE_LOG="+log))
-	runBackend(t, req, env(t.TempDir(), "FAKE_CLAUDE_LOG="+log, "CLAUDECODE=1"))
+	runBackend(t, req, env(t.TempDir(), fakeclaudelog.Env+"="+log))
+	runBackend(t, req, env(t.TempDir(), fakeclaudelog.Env+"="+log, "CLAUDECODE=1"))
 
 	// And once with a stdin that is an open pipe, not /dev/null.
 	cmd := exec.Command(fakeClaude(t), "-p", "--", "hi")
-	cmd.Dir, cmd.Env = repo, env(t.TempDir(), "FAKE_CLAUDE_LOG="+log)
+	cmd.Dir, cmd.Env = repo, env(t.TempDir(), fakeclaudelog.Env+"="+log)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

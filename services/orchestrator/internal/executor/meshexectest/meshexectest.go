@@ -174,7 +174,7 @@ func prepare(t testing.TB, bins Binaries, opts Options) (root, home, log string,
 	env = []string{
 		"PATH=" + bins.Dir + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"HOME=" + home,
-		"FAKE_CLAUDE_LOG=" + log,
+		fakeclaudelog.Env + "=" + log,
 		"MESH_EXEC_WORKSPACE_ROOT=" + root,
 		"MESH_EXEC_GRACE=500ms",
 	}
