@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshwork/meshwork/pkg/dockertest"
 )
 
 // images the stack is brought up from: no registry is needed for any.
@@ -301,17 +303,9 @@ func (s *stack) teardown() {
 	if out, err := s.try(ctx, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
 		s.t.Errorf("compose down: %v\n%s", err, out)
 	}
-	label := "label=meshwork.test=" + s.project
-	if ids := dockerLines(ctx, "ps", "-aq", "--filter", label); len(ids) > 0 {
-		_ = exec.CommandContext(ctx, "docker", append([]string{"rm", "-fv"}, ids...)...).Run()
-	}
-	if vols := dockerLines(ctx, "volume", "ls", "-q", "--filter", label); len(vols) > 0 {
-		_ = exec.CommandContext(ctx, "docker", append([]string{"volume", "rm", "-f"}, vols...)...).Run()
-	}
-	// The egress network is the marketplace's, made with its labels.
-	if nets := dockerLines(ctx, "network", "ls", "-q", "--filter", label); len(nets) > 0 {
-		_ = exec.CommandContext(ctx, "docker", append([]string{"network", "rm"}, nets...)...).Run()
-	}
+	// The workers, their volumes and the egress network are the
+	// marketplace's, made with its labels.
+	dockertest.RemoveLabelled(ctx, "meshwork.test="+s.project)
 }
 
 func dockerLines(ctx context.Context, args ...string) []string {

@@ -1,6 +1,7 @@
 package dockertest_test
 
 import (
+	"context"
 	"crypto/rand"
 	"os/exec"
 	"strings"
@@ -20,7 +21,10 @@ func TestRemoveLabelled(t *testing.T) {
 	}
 	label := "meshwork.test=dockertest-" + strings.ToLower(rand.Text())
 	other := label + "-other"
-	t.Cleanup(func() { dockertest.RemoveLabelled(other) })
+	t.Cleanup(func() {
+		dockertest.RemoveLabelled(context.Background(), label)
+		dockertest.RemoveLabelled(context.Background(), other)
+	})
 	docker := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command("docker", args...).CombinedOutput()
@@ -36,7 +40,7 @@ func TestRemoveLabelled(t *testing.T) {
 	docker("volume", "create", "--label", label)
 	docker("network", "create", "--label", label, strings.TrimPrefix(label, "meshwork.test="))
 
-	dockertest.RemoveLabelled(label)
+	dockertest.RemoveLabelled(context.Background(), label)
 	for _, kind := range [][]string{{"ps", "-aq"}, {"volume", "ls", "-q"}, {"network", "ls", "-q"}} {
 		if left := docker(append(kind, "--filter", "label="+label)...); left != "" {
 			t.Errorf("docker %v still lists %q", kind, left)

@@ -143,6 +143,6 @@ func buildMarketplace(t testing.TB) (bin, label string) {
 	// Unique among the tests running at once: a marketplace's start-up
 	// removes the workers with its label that its database does not know.
 	label = "meshwork.test=cli-" + strings.ToLower(rand.Text())
-	t.Cleanup(func() { dockertest.RemoveLabelled(label) })
+	t.Cleanup(func() { dockertest.RemoveLabelled(context.Background(), label) })
 	return bin, label
 }

@@ -29,9 +29,10 @@ type channel struct {
 	session   workerruntime.Session
 	client    *mcp.ClientSession
 	// broken is set when a call failed on the transport; the channel is
-	// then dropped. Atomic: Execute reads it without c.mu to trust an open
-	// channel (openTo).
-	broken atomic.Bool
+	// then dropped. ended is set when the session ended (the worker's
+	// server exited, or the channel was closed). Atomic: Execute reads
+	// them without c.mu to trust an open channel (openTo).
+	broken, ended atomic.Bool
 	// lastUsed is when the channel last carried a call (unix nanoseconds):
 	// an idle one is closed (CloseIdleChannels).
 	lastUsed atomic.Int64
@@ -71,6 +72,12 @@ func openChannel(ctx context.Context, rt workerruntime.Runtime, h workerruntime.
 		return nil, fmt.Errorf("connecting to the worker's MCP server: %w", err)
 	}
 	c.client = cs
+	// The session ends when the worker's server exits, as it does with its
+	// container; the channel then no longer vouches for the worker (openTo).
+	go func() {
+		_ = cs.Wait()
+		c.ended.Store(true)
+	}()
 	return c, nil
 }
 

@@ -52,7 +52,7 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 		return ExecuteResult{}, err
 	}
 	defer unlock()
-	if j, err = m.cfg.Store.JourneyByUID(ctx, j.UID); err != nil {
+	if j, err = m.cfg.Store.TouchJourney(ctx, j.UID); err != nil {
 		return ExecuteResult{}, err
 	}
 	entry, ok := m.cfg.Catalog.Lookup(j.WorkerID)
@@ -108,25 +108,15 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 	if !j.State.Live() {
 		return notLive(j.State)
 	}
-	// An open channel to the journey's worker says it runs: its exec
-	// session ends with the container, and a call on it then fails. Without
-	// one, the runtime is asked (one engine round trip an action saved).
-	checked := !m.openTo(j)
-	if checked && !m.checkLive(ctx, j) {
+	// A live channel to the journey's worker says it runs: its session
+	// ends with the container. Without one, the runtime is asked (the
+	// engine round trip that a live channel saves every action).
+	if !m.openTo(j) && !m.checkLive(ctx, j) {
 		return notLive(store.StateOrphaned)
 	}
 
-	if err := m.cfg.Store.Touch(ctx, j.UID); err != nil {
-		telemetry.Fail(span, err, errorType(err))
-		return ExecuteResult{}, err
-	}
 	out, cost, runErr := m.run(ctx, j, entry, &a, &rec.ToolCalls)
 	rec.CostUSD = cost // an agent's spend counts even when its run failed
-	if runErr != nil && !checked && ctx.Err() == nil && !m.checkLive(ctx, j) {
-		// The worker went away under its open channel: the action did not
-		// run there, and the journey is orphaned as the check above says.
-		return notLive(store.StateOrphaned)
-	}
 	if runErr != nil {
 		telemetry.Fail(span, runErr, errorType(runErr))
 		rec.Decision, rec.Error = store.DecisionFailed, runErr.Error()
@@ -280,12 +270,15 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 }
 
 // openTo reports whether the journey has a channel to its current worker
-// container that no call has found broken.
+// container whose session goes on and that no call has found broken. A
+// worker that dies between that check and the call fails the call on the
+// transport: the action is answered unavailable (it may have reached the
+// worker), the channel dropped, and the next action asks the runtime.
 func (m *Manager) openTo(j store.Journey) bool {
 	m.mu.Lock()
 	c := m.channels[j.UID]
 	m.mu.Unlock()
-	return c != nil && c.container == j.ContainerID && !c.broken.Load()
+	return c != nil && c.container == j.ContainerID && !c.broken.Load() && !c.ended.Load()
 }
 
 func (m *Manager) dropChannelIf(uid uuid.UUID, c *channel) {

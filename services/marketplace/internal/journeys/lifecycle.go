@@ -504,6 +504,11 @@ func (m *Manager) StopIdle(ctx context.Context, now time.Time) (int, error) {
 		if err != nil || !ok {
 			continue // an action is running, here or on another marketplace: not idle
 		}
+		// An action may have ended since the list was read.
+		if fresh, err := m.cfg.Store.JourneyByUID(ctx, j.UID); err != nil || !fresh.State.Live() || now.Sub(fresh.LastUsedAt) < timeout {
+			unlock()
+			continue
+		}
 		_, err = m.Stop(ctx, j.Caller, StopRequest{JourneyID: j.ID, Workspace: "keep"})
 		unlock()
 		if err != nil {

@@ -255,7 +255,7 @@ func requireImage(t testing.TB, image string) {
 // removeLabelled removes the containers, volumes and networks a test made.
 func removeLabelled(t testing.TB, value string) {
 	t.Helper()
-	dockertest.RemoveLabelled("meshwork.test=" + value)
+	dockertest.RemoveLabelled(context.Background(), "meshwork.test="+value)
 }
 
 func dockerRuntime(t testing.TB) workerruntime.Runtime {

@@ -424,10 +424,16 @@ func (s *Store) Restart(ctx context.Context, caller string, uid uuid.UUID, defin
 	})
 }
 
-// Touch marks a journey used now, as an action starts, so the idle stopper
-// counts a long action as use.
-func (s *Store) Touch(ctx context.Context, uid uuid.UUID) error {
-	return s.exec(ctx, `UPDATE journeys SET last_used_at = now() WHERE uid = $1`, uid)
+// TouchJourney returns a journey by its internal id, marked used now: an
+// action reads its journey so under the journey's lock, in one round trip,
+// and its idle timer starts over as it begins (the audit row's update
+// marks it again as it ends).
+func (s *Store) TouchJourney(ctx context.Context, uid uuid.UUID) (Journey, error) {
+	j, err := scanJourney(s.pool.QueryRow(ctx, `UPDATE journeys SET last_used_at = now() WHERE uid = $1 RETURNING `+journeyColumns, uid))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return j, fmt.Errorf("reading journey: %w", err)
+	}
+	return j, err
 }
 
 // SetAgentSession records the agent session id an agent worker reported.

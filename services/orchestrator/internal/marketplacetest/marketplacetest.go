@@ -99,7 +99,7 @@ func Start(t testing.TB, dsn string, opts Options) *Marketplace {
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MESHWORK_TOKENS="+strings.Join(tokens, ","), "ANTHROPIC_API_KEY=test-key-not-real")
 	cmd.Env = append(cmd.Env, opts.Env...) // the last of a name counts
 	// Registered first, so it runs after the process is stopped.
-	t.Cleanup(func() { dockertest.RemoveLabelled("meshwork.test=" + label) })
+	t.Cleanup(func() { dockertest.RemoveLabelled(context.Background(), "meshwork.test="+label) })
 	p := servicetest.Start(t, cmd, "serving MCP over HTTP")
 	return &Marketplace{Endpoint: "http://" + p.Addr + "/mcp"}
 }
