@@ -1,15 +1,28 @@
-// Package dockertest cleans up after tests that make Docker resources: it
-// removes the containers, volumes and networks carrying a label (every test
-// labels what it makes meshwork.test=<something of its own>). It drives the
-// docker CLI, as a developer cleaning up by hand would. Only tests import it.
+// Package dockertest is the docker CLI for tests: it runs a command that
+// must succeed, and cleans up after tests that make Docker resources by
+// removing the containers, volumes and networks carrying a label (every
+// test labels what it makes meshwork.test=<something of its own>). It
+// drives the CLI, as a developer would by hand. Only tests import it.
 package dockertest
 
 import (
 	"context"
 	"os/exec"
 	"strings"
+	"testing"
 	"time"
 )
+
+// Docker runs the docker CLI with args and returns its output, trimmed; a
+// failure fails the test with the output.
+func Docker(tb testing.TB, args ...string) string {
+	tb.Helper()
+	out, err := exec.CommandContext(context.Background(), "docker", args...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("docker %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
 
 // removeBatch is how many containers one `docker rm` is given. The CLI
 // removes a call's containers up to 50 at a time, and 50 started containers

@@ -25,14 +25,7 @@ func TestRemoveLabelled(t *testing.T) {
 		dockertest.RemoveLabelled(context.Background(), label)
 		dockertest.RemoveLabelled(context.Background(), other)
 	})
-	docker := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("docker", args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("docker %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	docker := func(args ...string) string { return dockertest.Docker(t, args...) }
 	for range 12 {
 		docker("create", "--label", label, "meshwork/worker:latest", "idle")
 	}

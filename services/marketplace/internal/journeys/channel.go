@@ -81,6 +81,12 @@ func openChannel(ctx context.Context, rt workerruntime.Runtime, h workerruntime.
 	return c, nil
 }
 
+// liveTo reports whether c (which may be nil) is a channel to container
+// whose session goes on and that no call has found broken.
+func (c *channel) liveTo(container string) bool {
+	return c != nil && c.container == container && !c.broken.Load() && !c.ended.Load()
+}
+
 // progressToken is the token of every call on a channel: calls on one
 // channel do not overlap.
 const progressToken = "marketplace"

@@ -240,12 +240,13 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 	m.mu.Lock()
 	c := m.channels[j.UID]
 	m.mu.Unlock()
-	if c != nil && c.container == j.ContainerID {
+	if c.liveTo(j.ContainerID) {
 		return c, nil
 	}
 	if c != nil {
-		// The journey's worker was replaced, maybe by another
-		// marketplace, which could not drop this one's channel.
+		// The journey's worker was replaced (maybe by another
+		// marketplace, which could not drop this one's channel), or the
+		// channel's session ended or broke: a new one is opened.
 		m.dropChannelIf(j.UID, c)
 	}
 	rt, _, err := m.runtimeFor(j.IsolationLevel)
@@ -259,7 +260,7 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if existing := m.channels[j.UID]; existing != nil {
-		if existing.container == j.ContainerID {
+		if existing.liveTo(j.ContainerID) {
 			c.close() // another request opened one first
 			return existing, nil
 		}
@@ -278,7 +279,7 @@ func (m *Manager) openTo(j store.Journey) bool {
 	m.mu.Lock()
 	c := m.channels[j.UID]
 	m.mu.Unlock()
-	return c != nil && c.container == j.ContainerID && !c.broken.Load() && !c.ended.Load()
+	return c.liveTo(j.ContainerID)
 }
 
 func (m *Manager) dropChannelIf(uid uuid.UUID, c *channel) {

@@ -505,7 +505,8 @@ func (m *Manager) StopIdle(ctx context.Context, now time.Time) (int, error) {
 			continue // an action is running, here or on another marketplace: not idle
 		}
 		// An action may have ended since the list was read.
-		if fresh, err := m.cfg.Store.JourneyByUID(ctx, j.UID); err != nil || !fresh.State.Live() || now.Sub(fresh.LastUsedAt) < timeout {
+		fresh, err := m.cfg.Store.JourneyByUID(ctx, j.UID)
+		if err != nil || !fresh.State.Live() || now.Sub(fresh.LastUsedAt) < timeout {
 			unlock()
 			continue
 		}
@@ -515,7 +516,7 @@ func (m *Manager) StopIdle(ctx context.Context, now time.Time) (int, error) {
 			m.logger.WarnContext(ctx, "stopping an idle worker failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
 			continue
 		}
-		m.logger.InfoContext(ctx, "stopped an idle worker", slog.String("journey", j.UID.String()), slog.Duration("idle", now.Sub(j.LastUsedAt)))
+		m.logger.InfoContext(ctx, "stopped an idle worker", slog.String("journey", j.UID.String()), slog.Duration("idle", now.Sub(fresh.LastUsedAt)))
 		stopped++
 	}
 	return stopped, nil

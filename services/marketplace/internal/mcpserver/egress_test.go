@@ -2,11 +2,11 @@ package mcpserver_test
 
 import (
 	"context"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 )
 
@@ -33,14 +33,7 @@ func TestEgressWorker(t *testing.T) {
 	}
 	label := "egress-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	servers := "meshwork-test-servers-" + label
-	docker := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("docker", args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("docker %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	docker := func(args ...string) string { return dockertest.Docker(t, args...) }
 	docker("network", "create", "--label", "meshwork.test="+label, servers)
 	t.Cleanup(func() { removeLabelled(t, label) })
 	for _, name := range []string{"allowed", "denied"} {

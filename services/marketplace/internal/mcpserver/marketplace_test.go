@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -267,11 +268,10 @@ func TestRestartAndOrphans(t *testing.T) {
 }
 
 // A worker killed while its journey's channel is open. Actions on a live
-// channel do not ask the engine about the worker. Its session ends with
-// the container, so the next action asks and answers not_live (the action
-// did not run) and orphans the journey; should the call start before the
-// session's end is seen, it fails as unavailable instead, and the action
-// after it asks. A write is never retried. Resume brings the workspace back.
+// channel do not ask the engine about the worker; its session ends with the
+// container, so once the marketplace has seen that, the next action asks
+// and answers not_live (the action did not run), orphaning the journey.
+// Resume brings the workspace back, without the refused write.
 func TestKilledUnderAnOpenChannel(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -285,17 +285,15 @@ func TestKilledUnderAnOpenChannel(t *testing.T) {
 	if n := b.rt.states.Load() - states; n != 0 {
 		t.Errorf("3 actions on an open channel asked the engine for the worker's state %d times, want 0", n)
 	}
-	if out, err := exec.Command("docker", "kill", sp["container_id"].(string)).CombinedOutput(); err != nil {
-		t.Fatalf("docker kill: %v %s", err, out)
-	}
-	for i, a := range []map[string]any{
+	dockertest.Docker(t, "kill", sp["container_id"].(string))
+	dockertest.Docker(t, "wait", sp["container_id"].(string))
+	time.Sleep(200 * time.Millisecond) // the engine closes the exec stream; the session sees it end
+	for _, a := range []map[string]any{
 		{"type": "write", "target": "a.txt", "content": "after"},
 		{"type": "read", "target": "a.txt"},
 	} {
 		r := call(t, cs, "execute_in_worker", execArgs("k", a))
-		e, _ := r.out["error"].(map[string]any)
-		notLive := e["code"] == "not_live" && strings.Contains(r.text, "orphaned") && strings.Contains(r.text, "resume")
-		if !r.isError || !notLive && (i > 0 || e["code"] != "unavailable") {
+		if e, _ := r.out["error"].(map[string]any); !r.isError || e["code"] != "not_live" || !strings.Contains(r.text, "orphaned") || !strings.Contains(r.text, "resume") {
 			t.Errorf("%v on a killed worker: %+v", a["type"], r)
 		}
 	}
