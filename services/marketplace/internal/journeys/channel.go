@@ -146,9 +146,12 @@ func (c *channel) call(ctx context.Context, tool string, args any) (*mcp.CallToo
 
 var errChannelBroken = errors.New("worker channel broke")
 
+// close ends the channel at once. The exec session goes first: the client's
+// Close waits for the calls in flight, and a stop must not wait for the
+// action it stops (that call then fails on the transport).
 func (c *channel) close() {
-	_ = c.client.Close()
 	_ = c.session.Close()
+	_ = c.client.Close()
 }
 
 var _ io.WriteCloser = stdin{}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -260,4 +261,53 @@ func toStrings(v any) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// stop_worker stops an agent in the middle of its task: it does not wait
+// for the task (which would run until the action timeout, 5 minutes here),
+// and the task's call ends with an error rather than a result.
+func TestStopDuringATask(t *testing.T) {
+	t.Parallel()
+	b := setupAgent(t, false)
+	cs := b.client(t, aliceToken)
+	script, _ := json.Marshal(map[string]any{"steps": []any{map[string]any{"text": "working"}, map[string]any{"hang": map[string]any{}}}})
+	b64, sum := tarGz(t, []*tar.Header{{Name: ".fake-claude.json", Typeflag: tar.TypeReg}}, map[string]string{".fake-claude.json": string(script)})
+	must(t, cs, "spawn_worker", map[string]any{
+		"worker_id": "claude_code_assistant_v1", "journey_id": "busy",
+		"source": map[string]any{"archive": map[string]any{"tar_gz_base64": b64, "sha256": sum}},
+	})
+	task := make(chan result, 1)
+	go func() {
+		task <- call(t, cs, "execute_in_worker", execArgs("busy", map[string]any{"type": "task", "task": "Work on it"}))
+	}()
+	// The agent is under way once its container runs a claude process.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "busy"})
+		if out, err := exec.Command("docker", "top", st["container_id"].(string)).Output(); err == nil && strings.Contains(string(out), "claude") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent did not start")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopped := make(chan map[string]any, 1)
+	go func() { stopped <- must(t, cs, "stop_worker", map[string]any{"journey_id": "busy"}) }()
+	select {
+	case s := <-stopped:
+		if s["state"] != "stopped" {
+			t.Errorf("stop_worker: %v", s)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("stop_worker waited for the task it stops")
+	}
+	select {
+	case r := <-task:
+		if !r.isError {
+			t.Errorf("the stopped task returned a result: %+v", r)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the stopped task's call did not end")
+	}
 }
