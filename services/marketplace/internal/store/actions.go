@@ -1,0 +1,176 @@
+package store
+
+// The audit log: one row per action, and one per agent tool call under it.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+)
+
+// Decision is what became of an action.
+type Decision string
+
+// The decisions.
+const (
+	DecisionAllowed Decision = "allowed" // the gate allowed it and it ran
+	DecisionRefused Decision = "refused" // malformed, or the gate refused it; the worker saw nothing
+	DecisionFailed  Decision = "failed"  // allowed, but running it failed
+)
+
+// ActionRecord is one row of the audit log.
+type ActionRecord struct {
+	JourneyUID     uuid.UUID
+	Caller         string
+	WorkerID       string
+	DefinitionHash string
+	ActionType     string
+	Target         string
+	Decision       Decision
+	Violations     []meshtype.Violation
+	Error          string
+	Duration       time.Duration
+	RequestBytes   int64
+	ResponseBytes  int64
+	CostUSD        float64
+	TraceID        string
+	// Uncounted keeps an allowed record out of the journey's action count:
+	// results taken out (diffs, exports) are audited like actions but are
+	// not actions the worker ran.
+	Uncounted bool
+	// ToolCalls are an agent's own tool calls during the action, as the
+	// gate inside the worker decided them: each becomes a row of its own
+	// (ActionTypeAgentTool), written with the action's, under it.
+	ToolCalls []meshtype.ToolDecision
+	// ParentID is, on a row read back, the action a tool call row belongs
+	// to (0 for actions).
+	ParentID int64
+}
+
+// ActionTypeAgentTool is the action_type of an agent tool call's row.
+const ActionTypeAgentTool = "agent_tool"
+
+// RecordAction writes an audit row. An allowed action also counts against
+// the journey (actions, cost, last use) in the same transaction, so the
+// counters the gate reads always match the audit log.
+func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
+	violations, err := json.Marshal(nonNil(r.Violations))
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
+			decision, violations, error, duration_us, request_bytes, response_bytes, cost_usd, trace_id)
+			VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, nullif($9, ''), $10, $11, $12, $13, nullif($14, '')) RETURNING id`,
+			r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, r.Target, string(r.Decision), violations,
+			r.Error, r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID).Scan(&id); err != nil {
+			return fmt.Errorf("recording action: %w", err)
+		}
+		for _, c := range r.ToolCalls {
+			decision := DecisionAllowed
+			if !c.Allowed {
+				decision = DecisionRefused
+			}
+			vs, err := json.Marshal(nonNil(c.Violations))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
+				decision, violations, trace_id, parent_action_id)
+				VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, nullif($9, ''), $10)`,
+				r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, ActionTypeAgentTool, c.Tool+": "+c.Summary, string(decision), vs,
+				r.TraceID, id); err != nil {
+				return fmt.Errorf("recording an agent tool call: %w", err)
+			}
+		}
+		counted := 0
+		if r.Decision == DecisionAllowed && !r.Uncounted {
+			counted = 1
+		}
+		if _, err := tx.Exec(ctx, `UPDATE journeys SET action_count = action_count + $2, cost_usd = cost_usd + $3, last_used_at = now() WHERE uid = $1`,
+			r.JourneyUID, counted, r.CostUSD); err != nil {
+			return fmt.Errorf("counting action: %w", err)
+		}
+		return nil
+	})
+}
+
+func nonNil(v []meshtype.Violation) []meshtype.Violation {
+	if v == nil {
+		return []meshtype.Violation{}
+	}
+	return v
+}
+
+// ActionCounts is how many of a journey's actions ended each way.
+type ActionCounts struct {
+	Allowed, Refused, Failed int64
+}
+
+// ActionCounts counts a journey's audit rows by decision.
+func (s *Store) ActionCounts(ctx context.Context, uid uuid.UUID) (ActionCounts, error) {
+	var c ActionCounts
+	err := s.pool.QueryRow(ctx, `SELECT
+		count(*) FILTER (WHERE decision = 'allowed'), count(*) FILTER (WHERE decision = 'refused'), count(*) FILTER (WHERE decision = 'failed')
+		FROM actions WHERE journey_uid = $1`, uid).Scan(&c.Allowed, &c.Refused, &c.Failed)
+	if err != nil {
+		return c, fmt.Errorf("counting actions: %w", err)
+	}
+	return c, nil
+}
+
+// AuditRow is an audit record as read back.
+type AuditRow struct {
+	ActionRecord
+	ID        int64
+	CreatedAt time.Time
+}
+
+// Actions returns a journey's audit rows, oldest first.
+func (s *Store) Actions(ctx context.Context, uid uuid.UUID) ([]AuditRow, error) {
+	return s.actions(ctx, `WHERE journey_uid = $1 ORDER BY id`, uid)
+}
+
+// RecentActions returns a page of a journey's audit rows, newest first:
+// at most limit rows, of ids below before when before is not 0.
+func (s *Store) RecentActions(ctx context.Context, uid uuid.UUID, before int64, limit int) ([]AuditRow, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	return s.actions(ctx, `WHERE journey_uid = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, uid, before, limit)
+}
+
+func (s *Store) actions(ctx context.Context, where string, args ...any) ([]AuditRow, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, journey_uid, caller, worker_id, definition_hash, action_type, coalesce(target, ''),
+		decision, violations, coalesce(error, ''), duration_us, request_bytes, response_bytes, coalesce(cost_usd, 0)::float8, coalesce(trace_id, ''), created_at,
+		coalesce(parent_action_id, 0)
+		FROM actions `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading actions: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditRow
+	for rows.Next() {
+		var a AuditRow
+		var us int64
+		var violations []byte
+		if err := rows.Scan(&a.ID, &a.JourneyUID, &a.Caller, &a.WorkerID, &a.DefinitionHash, &a.ActionType, &a.Target,
+			&a.Decision, &violations, &a.Error, &us, &a.RequestBytes, &a.ResponseBytes, &a.CostUSD, &a.TraceID, &a.CreatedAt, &a.ParentID); err != nil {
+			return nil, err
+		}
+		a.Duration = time.Duration(us) * time.Microsecond
+		if err := json.Unmarshal(violations, &a.Violations); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
