@@ -1,0 +1,249 @@
+package engine
+
+// A node's attempt: the state it runs over, and its task given to its
+// role's executor (once, or once per foreach item).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// prepare loads the run's state and decides whether the job has work to do.
+func (e *Engine) prepare(ctx context.Context, run store.Run, a nodeArgs) (*pipeline.Pipeline, runstate.State, error) {
+	if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
+		return nil, runstate.State{}, errNodeDone
+	}
+	p, ok := e.catalog.Lookup(run.Pipeline)
+	if !ok || p.Hash() != run.PipelineHash {
+		msg := fmt.Sprintf("pipeline %s changed since the run started (or is no longer in the catalog): resume the run with migrate to run it under the new definition", run.Pipeline)
+		if err := e.parkChanged(ctx, run.ID, msg); err != nil {
+			return nil, runstate.State{}, err
+		}
+		return nil, runstate.State{}, errNodeDone
+	}
+	st, err := e.stateAt(ctx, e.pool, run.ID, run.HeadSeq)
+	if err != nil {
+		return nil, runstate.State{}, err
+	}
+	if st.Node(a.NodeID).Iteration >= a.Iteration {
+		return nil, runstate.State{}, errNodeDone // committed already (a duplicate or late job)
+	}
+	return p, st, nil
+}
+
+// parkChanged fails a run whose pipeline changed under it; ResumeRun with
+// migrate continues it.
+func (e *Engine) parkChanged(ctx context.Context, runID, msg string) error {
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		run, err := store.LockRun(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if run.Status != runstate.RunRunning && run.Status != runstate.RunWaiting {
+			return nil
+		}
+		if err := store.CancelInterrupts(ctx, tx, runID); err != nil {
+			return err
+		}
+		return store.UpdateRun(ctx, tx, runID, store.RunUpdate{HeadSeq: run.HeadSeq, Status: runstate.RunFailed, Error: msg})
+	})
+}
+
+func (e *Engine) stateAt(ctx context.Context, q store.Querier, runID string, seq int) (runstate.State, error) {
+	if st, ok := e.cache.get(runID, seq); ok {
+		return st, nil
+	}
+	st, err := store.LoadState(ctx, q, runID, seq)
+	if err != nil {
+		return runstate.State{}, err
+	}
+	e.cache.put(runID, seq, st.Clone())
+	return st, nil
+}
+
+// nodeResult is what one attempt produced.
+type nodeResult struct {
+	// task is what the attempt was asked (its rendered task, or its
+	// command; a foreach node's items' are not kept), recorded with it,
+	// already bounded.
+	task    string
+	output  string
+	patch   string
+	session string
+	role    string
+	cost    float64
+}
+
+// execute runs one attempt of an agent node: its task rendered over the
+// run's state, through its role's executor, resuming the role's session.
+// session is the role's session when sessionKnown (read with the lease).
+func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipeline, st runstate.State, a nodeArgs, fence int64, session string, sessionKnown bool) (nodeResult, error) {
+	n, ok := p.Node(a.NodeID)
+	if !ok {
+		return nodeResult{}, fmt.Errorf("pipeline %s has no node %q", p.Name(), a.NodeID)
+	}
+	role, _ := p.Role(a.NodeID)
+	res := nodeResult{role: n.Role}
+	ex := e.cfg.Executors[role.Via]
+	if ex == nil {
+		return res, fmt.Errorf("%w: role %s works via %s; start the orchestrator with --%s-url", executor.ErrUnavailable, n.Role, role.Via, role.Via)
+	}
+	if n.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(n.Timeout))
+		defer cancel()
+	}
+	req := executor.Request{
+		RunID: run.ID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, Thread: run.Thread,
+		RoleName: n.Role, Role: role, Timeout: time.Duration(role.Timeout) * time.Millisecond,
+		Command: n.Command,
+	}
+	ps := st.Pipeline()
+	req.Source = nodeSource(p, ps, a.NodeID)
+	if n.IsForeach() {
+		out, err := e.executeItems(ctx, p, n, ps, ex, req)
+		res.output = out
+		if err == nil {
+			res.output, err = p.RenderOutput(a.NodeID, ps, out)
+		}
+		return res, err
+	}
+	var (
+		task string
+		err  error
+	)
+	if len(n.Command) == 0 { // a command node runs its command, not a task
+		if task, err = p.RenderTask(a.NodeID, ps); err != nil {
+			return res, err
+		}
+		res.task = truncate(scrub(task), maxAttemptTask)
+	} else {
+		res.task = truncate(scrub(strings.Join(n.Command, " ")), maxAttemptTask)
+	}
+	if !sessionKnown {
+		if session, err = store.RoleSession(ctx, e.pool, run.Thread, n.Role); err != nil {
+			return res, err
+		}
+	}
+	req.Task, req.SessionID = task, session
+	var saveMu sync.Mutex
+	saved := session
+	req.OnSession = func(id string) {
+		// Saved the moment the agent names it: a crash in the middle of
+		// the node then resumes this session rather than starting over.
+		saveMu.Lock()
+		defer saveMu.Unlock()
+		if id == "" || id == saved {
+			return
+		}
+		// Bounded: the agent's progress waits on this (the MCP client
+		// delivers notifications one at a time).
+		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := store.SaveRoleSession(saveCtx, e.pool, run.Thread, n.Role, id, run.ID, a.NodeID, e.cfg.ReplicaID, fence); err != nil {
+			e.logger.WarnContext(ctx, "saving a role's session failed", slog.String("run", run.ID), slog.Any("error", err))
+			return
+		}
+		saved = id
+	}
+	var events atomic.Int64
+	req.OnEvent = func(ev meshtype.AgentEvent) {
+		// What the agent does, for watchers; bounded per attempt, and
+		// bounded in time: the agent's progress waits on this.
+		if events.Add(1) > maxAgentEvents {
+			return
+		}
+		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := store.AddAgentEvent(saveCtx, e.pool, run.ID, a.NodeID, ev); err != nil {
+			e.logger.WarnContext(ctx, "recording an agent event failed", slog.String("run", run.ID), slog.Any("error", err))
+		}
+	}
+	r, err := ex.Execute(ctx, req)
+	r.Output, r.SessionID = scrub(r.Output), scrub(r.SessionID)
+	res.session, res.cost, res.patch = r.SessionID, r.CostUSD, scrub(r.Patch)
+	if res.session == "" {
+		res.session = saved
+	}
+	if err != nil {
+		res.output = r.Output
+		return res, err
+	}
+	res.output, err = p.RenderOutput(a.NodeID, ps, r.Output)
+	return res, err
+}
+
+// maxAttemptTask bounds the task recorded with an attempt, in bytes.
+const maxAttemptTask = 16 << 10
+
+// maxAgentEvents bounds the agent events recorded for one attempt.
+const maxAgentEvents = 5000
+
+// nodeSource resolves a node's source for its executor: the repository
+// input's value, or the from node's role and patch.
+func nodeSource(p *pipeline.Pipeline, ps pipeline.State, id string) *executor.Source {
+	src := p.Source(id)
+	switch {
+	case src == nil:
+		return nil
+	case src.Input != "":
+		repo, _ := ps.Inputs[src.Input].(map[string]any)
+		return &executor.Source{Repository: repo}
+	}
+	from, _ := p.Node(src.From)
+	role, _ := p.Role(src.From)
+	out := &executor.Source{FromRole: from.Role, FromWorker: role.Worker, Patch: ps.Nodes[src.From].Patch}
+	if fromSrc := p.Source(src.From); fromSrc != nil && fromSrc.Input != "" {
+		out.FromRepository, _ = ps.Inputs[fromSrc.Input].(map[string]any)
+	}
+	return out
+}
+
+// executeItems runs a foreach node's items, at most MaxConcurrency at once,
+// each in a session of its own; the node's result is the JSON array of the
+// items' outputs, in item order.
+func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipeline.Node, ps pipeline.State, ex executor.Executor, base executor.Request) (string, error) {
+	items, err := p.ForeachItems(n.ID, ps)
+	if err != nil {
+		return "", err
+	}
+	outs := make([]string, len(items))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(n.MaxConcurrency, 1))
+	for i, item := range items {
+		g.Go(func() error {
+			task, err := p.RenderItemTask(n.ID, ps, i, item)
+			if err != nil {
+				return err
+			}
+			req := base
+			req.Task, req.Item = task, fmt.Sprintf("%s/%d", n.ID, i)
+			r, err := ex.Execute(gctx, req)
+			if err != nil {
+				return fmt.Errorf("item %d: %w", i, err)
+			}
+			outs[i] = scrub(r.Output)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(outs)
+	return string(b), err
+}
