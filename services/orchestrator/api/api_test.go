@@ -27,7 +27,7 @@ func TestWireTypesMatchTheServer(t *testing.T) {
 	run := store.Run{Run: api.Run{
 		ID: "r1", Pipeline: "p", PipelineHash: "h", Thread: "th", Caller: "alice", Status: "failed", Error: "boom",
 		HeadSeq: 4, ForkedFromRun: "r0", ForkedFromSeq: &seq, CreatedAt: t0, UpdatedAt: t1, FinishedAt: &t1, TraceID: "abc",
-	}, Traceparent: "00-abc-def-01", InlineJob: []byte(`{}`)}
+	}, Traceparent: "00-abc-def-01"}
 	state := runstate.State{
 		Inputs: map[string]any{"task": "x"},
 		Nodes:  map[string]pipeline.NodeState{"n": {Output: "out", Status: "succeeded", Attempts: 2, Iteration: 1, Patch: "diff"}},

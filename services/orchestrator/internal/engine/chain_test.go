@@ -7,24 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 )
-
-// eventually waits up to 30 seconds for cond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // The replica that creates a run works its first node at once, with no
 // River job. If it stops in the middle of that node, the node gets a job
@@ -49,11 +39,7 @@ func TestStoppedReplicaHandsTheFirstNodeOver(t *testing.T) {
 	b := startEngine(t, pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: exB}, "b")
 	v := waitStatus(t, b, run.ID, runstate.RunSucceeded)
 	for _, node := range []string{"one", "two", "three"} {
-		var n int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM checkpoints WHERE run_id = $1 AND node_id = $2`, run.ID, node).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != 1 {
+		if n := commits(t, pool, run.ID, node); n != 1 {
 			t.Errorf("node %s committed %d times, want once", node, n)
 		}
 	}
@@ -129,28 +115,14 @@ func TestParallelBranchesCommitOnce(t *testing.T) {
 			t.Errorf("run %s: join's output %q", id, got)
 		}
 		for _, node := range []string{"start", "left", "middle", "right", "join"} {
-			var n int
-			if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM checkpoints WHERE run_id = $1 AND node_id = $2`, id, node).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n != 1 {
+			if n := commits(t, b.pool, id, node); n != 1 {
 				t.Errorf("run %s: node %s committed %d times, want once", id, node, n)
 			}
 		}
-		var heads []int
-		rows, err := b.pool.Query(context.Background(), `SELECT seq FROM checkpoints WHERE run_id = $1 ORDER BY seq`, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var seq int
-			if err := rows.Scan(&seq); err != nil {
-				t.Fatal(err)
-			}
-			heads = append(heads, seq)
-		}
-		if rows.Err() != nil || len(heads) != 6 || heads[5] != 5 {
-			t.Errorf("run %s: checkpoints %v, want 0 to 5 in a chain", id, heads)
+		rows, _ := b.pool.Query(context.Background(), `SELECT seq FROM checkpoints WHERE run_id = $1 ORDER BY seq`, id)
+		heads, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil || len(heads) != 6 || heads[5] != 5 {
+			t.Errorf("run %s: checkpoints %v (%v), want 0 to 5 in a chain", id, heads, err)
 		}
 	}
 }

@@ -32,8 +32,8 @@ import (
 // for it but records it in the run's inline_job, which that node's commit
 // clears or replaces.
 //
-// A step that needs no River job, decided over the run as this job last
-// saw it, commits in one round trip (commitGuarded); otherwise, or when
+// A step that needs no River job, decided over the head this replica last
+// committed or read (the state cache's), commits in one round trip (commitGuarded); otherwise, or when
 // the run moved on meanwhile, it commits under the run's row lock in an
 // explicit transaction (commitLocked).
 func (e *Engine) commitNode(ctx context.Context, run store.Run, p *pipeline.Pipeline, a nodeArgs, jobID int64, fence int64, last bool,
@@ -354,7 +354,7 @@ func (e *Engine) queueAfterCheckpoint(ctx context.Context, batch *store.Batch, p
 	}
 	u := store.RunUpdate{
 		HeadSeq: w.Seq, Status: step.Status, Error: step.Error, Release: w.Release, PipelineHash: w.NewHash,
-		SetInline: w.Inline != nil, WorkedNode: w.NodeID, WorkedIteration: w.Iteration,
+		WorkedNode: w.NodeID, WorkedIteration: w.Iteration,
 	}
 	if w.Inline != nil {
 		job, err := json.Marshal(w.Inline)

@@ -371,9 +371,17 @@ func (c *stateCache) get(run string, seq int) (runstate.State, bool) {
 	return s.state.Clone(), true
 }
 
+// put keeps st as the run's state at seq, unless the cache holds a later
+// head: seqs only grow in a run, and a node that reads an older head (a
+// parallel branch, its lease claimed before another branch committed) must
+// not take the cache back, or every commit after it would be decided over
+// that old head and miss the one-round-trip path.
 func (c *stateCache) put(run string, seq int, st runstate.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if s, ok := c.m[run]; ok && s.seq > seq {
+		return
+	}
 	if len(c.m) >= c.limit {
 		for k := range c.m { // drop an arbitrary entry: a miss only costs a replay
 			delete(c.m, k)

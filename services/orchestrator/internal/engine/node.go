@@ -76,16 +76,9 @@ type inlineNext struct {
 	headSeq int
 }
 
-// Work works the job's node and then, while each node it commits makes
-// exactly one agent node ready and no other node of the run is under way
-// here, goes on with that node itself (inline), keeping the run's lease: a
-// linear pipeline does not wait for River to hand out each step, and the
-// step inserts no job for it. The commit that hands a node over records
-// the job it would have had in the run's row (inline_job), in the statement
-// that moves the run's head, and the node's own commit clears it. If this
-// replica stops or dies before that, whoever claims the run's lease afresh
-// schedules the recorded job (see scheduleInline): a takeover job of the
-// reaper, or River retrying the job this goroutine started from.
+// Work takes one of the engine's slots, the node's key and the run's lease,
+// then works the job's node and the successors handed over to it
+// (workChain).
 func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 	e, a := w.e, job.Args
 	if a.NotBefore != nil {
@@ -142,21 +135,30 @@ func (w *nodeWorker) Work(ctx context.Context, job *river.Job[nodeArgs]) error {
 		e.leases.release(ctx, a.RunID)
 		return err
 	}
-	return e.workChain(ctx, lease, sessionKnown, a, job.ID, false)
+	return e.workChain(ctx, lease, sessionKnown, a, job.ID)
 }
 
 // workChain works node a (its key taken, a reference on the run's lease
-// held) and then each successor its commit hands over, until a commit hands
-// none over or a node does not commit. inline says whether a has no job of
-// its own (jobID 0): then, if it does not commit, it gets one.
-func (e *Engine) workChain(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64, inline bool) error {
+// held) and then, while each node it commits makes exactly one agent node
+// ready and no other node of the run is under way here, goes on with that
+// node itself (inline), keeping the run's lease: a linear pipeline does not
+// wait for River to hand out each step, and the step inserts no job for
+// it. The commit that hands a node over records the job it would have had
+// in the run's row (inline_job), in the statement that moves the run's
+// head, and the node's own commit clears it. If this replica stops or dies
+// before that, whoever claims the run's lease afresh schedules the recorded
+// job (see scheduleInline): a takeover job of the reaper, or River retrying
+// the job this goroutine started from. A node with no job of its own
+// (jobID 0: handed over, or a new run's first) that does not commit gets
+// its job at once.
+func (e *Engine) workChain(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64) error {
 	for {
 		next, held, err := e.workNodeRecovering(ctx, lease, sessionKnown, a, jobID)
 		e.leases.end(a.key())
 		if held {
 			e.leases.release(ctx, a.RunID)
 		}
-		if inline && (err != nil || held) {
+		if jobID == 0 && (err != nil || held) {
 			// An inline node that did not commit gets its job now, for
 			// River to hand out here or elsewhere; if that fails, the next
 			// fresh claim of the run schedules it from inline_job.
@@ -168,7 +170,7 @@ func (e *Engine) workChain(ctx context.Context, lease store.Lease, sessionKnown 
 		// The successor's key was taken in the commit, and the lease kept.
 		// An inline node has no job of its own (its attempt records none);
 		// its role's session was read by the commit.
-		a, jobID, sessionKnown, inline = next.args, 0, true, true
+		a, jobID, sessionKnown = next.args, 0, true
 		lease.Session = next.session
 		lease.Run.HeadSeq, lease.Run.Status = next.headSeq, runstate.RunRunning
 	}
@@ -192,7 +194,7 @@ func (e *Engine) startChain(lease store.Lease, sessionKnown bool, a nodeArgs) {
 				e.logger.ErrorContext(e.chains.ctx, "a chain panicked", slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Any("panic", p))
 			}
 		}()
-		if err := e.workChain(e.chains.ctx, lease, sessionKnown, a, 0, true); err != nil && !errors.Is(err, context.Canceled) {
+		if err := e.workChain(e.chains.ctx, lease, sessionKnown, a, 0); err != nil && !errors.Is(err, context.Canceled) {
 			e.logger.WarnContext(e.chains.ctx, "a run's first node did not commit here; it has a job now", slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Any("error", err))
 		}
 	}()

@@ -200,3 +200,26 @@ func errIs(err, target error) bool { return errors.Is(err, target) }
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 var _ = goleak.IgnoreCurrent
+
+// eventually waits up to 30 seconds for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// commits counts the checkpoints of node in run: how many times it was
+// committed.
+func commits(t *testing.T, pool *pgxpool.Pool, runID, node string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM checkpoints WHERE run_id = $1 AND node_id = $2`, runID, node).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -50,8 +50,9 @@ type StartRequest struct {
 	Caller string `json:"-"`
 }
 
-// StartRun starts a run: its first checkpoint and the jobs of its root nodes
-// commit together.
+// StartRun starts a run: its first checkpoint, its lease and its root
+// nodes' jobs commit together, except the first node's when this replica
+// works it at once (startChain).
 func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, error) {
 	p, ok := e.catalog.Lookup(req.Pipeline)
 	if !ok {

@@ -165,10 +165,7 @@ func TestRunIsOneTrace(t *testing.T) {
 		}
 		return n
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for servers() < 2 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(t, "mesh-exec's server spans", func() bool { return servers() >= 2 })
 	if n := servers(); n != 2 {
 		t.Errorf("%d of mesh-exec's mesh_execute server spans are children of the client spans in the run's trace, want 2; its spans: %+v", n, otlp.Spans())
 	}

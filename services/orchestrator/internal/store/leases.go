@@ -51,8 +51,7 @@ func ClaimLease(ctx context.Context, q Querier, runID, owner string, ttl time.Du
 
 // LockRunForCommit locks a run's row like LockRun and checks, in the same
 // statement, that owner still holds its lease with fence: ErrStaleLease if
-// not. It also reads the run's inline_job (Run.InlineJob) and the role
-// sessions of the run's thread, role → session: a commit that goes on with
+// not. It also reads the role sessions of the run's thread, role → session: a commit that goes on with
 // a successor knows its session without another statement.
 func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence int64) (Run, map[string]string, error) {
 	if !validUUID(id) {
@@ -62,9 +61,9 @@ func LockRunForCommit(ctx context.Context, tx pgx.Tx, id, owner string, fence in
 	var held bool
 	sessions := map[string]string{}
 	err := tx.QueryRow(ctx, `SELECT `+runColumns+`, coalesce(lease_owner = $2 AND fence = $3, false),
-			coalesce((SELECT jsonb_object_agg(role, session_id) FROM role_sessions s WHERE s.thread = runs.thread), '{}'), inline_job
+			coalesce((SELECT jsonb_object_agg(role, session_id) FROM role_sessions s WHERE s.thread = runs.thread), '{}')
 		FROM runs WHERE id = $1 FOR UPDATE`, id, owner, fence).Scan(
-		append(runFields(&r), &held, &sessions, &r.InlineJob)...)
+		append(runFields(&r), &held, &sessions)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, nil, ErrNotFound
 	}

@@ -25,9 +25,6 @@ type Run struct {
 	// get TraceID.
 	Traceparent string `json:"-"`
 	Tracestate  string `json:"-"`
-	// InlineJob is the run's inline_job as LockRunForCommit reads it (see
-	// RunUpdate.InlineJob); other reads leave it nil. Internal.
-	InlineJob []byte `json:"-"`
 }
 
 const runColumns = `id::text, pipeline, pipeline_hash, thread, caller, status, coalesce(error, ''), head_seq,
@@ -166,13 +163,12 @@ type RunUpdate struct {
 	PipelineHash string // set to migrate the run to a changed definition
 	// Release gives up the committer's lease in the same statement.
 	Release bool
-	// SetInline writes InlineJob, the job of the node the committer goes on
-	// with inline (nil: none). Without it the run keeps what it had, unless
-	// it ends (succeeded, failed, cancelled) or the inline job is the node
-	// iteration the commit settles (WorkedNode, WorkedIteration): that
-	// node's commit clears it, whether it was worked inline or given its
-	// job since.
-	SetInline bool
+	// InlineJob, when set, is the job of the node the committer goes on
+	// with inline, written as the run's inline_job. When nil the run keeps
+	// what it had, unless it ends (succeeded, failed, cancelled) or its
+	// inline job is the node iteration the commit settles (WorkedNode,
+	// WorkedIteration): that node's commit clears it, whether it was
+	// worked inline or given its job since.
 	InlineJob []byte
 	// WorkedNode and WorkedIteration name the node iteration whose result
 	// (or failed attempt) the update commits; empty for none.
@@ -187,11 +183,11 @@ func UpdateRun(ctx context.Context, q Execer, id string, u RunUpdate) error {
 			finished_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END,
 			lease_owner = CASE WHEN $6 THEN NULL ELSE lease_owner END,
 			lease_expires_at = CASE WHEN $6 THEN NULL ELSE lease_expires_at END,
-			inline_job = CASE WHEN $7 THEN $8::jsonb WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN NULL
+			inline_job = CASE WHEN $7::jsonb IS NOT NULL THEN $7::jsonb WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN NULL
 				-- The job's args as the engine encodes them (nodeArgs).
-				WHEN inline_job->>'node_id' = $9 AND inline_job->'iteration' = to_jsonb($10::int) THEN NULL
+				WHEN inline_job->>'node_id' = $8 AND inline_job->'iteration' = to_jsonb($9::int) THEN NULL
 				ELSE inline_job END
-		WHERE id = $1`, id, u.HeadSeq, u.Status, u.Error, u.PipelineHash, u.Release, u.SetInline, u.InlineJob, u.WorkedNode, u.WorkedIteration)
+		WHERE id = $1`, id, u.HeadSeq, u.Status, u.Error, u.PipelineHash, u.Release, u.InlineJob, u.WorkedNode, u.WorkedIteration)
 	return err
 }
 

@@ -795,7 +795,7 @@ func TestUpdateRunInlineJob(t *testing.T) {
 		}
 	}
 	job := []byte(`{"run_id": "` + run.ID + `", "node_id": "two", "iteration": 2}`)
-	update(store.RunUpdate{SetInline: true, InlineJob: job})
+	update(store.RunUpdate{InlineJob: job})
 	if !strings.Contains(inline(), `"two"`) {
 		t.Fatalf("inline_job %q after setting it", inline())
 	}
@@ -808,7 +808,7 @@ func TestUpdateRunInlineJob(t *testing.T) {
 	if got := inline(); got != "" {
 		t.Fatalf("inline_job %q after its node's commit, want none", got)
 	}
-	update(store.RunUpdate{SetInline: true, InlineJob: job})
+	update(store.RunUpdate{InlineJob: job})
 	if err := store.UpdateRun(b.ctx, b.pool, run.ID, store.RunUpdate{Status: runstate.RunFailed}); err != nil {
 		t.Fatal(err)
 	}

@@ -152,9 +152,6 @@ func journeyID(t *testing.T, role, worker, thread, item string) string {
 	return id
 }
 
-// journeyPattern is the marketplace's journey id format.
-var journeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 func TestJourneyID(t *testing.T) {
 	t.Parallel()
 	base := journeyID(t, "writer", agentWorker, "thread-1", "")
@@ -187,7 +184,7 @@ func TestJourneyID(t *testing.T) {
 		base, journeyID(t, long, agentWorker, "thread-1", ""), journeyID(t, "writer", agentWorker, "", ""),
 		journeyID(t, long, strings.Repeat("w", 500)+"_v1", strings.Repeat("t ", 100), strings.Repeat("n", 64)+"/123456"),
 	} {
-		if !journeyPattern.MatchString(id) || len(id) > 89 {
+		if !meshapi.ValidID(id) || len(id) > 89 {
 			t.Errorf("%q is not a valid journey id of at most 89 characters", id)
 		}
 	}
