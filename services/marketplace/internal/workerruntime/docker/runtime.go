@@ -103,8 +103,8 @@ func (r *Runtime) Close() error {
 func (r *Runtime) Name() string { return "docker" }
 
 // Create implements workerruntime.Runtime: it reuses or creates the journey's
-// volume, replaces any container left under the journey's name, and creates
-// and starts a hardened container.
+// volume, creates a hardened container (replacing one left under the
+// journey's name) and starts it.
 func (r *Runtime) Create(ctx context.Context, spec workerruntime.Spec) (workerruntime.Handle, error) {
 	spec, err := withDefaults(spec)
 	if err != nil {
@@ -113,11 +113,6 @@ func (r *Runtime) Create(ctx context.Context, spec workerruntime.Spec) (workerru
 	log := r.logger.With(slog.String("journey", spec.Journey), slog.String("worker", spec.Worker))
 	name, vol := containerName(spec.Journey), VolumeName(spec.Journey)
 
-	// A container under this name is from an earlier life of the journey
-	// (a crash, or a create that failed half-way): it is stale.
-	if err := r.removeStale(ctx, name, spec.Journey); err != nil {
-		return workerruntime.Handle{}, err
-	}
 	createdVolume, err := r.ensureVolume(ctx, vol, spec)
 	if err != nil {
 		return workerruntime.Handle{}, err
@@ -139,7 +134,19 @@ func (r *Runtime) Create(ctx context.Context, spec workerruntime.Spec) (workerru
 	}
 
 	cfg, hostCfg := containerConfig(spec, vol)
-	created, err := r.engine.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hostCfg})
+	opts := client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hostCfg}
+	created, err := r.engine.ContainerCreate(ctx, opts)
+	if cerrdefs.IsConflict(err) {
+		// The name is taken: by a container from an earlier life of the
+		// journey (a crash, or a create that failed half-way), which is
+		// stale, or by someone else's, which is refused. Asking first would
+		// cost every spawn an engine call for this rare case.
+		if err := r.removeStale(ctx, name, spec.Journey); err != nil {
+			cleanup("")
+			return workerruntime.Handle{}, err
+		}
+		created, err = r.engine.ContainerCreate(ctx, opts)
+	}
 	if err != nil {
 		cleanup("")
 		if cerrdefs.IsNotFound(err) {
@@ -159,7 +166,7 @@ func (r *Runtime) Create(ctx context.Context, spec workerruntime.Spec) (workerru
 }
 
 // removeStale force-removes the container named name, if there is one and it
-// is the journey's.
+// is the journey's; one that is not the journey's is an error.
 func (r *Runtime) removeStale(ctx context.Context, name, journey string) error {
 	res, err := r.engine.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {

@@ -455,6 +455,32 @@ func TestRemoveRefusesWhatIsNotAWorker(t *testing.T) {
 	}
 }
 
+// TestCreateRefusesAForeignContainerUnderItsName: Create creates first and
+// looks at what holds the journey's container name only when the engine
+// says it is taken; a container that is not the journey's is refused and
+// kept, and the volume made for the journey is gone again.
+func TestCreateRefusesAForeignContainerUnderItsName(t *testing.T) {
+	b := setup(t)
+	spec := b.spec()
+	foreign, err := b.c.ContainerCreate(t.Context(), client.ContainerCreateOptions{
+		Name:       "meshwork-" + spec.Journey,
+		Config:     &container.Config{Image: workerImage, Cmd: []string{"idle"}, Labels: b.labels},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.rt.Create(t.Context(), spec); err == nil || !strings.Contains(err.Error(), "is not journey "+spec.Journey+"'s") {
+		t.Fatalf("Create over a foreign container: %v", err)
+	}
+	if _, err := b.c.ContainerInspect(t.Context(), foreign.ID, client.ContainerInspectOptions{}); err != nil {
+		t.Errorf("the foreign container is gone: %v", err)
+	}
+	if _, err := b.c.VolumeInspect(t.Context(), docker.VolumeName(spec.Journey), client.VolumeInspectOptions{}); !cerrdefs.IsNotFound(err) {
+		t.Errorf("a refused Create left its volume: %v", err)
+	}
+}
+
 func TestExportWithoutAContainerLeavesNoHelper(t *testing.T) {
 	b := setup(t)
 	h := b.create(t, b.spec())
