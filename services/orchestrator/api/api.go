@@ -3,15 +3,16 @@
 // types that depend on nothing but the standard library and pkg/meshtype.
 // meshctl and the API client (internal/apiclient) use these, never the
 // engine's or the database's types, so they link no database driver, job
-// queue or CEL. The server sends these types themselves (its node state,
-// attempt, interrupt, agent event and event are aliases of them; a run's
-// view is built as one, and a pipeline's inputs are converted from the
-// pipeline file's (the same fields with YAML tags) by a type conversion
-// that stops compiling if the two drift apart), except two: a run, whose row
-// keeps its trace context too (store.Run embeds Run), and a checkpoint,
-// whose delta is the engine's state type; TestWireTypesMatchTheServer checks
-// that every field of those two decodes into these and back to the same
-// JSON. The status and input type names are the server's constants too.
+// queue or CEL.
+//
+// The server sends these types themselves: the engine returns a Run (the
+// database's row, store.Run, embeds one beside the run's trace context,
+// which is not sent), a checkpoint is a Checkpoint, the engine's node state,
+// attempt, interrupt, agent event and event are aliases of these, its state
+// (runstate.State) is a State with methods, and a pipeline's inputs convert
+// from the pipeline file's (the same fields with YAML tags): a conversion
+// that stops compiling if the two drift apart. The status and input type
+// names are the server's constants too.
 package api
 
 import (
@@ -105,12 +106,19 @@ type RunView struct {
 	Patch     string `json:"patch,omitempty"`
 }
 
-// State is a run's state, or a delta of one (what a checkpoint changed).
+// State is a run's state, or a delta of one (what a checkpoint changed:
+// applying it replaces the entries it names).
 type State struct {
-	Inputs   map[string]any       `json:"inputs,omitempty"`
-	Nodes    map[string]NodeState `json:"nodes,omitempty"`
-	Loops    map[string]int       `json:"loops,omitempty"`
-	Sessions map[string]string    `json:"sessions,omitempty"`
+	// Inputs are the run's inputs; set in a delta only when they change (the
+	// start of a run, a fork's state patch).
+	Inputs map[string]any `json:"inputs,omitempty"`
+	// Nodes holds each node's state by id; a node that is absent is pending
+	// and has never run.
+	Nodes map[string]NodeState `json:"nodes,omitempty"`
+	// Loops counts, by node id, how often the node's next was followed.
+	Loops map[string]int `json:"loops,omitempty"`
+	// Sessions holds each role's agent session id.
+	Sessions map[string]string `json:"sessions,omitempty"`
 }
 
 // Checkpoint is one step of a run.
@@ -123,7 +131,8 @@ type Checkpoint struct {
 	Iteration int       `json:"iteration,omitempty"`
 	Delta     State     `json:"delta"`
 	CreatedAt time.Time `json:"created_at"`
-	Bytes     int       `json:"bytes"`
+	// Bytes is the stored size of the delta.
+	Bytes int `json:"bytes"`
 }
 
 // Interrupt is an approval node waiting for, or given, its decision.

@@ -21,8 +21,8 @@ import (
 	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -240,7 +240,7 @@ func TestServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run store.Run
+	var run api.Run
 	_ = json.NewDecoder(resp.Body).Decode(&run)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated || run.Caller != "tester" {
@@ -390,7 +390,7 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatalf("run_pipeline: %v %+v", err, res)
 	}
 	data, _ := json.Marshal(res.StructuredContent)
-	var run store.Run
+	var run api.Run
 	if err := json.Unmarshal(data, &run); err != nil || run.Caller != "dana" {
 		t.Errorf("run %s: want started by dana", data)
 	}

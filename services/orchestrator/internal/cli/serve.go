@@ -25,6 +25,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/mcphttp"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/console"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -34,7 +35,6 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/journeyview"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/mcptools"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 	"github.com/meshwork/meshwork/services/orchestrator/pipelines"
 )
 
@@ -223,7 +223,7 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	metrics := httpapi.NewMetrics(reg)
 	tools, err := mcptools.New(mcptools.Config{
 		Engine: eng, Caller: meshapi.TokenCaller, Logger: logger, Admins: cfg.Admins,
-		OnRunStarted: func(r store.Run) { metrics.RunStarted(r.Pipeline, "mcp") },
+		OnRunStarted: func(r api.Run) { metrics.RunStarted(r.Pipeline, "mcp") },
 	})
 	if err != nil {
 		_ = ln.Close()

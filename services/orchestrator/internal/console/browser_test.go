@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -448,7 +449,7 @@ func TestJourneysPatchAndForkInABrowser(t *testing.T) {
 }
 
 // waitFork waits for alice's run forked from parent to appear.
-func waitFork(t *testing.T, s *site, parent string) store.Run {
+func waitFork(t *testing.T, s *site, parent string) api.Run {
 	t.Helper()
 	viewer := engine.WithViewer(context.Background(), engine.Viewer{Caller: "alice"})
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -463,5 +464,5 @@ func waitFork(t *testing.T, s *site, parent string) store.Run {
 		}
 	}
 	t.Fatalf("no fork of %s appeared", parent)
-	return store.Run{}
+	return api.Run{}
 }

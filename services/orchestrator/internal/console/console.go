@@ -291,7 +291,7 @@ func safeNext(next string) string {
 
 // runsData is the runs page.
 type runsData struct {
-	Runs     []store.Run
+	Runs     []api.Run
 	Costs    map[string]float64 // by run; a run that cost nothing is absent
 	Status   string
 	Pipeline string
@@ -339,7 +339,7 @@ type runData struct {
 	Following bool
 	// Checkpoints are the run's, newest first, each one a place to fork
 	// from.
-	Checkpoints []store.Checkpoint
+	Checkpoints []api.Checkpoint
 	// SideBySide is the run's patch laid out side by side; nil when the
 	// patch does not parse, which the page then shows as text only.
 	SideBySide *sideDiff

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -39,19 +40,19 @@ func viewerOf(ctx context.Context) (Viewer, bool) {
 }
 
 // visible reports whether ctx's viewer may see run.
-func visible(ctx context.Context, run store.Run) bool {
+func visible(ctx context.Context, run api.Run) bool {
 	v, ok := viewerOf(ctx)
 	return !ok || v.Admin || run.Caller == v.Caller
 }
 
 // CanView reports whether ctx's viewer may see run (its page, its
 // checkpoints and events), as the engine's own reads decide.
-func CanView(ctx context.Context, run store.Run) bool { return visible(ctx, run) }
+func CanView(ctx context.Context, run api.Run) bool { return visible(ctx, run) }
 
 // checkVisible returns the error of a missing run when ctx's viewer may
 // not see run.
 func checkVisible(ctx context.Context, run store.Run) error {
-	if !visible(ctx, run) {
+	if !visible(ctx, run.Run) {
 		return fmt.Errorf("run %q: %w", run.ID, ErrNotFound)
 	}
 	return nil
@@ -141,7 +142,7 @@ func (e *Engine) mayDecide(ctx context.Context, run store.Run, in store.Interrup
 // Approval is a pending approval its viewer may decide, with what it is
 // decided on.
 type Approval struct {
-	Run       store.Run
+	Run       api.Run
 	Interrupt store.Interrupt
 	// Inputs and Outputs are the run's inputs and its succeeded nodes'
 	// outputs at its head.
@@ -183,7 +184,7 @@ func (e *Engine) PendingApprovals(ctx context.Context) ([]Approval, error) {
 		if err != nil {
 			return nil, err
 		}
-		a := Approval{Run: *run, Interrupt: in, Inputs: st.Inputs, Outputs: map[string]string{}, Visible: visible(ctx, *run)}
+		a := Approval{Run: run.Run, Interrupt: in, Inputs: st.Inputs, Outputs: map[string]string{}, Visible: visible(ctx, run.Run)}
 		for id, ns := range st.Nodes {
 			if ns.Status == pipeline.StatusSucceeded {
 				a.Outputs[id] = ns.Output

@@ -8,13 +8,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 // Cancel cancels a run: its pending interrupts are cancelled, its running
 // nodes stopped (within a lease renewal), and no further node starts.
-func (e *Engine) Cancel(ctx context.Context, runID string) (store.Run, error) {
+func (e *Engine) Cancel(ctx context.Context, runID string) (api.Run, error) {
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		run, err := lockVisible(ctx, tx, runID)
 		if err != nil {
@@ -29,10 +30,11 @@ func (e *Engine) Cancel(ctx context.Context, runID string) (store.Run, error) {
 		return store.UpdateRun(ctx, tx, runID, store.RunUpdate{HeadSeq: run.HeadSeq, Status: runstate.RunCancelled, Error: "cancelled"})
 	})
 	if err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	e.cache.drop(runID)
-	return store.GetRun(ctx, e.pool, runID)
+	run, err := store.GetRun(ctx, e.pool, runID)
+	return run.Run, err
 }
 
 // Prune keeps a run's last keep checkpoints and deletes the older ones: the

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -323,7 +324,7 @@ func (e *Engine) sendStep(ctx context.Context, tx pgx.Tx, batch *store.Batch, jo
 func (e *Engine) queueStep(ctx context.Context, batch *store.Batch, p *pipeline.Pipeline, w stepWrite) ([]river.InsertManyParams, error) {
 	w.Seq = w.Head + 1
 	parent := w.Head
-	if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: w.RunID, Seq: w.Seq, ParentRun: w.RunID, ParentSeq: &parent, NodeID: w.NodeID, Iteration: w.Iteration, Delta: w.Step.Delta}); err != nil {
+	if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: w.RunID, Seq: w.Seq, ParentRun: w.RunID, ParentSeq: &parent, NodeID: w.NodeID, Iteration: w.Iteration, Delta: api.State(w.Step.Delta)}); err != nil {
 		return nil, err
 	}
 	return e.queueAfterCheckpoint(ctx, batch, p, w)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -34,32 +35,32 @@ type ForkRequest struct {
 // Fork starts a new run from a checkpoint of another. The fork's first
 // checkpoint is a delta (the patch) over the checkpoint it starts from:
 // nothing is copied. The nodes ready at that checkpoint run again.
-func (e *Engine) Fork(ctx context.Context, req ForkRequest) (store.Run, error) {
+func (e *Engine) Fork(ctx context.Context, req ForkRequest) (api.Run, error) {
 	src, err := e.loadVisible(ctx, req.RunID)
 	if err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	p, err := e.pipelineFor(src, req.Migrate)
 	if err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	if err := checkThread(req.Thread); err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	if err := e.checkThreadOwner(ctx, req.Thread); err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	at, err := store.LoadState(ctx, e.pool, req.RunID, req.Seq)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Run{}, fmt.Errorf("checkpoint %d of run %s: %w (list them with the run's checkpoints)", req.Seq, req.RunID, ErrNotFound)
+		return api.Run{}, fmt.Errorf("checkpoint %d of run %s: %w (list them with the run's checkpoints)", req.Seq, req.RunID, ErrNotFound)
 	}
 	if err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	patch := runstate.State{}
 	if req.Patch != nil {
 		if patch, err = checkPatch(p, *req.Patch); err != nil {
-			return store.Run{}, err
+			return api.Run{}, err
 		}
 	}
 	step := runstate.Fork(p, at, patch)

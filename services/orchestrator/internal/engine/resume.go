@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -57,28 +58,28 @@ type ResumeRequest struct {
 
 // Resume resumes an interrupt (an approval) with a value, recording the
 // decision, or a failed run, whose failed nodes run again.
-func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (store.Run, error) {
+func (e *Engine) Resume(ctx context.Context, req ResumeRequest) (api.Run, error) {
 	switch {
 	case req.InterruptID != "" && req.RunID != "":
-		return store.Run{}, invalid("give interrupt_id or run_id, not both")
+		return api.Run{}, invalid("give interrupt_id or run_id, not both")
 	case req.InterruptID != "":
 		return e.resumeInterrupt(ctx, req)
 	case req.RunID != "":
 		return e.resumeRun(ctx, req)
 	default:
-		return store.Run{}, invalid("interrupt_id (to resume an approval) or run_id (to resume a failed run) is required")
+		return api.Run{}, invalid("interrupt_id (to resume an approval) or run_id (to resume a failed run) is required")
 	}
 }
 
-func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.Run, error) {
+func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (api.Run, error) {
 	value, err := valueText(req.Value)
 	if err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	var runID string
 	runID, err = store.InterruptRun(ctx, e.pool, req.InterruptID)
 	if err != nil {
-		return store.Run{}, fmt.Errorf("interrupt %q: %w", req.InterruptID, err)
+		return api.Run{}, fmt.Errorf("interrupt %q: %w", req.InterruptID, err)
 	}
 	// What the commit did, reported once it is done.
 	var (
@@ -126,11 +127,12 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (store.
 		return e.applyStep(ctx, tx, &store.Batch{}, p, stepWrite{RunID: run.ID, Head: run.HeadSeq, NodeID: in.NodeID, Iteration: in.Iteration, Step: step, NewHash: newHash})
 	})
 	if err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	e.cache.drop(runID)
 	e.reportApproval(ctx, run, p, in, step)
-	return store.GetRun(ctx, e.pool, runID)
+	run, err = store.GetRun(ctx, e.pool, runID)
+	return run.Run, err
 }
 
 // valueText is an interrupt's value as the node's output: a JSON string as
@@ -155,7 +157,7 @@ func valueText(v json.RawMessage) (string, error) {
 	return string(v), nil
 }
 
-func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, error) {
+func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (api.Run, error) {
 	// What the commit did, reported once it is done.
 	var (
 		run  store.Run
@@ -195,18 +197,19 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (store.Run, e
 		seq := run.HeadSeq + 1
 		parent := run.HeadSeq
 		batch := &store.Batch{}
-		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: run.ID, Seq: seq, ParentRun: run.ID, ParentSeq: &parent, Delta: step.Delta}); err != nil {
+		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: run.ID, Seq: seq, ParentRun: run.ID, ParentSeq: &parent, Delta: api.State(step.Delta)}); err != nil {
 			return err
 		}
 		return e.afterCheckpoint(ctx, tx, batch, p, stepWrite{RunID: run.ID, Seq: seq, Step: step, NewHash: newHash})
 	})
 	if err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	e.cache.drop(req.RunID)
 	// The nodes that run again continue the run's trace; the request that
 	// resumed it links to it.
 	linkRunTrace(ctx, run)
 	e.reportSkipped(runTrace(ctx, run), p, run.ID, "", step)
-	return store.GetRun(ctx, e.pool, req.RunID)
+	run, err = store.GetRun(ctx, e.pool, req.RunID)
+	return run.Run, err
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 func TestMain(m *testing.M) {
@@ -186,7 +185,7 @@ func waitStatus(t testing.TB, eng *engine.Engine, runID string, statuses ...stri
 	return v
 }
 
-func start(t testing.TB, eng *engine.Engine, name string, inputs map[string]any) store.Run {
+func start(t testing.TB, eng *engine.Engine, name string, inputs map[string]any) api.Run {
 	t.Helper()
 	run, err := eng.StartRun(context.Background(), engine.StartRequest{Pipeline: name, Inputs: inputs})
 	if err != nil {

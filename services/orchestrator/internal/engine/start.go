@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -53,27 +54,27 @@ type StartRequest struct {
 // StartRun starts a run: its first checkpoint, its lease and its root
 // nodes' jobs commit together, except the first node's when this replica
 // works it at once (startChain).
-func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, error) {
+func (e *Engine) StartRun(ctx context.Context, req StartRequest) (api.Run, error) {
 	p, ok := e.catalog.Lookup(req.Pipeline)
 	if !ok {
 		var names []string
 		for _, p := range e.catalog.Pipelines() {
 			names = append(names, p.Name())
 		}
-		return store.Run{}, fmt.Errorf("pipeline %q: %w (known: %s)", req.Pipeline, ErrNotFound, strings.Join(names, ", "))
+		return api.Run{}, fmt.Errorf("pipeline %q: %w (known: %s)", req.Pipeline, ErrNotFound, strings.Join(names, ", "))
 	}
 	if err := checkNoNUL("inputs", req.Inputs); err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	inputs, err := p.CheckInputs(req.Inputs)
 	if err != nil {
-		return store.Run{}, invalid("%v", err)
+		return api.Run{}, invalid("%v", err)
 	}
 	if err := checkThread(req.Thread); err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	if err := e.checkThreadOwner(ctx, req.Thread); err != nil {
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	id := uuid.NewString()
 	thread := req.Thread
@@ -92,7 +93,7 @@ func (e *Engine) StartRun(ctx context.Context, req StartRequest) (store.Run, err
 //
 // The run keeps the trace context of ctx's span (the HTTP or MCP request
 // that creates it): its nodes' spans continue that trace.
-func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runstate.Step, n store.NewRun, sessions map[string]string, lockSource string) (store.Run, error) {
+func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runstate.Step, n store.NewRun, sessions map[string]string, lockSource string) (api.Run, error) {
 	n.Pipeline, n.PipelineHash, n.Status = p.Name(), p.Hash(), runstate.RunRunning
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		// No request span (the engine called directly): a span of the
@@ -121,7 +122,7 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 			return err
 		}
 		batch := &store.Batch{}
-		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: n.ID, Seq: 0, ParentRun: n.ForkedFromRun, ParentSeq: n.ForkedFromSeq, Delta: step.Delta}); err != nil {
+		if err := store.InsertCheckpoint(ctx, batch, store.Checkpoint{RunID: n.ID, Seq: 0, ParentRun: n.ForkedFromRun, ParentSeq: n.ForkedFromSeq, Delta: api.State(step.Delta)}); err != nil {
 			return err
 		}
 		if len(sessions) > 0 {
@@ -144,7 +145,7 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 			e.leases.end(first.key())
 			e.chains.done()
 		}
-		return store.Run{}, err
+		return api.Run{}, err
 	}
 	e.cache.put(n.ID, 0, step.Next)
 	if first != nil {
@@ -153,7 +154,7 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 		e.startChain(store.Lease{Fence: store.FirstFence, Run: created, Session: sessions[first.Role]}, n.Thread == n.ID, *first)
 	}
 	e.reportSkipped(ctx, p, n.ID, "", step)
-	return created, nil
+	return created.Run, nil
 }
 
 // firstNode returns the node a new run's first step makes ready, for this

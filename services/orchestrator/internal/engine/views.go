@@ -80,21 +80,28 @@ func (e *Engine) GetRun(ctx context.Context, id string) (api.RunView, error) {
 }
 
 // ListRuns lists runs, newest first.
-func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]store.Run, error) {
+func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]api.Run, error) {
 	f, ok := listFilter(ctx, f)
 	if !ok {
-		return []store.Run{}, nil
+		return []api.Run{}, nil
 	}
-	runs, err := store.ListRuns(ctx, e.pool, f)
+	rows, err := store.ListRuns(ctx, e.pool, f)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, invalid("%v", err)
 	}
-	return runs, err
+	if err != nil {
+		return nil, err
+	}
+	runs := make([]api.Run, len(rows))
+	for i, r := range rows {
+		runs[i] = r.Run
+	}
+	return runs, nil
 }
 
 // RunCosts sums what each of runs cost so far (its attempts' costs), for a
 // list of runs ListRuns returned to the same viewer.
-func (e *Engine) RunCosts(ctx context.Context, runs []store.Run) (map[string]float64, error) {
+func (e *Engine) RunCosts(ctx context.Context, runs []api.Run) (map[string]float64, error) {
 	ids := make([]string, 0, len(runs))
 	for _, r := range runs {
 		if CanView(ctx, r) {
@@ -106,7 +113,7 @@ func (e *Engine) RunCosts(ctx context.Context, runs []store.Run) (map[string]flo
 
 // Checkpoints lists a run's checkpoints: each one's delta and where it
 // comes from.
-func (e *Engine) Checkpoints(ctx context.Context, runID string) ([]store.Checkpoint, error) {
+func (e *Engine) Checkpoints(ctx context.Context, runID string) ([]api.Checkpoint, error) {
 	if _, err := e.loadVisible(ctx, runID); err != nil {
 		return nil, err
 	}
@@ -115,7 +122,7 @@ func (e *Engine) Checkpoints(ctx context.Context, runID string) ([]store.Checkpo
 
 // RecentCheckpoints lists a run's newest checkpoints, newest first, at most
 // limit, without their deltas (store.RecentCheckpoints).
-func (e *Engine) RecentCheckpoints(ctx context.Context, runID string, limit int) ([]store.Checkpoint, error) {
+func (e *Engine) RecentCheckpoints(ctx context.Context, runID string, limit int) ([]api.Checkpoint, error) {
 	if _, err := e.loadVisible(ctx, runID); err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func TestAuth(t *testing.T) {
 	t.Run("each token is its caller", func(t *testing.T) {
 		for token, caller := range map[string]string{aliceToken: "alice", bobToken: "bob"} {
 			resp, data := b.do(t, http.MethodPost, "/v1/runs", token, map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}})
-			var run store.Run
+			var run api.Run
 			if resp.StatusCode != http.StatusCreated || json.Unmarshal(data, &run) != nil || run.Caller != caller {
 				t.Errorf("run by %s: %d %s", caller, resp.StatusCode, data)
 			}
@@ -89,7 +89,7 @@ func TestRunLifecycle(t *testing.T) {
 	}
 
 	resp, data := b.do(t, http.MethodPost, "/v1/runs", aliceToken, map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "hi"}, "thread": "t1"})
-	var run store.Run
+	var run api.Run
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(data, &run) != nil {
 		t.Fatalf("start: %d %s", resp.StatusCode, data)
 	}
@@ -107,7 +107,7 @@ func TestRunLifecycle(t *testing.T) {
 		t.Errorf("run view %+v", v)
 	}
 
-	var list struct{ Runs []store.Run }
+	var list struct{ Runs []api.Run }
 	b.call(t, http.MethodGet, "/v1/runs?pipeline=echo&status=succeeded&thread=t1&limit=10", nil, http.StatusOK, &list)
 	if len(list.Runs) != 1 || list.Runs[0].ID != run.ID {
 		t.Errorf("listed %+v", list.Runs)
@@ -132,7 +132,7 @@ func TestRunLifecycle(t *testing.T) {
 	}
 
 	// Fork after first, with second run again under a new input.
-	var fork store.Run
+	var fork api.Run
 	b.call(t, http.MethodPost, "/v1/runs/"+run.ID+"/fork", map[string]any{
 		"seq":   1,
 		"patch": map[string]any{"inputs": map[string]any{"task": "changed"}},
@@ -168,7 +168,7 @@ func TestRunLifecycle(t *testing.T) {
 func TestApproval(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run store.Run
+	var run api.Run
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "approval"}, http.StatusCreated, &run)
 	v := b.settle(t, run.ID)
 	if v.Status != runstate.RunWaiting || len(v.Interrupts) != 1 || v.Interrupts[0].Status != "pending" {
@@ -212,7 +212,7 @@ func TestApproval(t *testing.T) {
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run store.Run
+	var run api.Run
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
 
 	for _, tc := range []struct {
@@ -325,7 +325,7 @@ func readEvents(t *testing.T, b *bundle, path string) []sseEvent {
 func TestEvents(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run store.Run
+	var run api.Run
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
 
 	events := readEvents(t, b, "/v1/runs/"+run.ID+"/events?after=-1")
@@ -382,7 +382,7 @@ func atoi(t *testing.T, s string) int {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run store.Run
+	var run api.Run
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
 	b.settle(t, run.ID)
 	// Methods are counted before routing and authentication: one that is
@@ -469,14 +469,14 @@ func TestEventsEndOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens, _ := bearer.New(map[string]string{"alice": aliceToken})
-	api, err := New(Config{Engine: eng, Tokens: tokens})
+	server, err := New(Config{Engine: eng, Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api)
+	srv := httptest.NewServer(server)
 	t.Cleanup(srv.Close)
-	b := &bundle{api: api, srv: srv, eng: eng}
-	var run store.Run
+	b := &bundle{api: server, srv: srv, eng: eng}
+	var run api.Run
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
 
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/v1/runs/"+run.ID+"/events", nil)
@@ -491,7 +491,7 @@ func TestEventsEndOnShutdown(t *testing.T) {
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 		if sc.Text() == "event: checkpoint" {
-			api.CloseStreams() // after the first event: the stream is open
+			server.CloseStreams() // after the first event: the stream is open
 		}
 	}
 	got := strings.Join(lines, "\n")

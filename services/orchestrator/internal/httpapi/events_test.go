@@ -12,9 +12,9 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 // deadlineWriter is a ResponseWriter that records the write deadlines set
@@ -86,17 +86,17 @@ func TestEventStreamLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens, _ := bearer.New(map[string]string{"alice": aliceToken})
-	api, err := New(Config{Engine: eng, Tokens: tokens, MaxEventStreams: 1})
+	server, err := New(Config{Engine: eng, Tokens: tokens, MaxEventStreams: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api)
+	srv := httptest.NewServer(server)
 	t.Cleanup(func() {
-		api.CloseStreams()
+		server.CloseStreams()
 		srv.Close()
 	})
-	b := &bundle{api: api, srv: srv, eng: eng}
-	var run store.Run
+	b := &bundle{api: server, srv: srv, eng: eng}
+	var run api.Run
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
 	path := "/v1/runs/" + run.ID + "/events"
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/meshapi"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 // A run belongs to the caller that started it: another caller can neither
@@ -24,7 +24,7 @@ import (
 func TestRunsBelongToTheirCaller(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run store.Run
+	var run api.Run
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "approval", "thread": "alice-thread"}, http.StatusCreated, &run)
 	v := b.settle(t, run.ID)
 	if v.Status != runstate.RunWaiting || len(v.Interrupts) != 1 {
@@ -56,7 +56,7 @@ func TestRunsBelongToTheirCaller(t *testing.T) {
 		wantError(t, resp, data, http.StatusNotFound, codeNotFound)
 	}
 	var list struct {
-		Runs []store.Run `json:"runs"`
+		Runs []api.Run `json:"runs"`
 	}
 	resp, data := b.do(t, http.MethodGet, "/v1/runs", bobToken, nil)
 	if err := json.Unmarshal(data, &list); err != nil || resp.StatusCode != http.StatusOK || len(list.Runs) != 0 {
@@ -106,7 +106,7 @@ func TestRunsBelongToTheirCaller(t *testing.T) {
 	}
 	resp, data = b.do(t, http.MethodGet, "/v1/runs", rootToken, nil)
 	if err := json.Unmarshal(data, &list); err != nil || resp.StatusCode != http.StatusOK ||
-		!slices.ContainsFunc(list.Runs, func(r store.Run) bool { return r.ID == run.ID }) {
+		!slices.ContainsFunc(list.Runs, func(r api.Run) bool { return r.ID == run.ID }) {
 		t.Errorf("root lists %d %s; want alice's run", resp.StatusCode, data)
 	}
 	root := b.mcpClient(t, rootToken)
@@ -136,7 +136,7 @@ func (b *bundle) mcpClient(t *testing.T, token string) *mcp.ClientSession {
 func TestNamedApprovers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run store.Run
+	var run api.Run
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "signoff"}, http.StatusCreated, &run)
 	v := b.settle(t, run.ID)
 	if v.Status != runstate.RunWaiting || len(v.Interrupts) != 1 {

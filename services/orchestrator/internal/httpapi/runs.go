@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -79,7 +80,7 @@ func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if runs == nil {
-		runs = []store.Run{}
+		runs = []api.Run{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"runs": runs})
 }
@@ -100,7 +101,7 @@ func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cps == nil {
-		cps = []store.Checkpoint{}
+		cps = []api.Checkpoint{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
 }
@@ -117,19 +118,15 @@ func (a *API) forkRun(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body, false) {
 		return
 	}
-	if body.Seq == nil {
-		invalidf(w, "seq is required: the checkpoint to fork from (GET /v1/runs/{id}/checkpoints)")
-		return
-	}
-	if *body.Seq < 0 || *body.Seq > math.MaxInt32 {
-		invalidf(w, "seq %d is not a checkpoint seq (0 to %d; GET /v1/runs/{id}/checkpoints)", *body.Seq, math.MaxInt32)
+	seq, ok := requiredInt(w, "seq", body.Seq, 0, "the checkpoint to fork from (GET /v1/runs/{id}/checkpoints)")
+	if !ok {
 		return
 	}
 	if hasNUL(w, "thread", body.Thread) {
 		return
 	}
 	run, err := a.eng.Fork(r.Context(), engine.ForkRequest{
-		RunID: chi.URLParam(r, "id"), Seq: *body.Seq, Patch: body.Patch, Thread: body.Thread, Migrate: body.Migrate, Caller: callerFrom(r.Context()),
+		RunID: chi.URLParam(r, "id"), Seq: seq, Patch: body.Patch, Thread: body.Thread, Migrate: body.Migrate, Caller: callerFrom(r.Context()),
 	})
 	if err != nil {
 		a.fail(w, r, err)
@@ -203,20 +200,31 @@ func (a *API) pruneRun(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &body, false) {
 		return
 	}
-	if body.Keep == nil {
-		invalidf(w, "keep is required: how many of the newest checkpoints to keep (at least 1)")
+	keep, ok := requiredInt(w, "keep", body.Keep, 1, "how many of the newest checkpoints to keep")
+	if !ok {
 		return
 	}
-	if *body.Keep < 1 || *body.Keep > math.MaxInt32 {
-		invalidf(w, "keep %d must be from 1 to %d: how many of the newest checkpoints to keep", *body.Keep, math.MaxInt32)
-		return
-	}
-	n, err := a.eng.Prune(r.Context(), chi.URLParam(r, "id"), *body.Keep)
+	n, err := a.eng.Prune(r.Context(), chi.URLParam(r, "id"), keep)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": n})
+}
+
+// requiredInt returns the named body field's value, or writes a 400 and
+// returns false when it is missing or not from lo to math.MaxInt32 (the
+// store's integer); what says what the field means.
+func requiredInt(w http.ResponseWriter, name string, v *int, lo int, what string) (int, bool) {
+	switch {
+	case v == nil:
+		invalidf(w, "%s is required: %s", name, what)
+		return 0, false
+	case *v < lo || *v > math.MaxInt32:
+		invalidf(w, "%s %d must be from %d to %d: %s", name, *v, lo, math.MaxInt32, what)
+		return 0, false
+	}
+	return *v, true
 }
 
 // hasNUL writes a 400 and returns true when the named value holds a NUL

@@ -18,7 +18,6 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/mcptools"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -48,7 +47,7 @@ func setup(t *testing.T) *bundle {
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
 	reg.MustRegister(NewRunsCollector(eb.Pool))
-	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine, Admins: []string{"root"}, OnRunStarted: func(r store.Run) { metrics.RunStarted(r.Pipeline, "mcp") }})
+	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine, Admins: []string{"root"}, OnRunStarted: func(r api.Run) { metrics.RunStarted(r.Pipeline, "mcp") }})
 	if err != nil {
 		t.Fatal(err)
 	}

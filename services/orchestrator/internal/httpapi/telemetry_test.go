@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 // Requests are server spans named after their chi route, in the caller's
@@ -38,7 +38,7 @@ func TestRequestSpans(t *testing.T) {
 	if run.Status != runstate.RunSucceeded || run.TraceID != traceID {
 		t.Fatalf("GET /v1/runs/{id}: status %s, trace_id %q; want succeeded in the caller's trace %s", run.Status, run.TraceID, traceID)
 	}
-	var list struct{ Runs []store.Run }
+	var list struct{ Runs []api.Run }
 	b.call(t, http.MethodGet, "/v1/runs", nil, http.StatusOK, &list)
 	if len(list.Runs) != 1 || list.Runs[0].TraceID != traceID {
 		t.Errorf("GET /v1/runs: %+v, want the run with its trace_id", list.Runs)

@@ -43,7 +43,7 @@ type Config struct {
 	Admins []string
 	// OnRunStarted, when set, is called with each run or fork the tools
 	// start (for metrics). Defaults to none.
-	OnRunStarted func(store.Run)
+	OnRunStarted func(api.Run)
 	// Logger receives the errors behind "internal error" results. Defaults
 	// to discarding them.
 	Logger *slog.Logger
@@ -71,7 +71,7 @@ func New(cfg Config) (*mcp.Server, error) {
 		t.logger = slog.New(slog.DiscardHandler)
 	}
 	if t.onStart == nil {
-		t.onStart = func(store.Run) {}
+		t.onStart = func(api.Run) {}
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "meshwork-orchestrator", Title: "Meshwork orchestrator", Version: buildinfo.Version},
 		&mcp.ServerOptions{Logger: t.logger, Instructions: instructions})
@@ -118,7 +118,7 @@ type tools struct {
 	eng     *engine.Engine
 	caller  meshapi.CallerFunc
 	admins  map[string]bool
-	onStart func(store.Run)
+	onStart func(api.Run)
 	logger  *slog.Logger
 }
 
@@ -150,7 +150,7 @@ type runPipelineIn struct {
 	Thread   string         `json:"thread,omitempty" jsonschema:"continue the role sessions of earlier runs on this thread; empty starts a new one"`
 }
 
-func (t *tools) runPipeline(ctx context.Context, caller string, in runPipelineIn) (store.Run, error) {
+func (t *tools) runPipeline(ctx context.Context, caller string, in runPipelineIn) (api.Run, error) {
 	run, err := t.eng.StartRun(ctx, engine.StartRequest{Pipeline: in.Pipeline, Inputs: in.Inputs, Thread: in.Thread, Caller: caller})
 	if err == nil {
 		t.onStart(run)
@@ -175,7 +175,7 @@ type listRunsIn struct {
 }
 
 type listRunsOut struct {
-	Runs []store.Run `json:"runs"`
+	Runs []api.Run `json:"runs"`
 }
 
 func (t *tools) listRuns(ctx context.Context, _ string, in listRunsIn) (listRunsOut, error) {
@@ -189,19 +189,19 @@ func (t *tools) listRuns(ctx context.Context, _ string, in listRunsIn) (listRuns
 	}
 	runs, err := t.eng.ListRuns(ctx, store.ListFilter{Pipeline: in.Pipeline, Status: in.Status, Thread: in.Thread, Limit: in.Limit, Before: in.Before})
 	if runs == nil {
-		runs = []store.Run{}
+		runs = []api.Run{}
 	}
 	return listRunsOut{Runs: runs}, err
 }
 
 type listCheckpointsOut struct {
-	Checkpoints []store.Checkpoint `json:"checkpoints"`
+	Checkpoints []api.Checkpoint `json:"checkpoints"`
 }
 
 func (t *tools) listCheckpoints(ctx context.Context, _ string, in runIDIn) (listCheckpointsOut, error) {
 	cps, err := t.eng.Checkpoints(ctx, in.RunID)
 	if cps == nil {
-		cps = []store.Checkpoint{}
+		cps = []api.Checkpoint{}
 	}
 	return listCheckpointsOut{Checkpoints: cps}, err
 }
@@ -242,7 +242,7 @@ func (p *statePatch) state() *runstate.State {
 	return st
 }
 
-func (t *tools) forkRun(ctx context.Context, caller string, in forkRunIn) (store.Run, error) {
+func (t *tools) forkRun(ctx context.Context, caller string, in forkRunIn) (api.Run, error) {
 	run, err := t.eng.Fork(ctx, engine.ForkRequest{RunID: in.RunID, Seq: in.Seq, Patch: in.Patch.state(), Thread: in.Thread, Migrate: in.Migrate, Caller: caller})
 	if err == nil {
 		t.onStart(run)
@@ -257,21 +257,21 @@ type resumeRunIn struct {
 	Migrate     bool   `json:"migrate,omitempty" jsonschema:"continue under the pipeline's current definition if it changed since the run started"`
 }
 
-func (t *tools) resumeRun(ctx context.Context, caller string, in resumeRunIn) (store.Run, error) {
+func (t *tools) resumeRun(ctx context.Context, caller string, in resumeRunIn) (api.Run, error) {
 	req := engine.ResumeRequest{InterruptID: in.InterruptID, RunID: in.RunID, Migrate: in.Migrate, DecidedBy: caller}
 	if in.Value != nil {
 		v, err := json.Marshal(in.Value)
 		if err != nil {
-			return store.Run{}, &engine.InvalidError{Msg: fmt.Sprintf("value: %v", err)}
+			return api.Run{}, &engine.InvalidError{Msg: fmt.Sprintf("value: %v", err)}
 		}
 		req.Value = v
 	}
 	if in.RunID != "" && in.Value != nil {
-		return store.Run{}, &engine.InvalidError{Msg: "value goes with interrupt_id; a failed run (run_id) is resumed without one"}
+		return api.Run{}, &engine.InvalidError{Msg: "value goes with interrupt_id; a failed run (run_id) is resumed without one"}
 	}
 	return t.eng.Resume(ctx, req)
 }
 
-func (t *tools) cancelRun(ctx context.Context, _ string, in runIDIn) (store.Run, error) {
+func (t *tools) cancelRun(ctx context.Context, _ string, in runIDIn) (api.Run, error) {
 	return t.eng.Cancel(ctx, in.RunID)
 }

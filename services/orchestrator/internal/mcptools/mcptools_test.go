@@ -40,7 +40,7 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	eb := enginetest.Start(t)
 	b := &bundle{eng: eb.Engine}
-	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine, OnRunStarted: func(r store.Run) {
+	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine, OnRunStarted: func(r api.Run) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.started = append(b.started, r.ID)
@@ -152,7 +152,7 @@ func TestTools(t *testing.T) {
 		t.Errorf("pipelines %+v", pl.Pipelines)
 	}
 
-	var run store.Run
+	var run api.Run
 	b.callTool(t, "run_pipeline", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "via mcp"}}, &run)
 	if run.Caller != "carol" || run.Status != runstate.RunRunning {
 		t.Errorf("started %+v: want running, by carol", run)
@@ -162,7 +162,7 @@ func TestTools(t *testing.T) {
 		t.Fatalf("run %s, outputs %v", v.Status, v.Outputs)
 	}
 
-	var list struct{ Runs []store.Run }
+	var list struct{ Runs []api.Run }
 	b.callTool(t, "list_runs", map[string]any{"status": "succeeded"}, &list)
 	if len(list.Runs) != 1 || list.Runs[0].ID != run.ID {
 		t.Errorf("list_runs %+v", list.Runs)
@@ -172,7 +172,7 @@ func TestTools(t *testing.T) {
 	if len(cps.Checkpoints) != 3 {
 		t.Fatalf("%d checkpoints, want 3", len(cps.Checkpoints))
 	}
-	var fork store.Run
+	var fork api.Run
 	b.callTool(t, "fork_run", map[string]any{"run_id": run.ID, "seq": 1, "patch": map[string]any{"nodes": map[string]any{"first": map[string]any{"status": "pending"}}}}, &fork)
 	if fork.ForkedFromRun != run.ID || fork.Caller != "carol" {
 		t.Errorf("fork %+v", fork)
@@ -190,7 +190,7 @@ func TestTools(t *testing.T) {
 func TestApprovalTools(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run store.Run
+	var run api.Run
 	b.callTool(t, "run_pipeline", map[string]any{"pipeline": "approval"}, &run)
 	v := b.settle(t, run.ID)
 	if v.Status != runstate.RunWaiting || len(v.Interrupts) != 1 {

@@ -12,9 +12,9 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/mcptools"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
 // A run started by a tool call continues the caller's trace, sent in
@@ -42,7 +42,7 @@ func TestToolCallTrace(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("run_pipeline: %v %+v", err, res)
 	}
-	var run store.Run
+	var run api.Run
 	data, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(data, &run); err != nil {
 		t.Fatal(err)

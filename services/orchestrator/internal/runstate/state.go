@@ -15,24 +15,15 @@ package runstate
 import (
 	"maps"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 )
 
 // State is a run's state at a checkpoint. It doubles as the delta format: a
 // delta holds only what changed, and applying it replaces the entries it
-// names.
-type State struct {
-	// Inputs are the run's inputs; set in a delta only when they change (the
-	// start of a run, a fork's state patch).
-	Inputs map[string]any `json:"inputs,omitempty"`
-	// Nodes holds each node's state by id; a node that is absent is pending
-	// and has never run.
-	Nodes map[string]pipeline.NodeState `json:"nodes,omitempty"`
-	// Loops counts, by node id, how often the node's next was followed.
-	Loops map[string]int `json:"loops,omitempty"`
-	// Sessions holds each role's agent session id.
-	Sessions map[string]string `json:"sessions,omitempty"`
-}
+// names. It is the API's state (what a checkpoint sends) with the engine's
+// methods: the two convert into each other, and cannot drift apart.
+type State api.State
 
 // Clone returns a deep enough copy: maps are copied, values shared (they are
 // never modified in place).

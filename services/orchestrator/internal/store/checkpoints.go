@@ -11,22 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 )
 
-// Checkpoint is one row of checkpoints.
-type Checkpoint struct {
-	RunID     string         `json:"run_id"`
-	Seq       int            `json:"seq"`
-	ParentRun string         `json:"parent_run,omitempty"`
-	ParentSeq *int           `json:"parent_seq,omitempty"`
-	NodeID    string         `json:"node_id,omitempty"`
-	Iteration int            `json:"iteration,omitempty"`
-	Delta     runstate.State `json:"delta"`
-	CreatedAt time.Time      `json:"created_at"`
-	// Bytes is the stored size of the delta.
-	Bytes int `json:"bytes"`
-}
+// Checkpoint is one row of checkpoints, as the API sends it.
+type Checkpoint = api.Checkpoint
 
 // InsertCheckpoint inserts a checkpoint. A second result for the same node
 // and iteration of a run fails with ErrDuplicateResult.

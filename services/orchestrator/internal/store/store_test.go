@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -249,7 +250,7 @@ func TestInsertCheckpointDuplicateResult(t *testing.T) {
 		}
 		c := store.Checkpoint{
 			RunID: run.ID, Seq: seq, NodeID: node, Iteration: iteration, ParentSeq: parent,
-			Delta: runstate.State{Nodes: map[string]pipeline.NodeState{node: {Status: pipeline.StatusSucceeded, Iteration: iteration}}},
+			Delta: api.State{Nodes: map[string]pipeline.NodeState{node: {Status: pipeline.StatusSucceeded, Iteration: iteration}}},
 		}
 		if parent != nil {
 			c.ParentRun = run.ID
@@ -344,7 +345,7 @@ func node(output string, iteration int) pipeline.NodeState {
 func (b *bundle) chain(t *testing.T, runID string, parentRun string, parentSeq *int, deltas ...runstate.State) {
 	t.Helper()
 	for seq, d := range deltas {
-		c := store.Checkpoint{RunID: runID, Seq: seq, ParentRun: parentRun, ParentSeq: parentSeq, Delta: d}
+		c := store.Checkpoint{RunID: runID, Seq: seq, ParentRun: parentRun, ParentSeq: parentSeq, Delta: api.State(d)}
 		if seq > 0 {
 			p := seq - 1
 			c.ParentRun, c.ParentSeq = runID, &p
@@ -427,7 +428,7 @@ func TestLoadStateAcrossFork(t *testing.T) {
 	if c := cps[0]; c.ParentRun != src.ID || c.ParentSeq == nil || *c.ParentSeq != 1 || c.NodeID != "" || c.Bytes <= 0 {
 		t.Errorf("the fork's first checkpoint: %+v", c)
 	}
-	if !reflect.DeepEqual(cps[1].Delta, y[1]) {
+	if !reflect.DeepEqual(runstate.State(cps[1].Delta), y[1]) {
 		t.Errorf("the fork's checkpoint 1 delta = %+v, want %+v", cps[1].Delta, y[1])
 	}
 	after, err := store.ListCheckpointsAfter(b.ctx, b.pool, src.ID, 1)
@@ -485,7 +486,7 @@ func TestSnapshotCompaction(t *testing.T) {
 	if err != nil || len(cps) != 2 || cps[0].Seq != 3 || cps[0].ParentRun != "" || cps[0].ParentSeq != nil {
 		t.Fatalf("after compaction: %+v, %v", cps, err)
 	}
-	if !reflect.DeepEqual(cps[0].Delta, before[3]) {
+	if !reflect.DeepEqual(runstate.State(cps[0].Delta), before[3]) {
 		t.Errorf("the snapshot %+v, want %+v", cps[0].Delta, before[3])
 	}
 	if _, err := store.LoadState(b.ctx, b.pool, run.ID, 2); !errors.Is(err, store.ErrNotFound) {
@@ -679,7 +680,7 @@ func TestCheckpointBytes(t *testing.T) {
 		t.Fatalf("two checkpoints: %d, %d bytes, %v", n2, size2, err)
 	}
 	p := 1
-	big := runstate.State{Nodes: map[string]pipeline.NodeState{"b": node(strings.Repeat("output ", 200), 1)}}
+	big := api.State{Nodes: map[string]pipeline.NodeState{"b": node(strings.Repeat("output ", 200), 1)}}
 	if err := store.InsertCheckpoint(b.ctx, b.pool, store.Checkpoint{RunID: run.ID, Seq: 2, ParentRun: run.ID, ParentSeq: &p, NodeID: "b", Iteration: 1, Delta: big}); err != nil {
 		t.Fatal(err)
 	}
