@@ -128,8 +128,13 @@ type Command struct {
 // it has started (or End if it did not), and End once it has been waited
 // for: when no other registered command is running, every descendant left
 // is killed and reaped before End returns. Commands that begin meanwhile
-// wait for the sweep, so it never takes one of theirs.
+// wait for the sweep, so it never takes one of theirs. A nil Sweeper (a
+// server that sweeps nothing) returns a nil Command, whose methods do
+// nothing.
 func (s *Sweeper) Begin() *Command {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	s.running++
 	s.starting++
@@ -140,6 +145,9 @@ func (s *Sweeper) Begin() *Command {
 // Started records the command's pid: its exit status is its caller's to
 // collect, never the reaper's.
 func (c *Command) Started(pid int) {
+	if c == nil {
+		return
+	}
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -153,6 +161,9 @@ func (c *Command) Started(pid int) {
 
 // End marks the command done; a second call is a no-op.
 func (c *Command) End() {
+	if c == nil {
+		return
+	}
 	c.once.Do(func() {
 		s := c.s
 		s.mu.Lock()

@@ -77,6 +77,18 @@ func TestSweeperEndsWhatLeftTheGroup(t *testing.T) {
 	cmd.End() // a second call is a no-op
 }
 
+// A server without a sweeper registers its commands all the same: a nil
+// Sweeper's commands are nil and do nothing.
+func TestNilSweeperDoesNothing(t *testing.T) {
+	var s *proctree.Sweeper
+	cmd := s.Begin()
+	if cmd != nil {
+		t.Fatalf("a nil Sweeper's Begin returned %+v", cmd)
+	}
+	cmd.Started(os.Getpid())
+	cmd.End()
+}
+
 func TestSweeperWaitsForTheLastCommand(t *testing.T) {
 	s, err := proctree.NewSweeper()
 	if err != nil {

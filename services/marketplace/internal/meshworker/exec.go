@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/meshwork/meshwork/pkg/procgroup"
-	"github.com/meshwork/meshwork/pkg/proctree"
 )
 
 const (
@@ -95,22 +94,12 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 
 	out := &capture{max: w.cfg.MaxOutput}
 	errOut := &capture{max: w.cfg.MaxOutput}
-	var swept *proctree.Command
-	if w.cfg.Sweeper != nil {
-		swept = w.cfg.Sweeper.Begin()
-	}
-	endSweep := func() {
-		if swept != nil {
-			swept.End()
-		}
-	}
-	defer endSweep()
+	swept := w.cfg.Sweeper.Begin() // nil without a sweeper: its methods do nothing
+	defer swept.End()
 	if err := startWithPipes(cmd, out, errOut); err != nil {
 		return execOut{}, fmt.Errorf("starting %s: %w", in.Command[0], err)
 	}
-	if swept != nil {
-		swept.Started(cmd.Process.Pid)
-	}
+	swept.Started(cmd.Process.Pid)
 	var quotaMsg atomic.Pointer[string]
 	stopWatch, watched := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -129,7 +118,7 @@ func (w *worker) exec(ctx context.Context, in execIn) (execOut, error) {
 	// ignored SIGTERM) is killed now, and with the sweeper whatever left
 	// the group too (setsid): nothing outlives the call.
 	procgroup.Kill(cmd)
-	endSweep()
+	swept.End()
 	out.finish()
 	errOut.finish()
 

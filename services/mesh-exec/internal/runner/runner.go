@@ -124,25 +124,15 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	// Wait copies stderr until every holder closes it; a child that escaped
 	// the group gets this long once the agent exited.
 	cmd.WaitDelay = 2 * time.Second
-	var swept *proctree.Command
-	if r.cfg.Sweeper != nil {
-		swept = r.cfg.Sweeper.Begin()
-	}
-	endSweep := func() {
-		if swept != nil {
-			swept.End()
-		}
-	}
-	defer endSweep()
+	swept := r.cfg.Sweeper.Begin() // nil without a sweeper: its methods do nothing
+	defer swept.End()
 	start := time.Now()
 	err = cmd.Start()
 	_ = stdoutW.Close() // the child has its copy
 	if err != nil {
 		return backend.Result{}, Outcome{}, fmt.Errorf("starting %s: %w", b.Name(), err)
 	}
-	if swept != nil {
-		swept.Started(cmd.Process.Pid)
-	}
+	swept.Started(cmd.Process.Pid)
 	pgid := cmd.Process.Pid
 	waited := make(chan error, 1)
 	go func() {
@@ -151,7 +141,7 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 		// tool) go with it; whatever left the group has a moment to let go
 		// of stdout, then the read ends anyway.
 		_ = procgroup.Signal(pgid, syscall.SIGKILL)
-		endSweep()
+		swept.End()
 		_ = stdout.SetReadDeadline(time.Now().Add(2 * time.Second))
 		waited <- err
 	}()
