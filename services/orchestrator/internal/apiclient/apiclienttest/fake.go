@@ -13,6 +13,7 @@ package apiclienttest
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -177,13 +178,13 @@ func (f *Fake) handler() http.Handler {
 	mux.HandleFunc("GET /v1/pipelines", f.listPipelines)
 	mux.HandleFunc("POST /v1/runs", f.startRun)
 	mux.HandleFunc("GET /v1/runs", f.listRuns)
-	mux.HandleFunc("GET /v1/runs/{id}", f.getRun)
-	mux.HandleFunc("GET /v1/runs/{id}/checkpoints", f.listCheckpoints)
-	mux.HandleFunc("POST /v1/runs/{id}/fork", f.fork)
-	mux.HandleFunc("POST /v1/runs/{id}/cancel", f.cancel)
-	mux.HandleFunc("POST /v1/runs/{id}/resume", f.resumeRun)
+	mux.HandleFunc("GET /v1/runs/{id}", onRun(f, f.getRun))
+	mux.HandleFunc("GET /v1/runs/{id}/checkpoints", onRun(f, f.listCheckpoints))
+	mux.HandleFunc("POST /v1/runs/{id}/fork", onRun(f, f.fork))
+	mux.HandleFunc("POST /v1/runs/{id}/cancel", onRun(f, f.cancel))
+	mux.HandleFunc("POST /v1/runs/{id}/resume", onRun(f, f.resumeRun))
 	mux.HandleFunc("POST /v1/interrupts/{id}/resume", f.resumeInterrupt)
-	mux.HandleFunc("POST /v1/runs/{id}/prune", f.prune)
+	mux.HandleFunc("POST /v1/runs/{id}/prune", onRun(f, f.prune))
 	mux.HandleFunc("GET /v1/runs/{id}/events", f.events)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -213,11 +214,12 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
-// decode reads a JSON body strictly, as the real server does.
+// decode reads a JSON body strictly, as the real server does; an empty
+// body leaves v as it is.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
 		writeError(w, http.StatusBadRequest, "invalid", "decoding the request: "+err.Error())
 		return false
 	}
@@ -316,37 +318,36 @@ func (f *Fake) run(w http.ResponseWriter, r *http.Request) *api.RunView {
 	return v
 }
 
-func (f *Fake) getRun(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if v := f.run(w, r); v != nil {
-		writeJSON(w, http.StatusOK, v)
-	}
-}
-
-func (f *Fake) listCheckpoints(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if v := f.run(w, r); v != nil {
-		cps := f.checkpoints[v.ID]
-		if cps == nil {
-			cps = []api.Checkpoint{}
+// onRun serves a route of one run: it decodes a POST's body into a B
+// (strictly; an empty body is B's zero value), and calls h under the fake's
+// lock with the run of the path's {id}, or answers 404.
+func onRun[B any](f *Fake, h func(w http.ResponseWriter, req B, v *api.RunView)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req B
+		if r.Method == http.MethodPost && !decode(w, r, &req) {
+			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if v := f.run(w, r); v != nil {
+			h(w, req, v)
+		}
 	}
 }
 
-func (f *Fake) fork(w http.ResponseWriter, r *http.Request) {
-	var req apiclient.ForkRequest
-	if !decode(w, r, &req) {
-		return
+func (f *Fake) getRun(w http.ResponseWriter, _ struct{}, v *api.RunView) {
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (f *Fake) listCheckpoints(w http.ResponseWriter, _ struct{}, v *api.RunView) {
+	cps := f.checkpoints[v.ID]
+	if cps == nil {
+		cps = []api.Checkpoint{}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	src := f.run(w, r)
-	if src == nil {
-		return
-	}
+	writeJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
+}
+
+func (f *Fake) fork(w http.ResponseWriter, req apiclient.ForkRequest, src *api.RunView) {
 	v, ok := f.takeNext(w)
 	if !ok {
 		return
@@ -357,13 +358,7 @@ func (f *Fake) fork(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, v.Run)
 }
 
-func (f *Fake) cancel(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	v := f.run(w, r)
-	if v == nil {
-		return
-	}
+func (f *Fake) cancel(w http.ResponseWriter, _ struct{}, v *api.RunView) {
 	if v.Status != "running" && v.Status != "waiting" {
 		writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("conflict: run %s already %s", v.ID, v.Status))
 		return
@@ -372,19 +367,11 @@ func (f *Fake) cancel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v.Run)
 }
 
-func (f *Fake) resumeRun(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Migrate bool `json:"migrate"`
-	}
-	if !decode(w, r, &req) {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	v := f.run(w, r)
-	if v == nil {
-		return
-	}
+type resumeRunBody struct {
+	Migrate bool `json:"migrate"`
+}
+
+func (f *Fake) resumeRun(w http.ResponseWriter, _ resumeRunBody, v *api.RunView) {
 	if v.Status != "failed" {
 		writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("conflict: run %s is %s; only a failed run can be resumed (an approval is resumed by its interrupt id)", v.ID, v.Status))
 		return
@@ -424,19 +411,11 @@ func (f *Fake) resumeInterrupt(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("interrupt %q: not found", id))
 }
 
-func (f *Fake) prune(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Keep int `json:"keep"`
-	}
-	if !decode(w, r, &req) {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	v := f.run(w, r)
-	if v == nil {
-		return
-	}
+type pruneBody struct {
+	Keep int `json:"keep"`
+}
+
+func (f *Fake) prune(w http.ResponseWriter, req pruneBody, v *api.RunView) {
 	if req.Keep < 1 {
 		writeError(w, http.StatusBadRequest, "invalid", "keep must be at least 1")
 		return
