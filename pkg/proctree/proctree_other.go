@@ -30,8 +30,13 @@ func NewSweeper() (*Sweeper, error) { return nil, nil }
 // A Command is a no-op off Linux.
 type Command struct{}
 
-// Begin returns a no-op Command.
-func (*Sweeper) Begin() *Command { return &Command{} }
+// Begin returns a no-op Command; nil for a nil Sweeper, as on Linux.
+func (s *Sweeper) Begin() *Command {
+	if s == nil {
+		return nil
+	}
+	return &Command{}
+}
 
 // Started does nothing.
 func (*Command) Started(int) {}

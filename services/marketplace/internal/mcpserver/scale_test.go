@@ -88,10 +88,14 @@ func BenchmarkScale(b *testing.B) {
 		}
 		var seqTime, concTime time.Duration
 		var seqN, concN int
+		// How many of the host's cores were busy in each mode: a spawn is
+		// mostly the engine's work, so 20 clients can be at most
+		// (cores / cores busy with one client) times as fast as one.
+		var seqCPU, concCPU hostCPU
 		wallStart := time.Now()
 		for round, first := 0, 0; first < n; round, first = round+1, first+clients {
 			last := min(first+clients, n)
-			start := time.Now()
+			start, cpuStart := time.Now(), readHostCPU(b)
 			if round%2 == 0 {
 				for i := first; i < last; i++ {
 					if err := spawn(one, i); err != nil {
@@ -99,6 +103,7 @@ func BenchmarkScale(b *testing.B) {
 					}
 				}
 				seqTime, seqN = seqTime+time.Since(start), seqN+last-first
+				seqCPU = seqCPU.add(readHostCPU(b).since(cpuStart))
 				continue
 			}
 			errs := make(chan error, clients)
@@ -116,6 +121,7 @@ func BenchmarkScale(b *testing.B) {
 				b.Fatal(err)
 			}
 			concTime, concN = concTime+time.Since(start), concN+last-first
+			concCPU = concCPU.add(readHostCPU(b).since(cpuStart))
 		}
 		total := time.Since(wallStart)
 
@@ -137,6 +143,8 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(total.Seconds(), "spawn-wall-s")
 		if concN > 0 {
 			b.ReportMetric((float64(concN)/concTime.Seconds())/(float64(seqN)/seqTime.Seconds()), "20-clients/1-client-spawn-rate")
+			b.ReportMetric(seqCPU.coresBusy(), "1-client-cores-busy")
+			b.ReportMetric(concCPU.coresBusy(), "20-clients-cores-busy")
 		}
 		b.ReportMetric((memAfter-memBefore)/float64(n), "host-MiB/idle-journey")
 		b.ReportMetric(processRSSMiB(b), "marketplace-RSS-MiB")
@@ -167,6 +175,56 @@ func hostUsedMiB(b *testing.B) float64 {
 		}
 	}
 	return (kb["MemTotal"] - kb["MemAvailable"]) / 1024
+}
+
+// hostCPU is the host's CPU time from /proc/stat, in clock ticks: busy
+// (everything but idle, iowait and steal: another guest's) and total, over
+// all cores.
+type hostCPU struct{ busy, total, cores float64 }
+
+func readHostCPU(b *testing.B) hostCPU {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c hostCPU
+	for line := range strings.Lines(string(raw)) {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 0:
+		case len(fields) > 5 && fields[0] == "cpu":
+			for i, f := range fields[1:] {
+				v, _ := strconv.ParseFloat(f, 64)
+				if i >= 8 {
+					break // guest time is counted in user time already
+				}
+				c.total += v
+				if i != 3 && i != 4 && i != 7 { // idle, iowait, steal
+					c.busy += v
+				}
+			}
+		case strings.HasPrefix(fields[0], "cpu"):
+			c.cores++
+		}
+	}
+	return c
+}
+
+func (c hostCPU) since(start hostCPU) hostCPU {
+	return hostCPU{busy: c.busy - start.busy, total: c.total - start.total, cores: c.cores}
+}
+
+func (c hostCPU) add(d hostCPU) hostCPU {
+	return hostCPU{busy: c.busy + d.busy, total: c.total + d.total, cores: d.cores}
+}
+
+// coresBusy is how many cores were busy on average.
+func (c hostCPU) coresBusy() float64 {
+	if c.total == 0 {
+		return 0
+	}
+	return c.busy / c.total * c.cores
 }
 
 // processRSSMiB is this process's resident memory.

@@ -104,7 +104,9 @@ func (r *Runtime) Name() string { return "docker" }
 
 // Create implements workerruntime.Runtime: it reuses or creates the journey's
 // volume, creates a hardened container (replacing one left under the
-// journey's name) and starts it.
+// journey's name) and starts it. Callers serialize the Creates of one
+// journey (the manager's journey lock): a second one would replace the
+// first's container.
 func (r *Runtime) Create(ctx context.Context, spec workerruntime.Spec) (workerruntime.Handle, error) {
 	spec, err := withDefaults(spec)
 	if err != nil {

@@ -178,13 +178,13 @@ func (f *Fake) handler() http.Handler {
 	mux.HandleFunc("GET /v1/pipelines", f.listPipelines)
 	mux.HandleFunc("POST /v1/runs", f.startRun)
 	mux.HandleFunc("GET /v1/runs", f.listRuns)
-	mux.HandleFunc("GET /v1/runs/{id}", onRun(f, f.getRun))
-	mux.HandleFunc("GET /v1/runs/{id}/checkpoints", onRun(f, f.listCheckpoints))
-	mux.HandleFunc("POST /v1/runs/{id}/fork", onRun(f, f.fork))
-	mux.HandleFunc("POST /v1/runs/{id}/cancel", onRun(f, f.cancel))
-	mux.HandleFunc("POST /v1/runs/{id}/resume", onRun(f, f.resumeRun))
+	mux.HandleFunc("GET /v1/runs/{id}", onRun(f, false, f.getRun))
+	mux.HandleFunc("GET /v1/runs/{id}/checkpoints", onRun(f, false, f.listCheckpoints))
+	mux.HandleFunc("POST /v1/runs/{id}/fork", onRun(f, false, f.fork))
+	mux.HandleFunc("POST /v1/runs/{id}/cancel", onRun(f, true, f.cancel))
+	mux.HandleFunc("POST /v1/runs/{id}/resume", onRun(f, true, f.resumeRun))
 	mux.HandleFunc("POST /v1/interrupts/{id}/resume", f.resumeInterrupt)
-	mux.HandleFunc("POST /v1/runs/{id}/prune", onRun(f, f.prune))
+	mux.HandleFunc("POST /v1/runs/{id}/prune", onRun(f, false, f.prune))
 	mux.HandleFunc("GET /v1/runs/{id}/events", f.events)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -214,12 +214,13 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
-// decode reads a JSON body strictly, as the real server does; an empty
-// body leaves v as it is.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+// decode reads a JSON body strictly, as the real server does: an empty
+// body is refused unless the route's body is optional (a run's cancel or
+// resume), and then leaves v as it is.
+func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(v); err != nil && (!optional || !errors.Is(err, io.EOF)) {
 		writeError(w, http.StatusBadRequest, "invalid", "decoding the request: "+err.Error())
 		return false
 	}
@@ -234,7 +235,7 @@ func (f *Fake) listPipelines(w http.ResponseWriter, _ *http.Request) {
 
 func (f *Fake) startRun(w http.ResponseWriter, r *http.Request) {
 	var req api.StartRequest
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req, false) {
 		return
 	}
 	f.mu.Lock()
@@ -319,12 +320,12 @@ func (f *Fake) run(w http.ResponseWriter, r *http.Request) *api.RunView {
 }
 
 // onRun serves a route of one run: it decodes a POST's body into a B
-// (strictly; an empty body is B's zero value), and calls h under the fake's
-// lock with the run of the path's {id}, or answers 404.
-func onRun[B any](f *Fake, h func(w http.ResponseWriter, req B, v *api.RunView)) http.HandlerFunc {
+// (decode; optional says whether it may be empty), and calls h under the
+// fake's lock with the run of the path's {id}, or answers 404.
+func onRun[B any](f *Fake, optional bool, h func(w http.ResponseWriter, req B, v *api.RunView)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req B
-		if r.Method == http.MethodPost && !decode(w, r, &req) {
+		if r.Method == http.MethodPost && !decode(w, r, &req, optional) {
 			return
 		}
 		f.mu.Lock()
@@ -385,7 +386,7 @@ func (f *Fake) resumeInterrupt(w http.ResponseWriter, r *http.Request) {
 		Value   json.RawMessage `json:"value"`
 		Migrate bool            `json:"migrate"`
 	}
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req, false) {
 		return
 	}
 	id := r.PathValue("id")
