@@ -20,6 +20,9 @@
 //     container nothing is a legitimate child of PID 1 (servers and helpers
 //     come in through the engine's exec, from outside the container's PID
 //     namespace), so such a process is an escapee of a server that died.
+//     It looks every second while a server runs (a server announces itself
+//     when it starts, Announce) and rarely while it is alone, so that an
+//     idle worker costs its host no CPU.
 //
 // A cgroup or a PID namespace per command would also do, but both need
 // privileges inside the container (a writable cgroup tree, or user

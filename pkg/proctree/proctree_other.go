@@ -20,6 +20,9 @@ func Idle(ctx context.Context) error {
 	return nil
 }
 
+// Announce does nothing off Linux.
+func Announce() {}
+
 // A Sweeper is not supported off Linux.
 type Sweeper struct{}
 

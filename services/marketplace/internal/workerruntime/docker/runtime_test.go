@@ -167,6 +167,7 @@ func conformance(t *testing.T, ociRuntime string) {
 		EnforcesUser: true,
 		Labels:       labels,
 		OCIRuntime:   ociRuntime,
+		OwnInit:      true,
 	})
 }
 

@@ -63,6 +63,10 @@ type Options struct {
 	// OCIRuntime is Spec.OCIRuntime ("runsc": the suite under gVisor).
 	// Defaults to the engine's default.
 	OCIRuntime string
+	// OwnInit says a worker's main process (Cmd, meshworker idle) is PID 1
+	// of a PID namespace of its own, as in a container: the suite then
+	// checks that it ends orphans.
+	OwnInit bool
 }
 
 // The spec the suite creates workers with.
@@ -311,6 +315,36 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) workerruntime.Runtime,
 		case <-done:
 		case <-time.After(runTimeout):
 			t.Fatal("a session outlived Stop")
+		}
+	})
+
+	t.Run("IdleEndsAnAnnouncedServersOrphans", func(t *testing.T) {
+		if !opts.OwnInit {
+			t.Skip("the runtime gives workers no PID 1 of their own")
+		}
+		b := setup(t)
+		_, h := b.create(t)
+		probe := b.probe(t, h)
+		// Alone in its container, idle looks for orphans less and less
+		// often (after 1, 2, 4, 8 s, ... and every 30 s at most): after
+		// 8 s its next look is 7 s away, past the deadline below, unless
+		// the announce brings back a look a second.
+		time.Sleep(8 * time.Second)
+		out, code := b.run(t, h, nil, probe, "orphan")
+		pid := strings.TrimSpace(string(out))
+		if code != 0 || pid == "" {
+			t.Fatalf("probe orphan: exit %d, %q", code, out)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			out, _ := b.run(t, h, nil, probe, "alive", pid)
+			if strings.TrimSpace(string(out)) == "gone" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the orphan %s (re-parented to PID 1) still runs 5 s after its server announced itself", pid)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	})
 

@@ -1,6 +1,6 @@
 // Command probe is what the runtimetest suite runs inside workers to observe
-// them from the inside. It uses the standard library only and is built
-// static (CGO_ENABLED=0), so it runs in a FROM scratch image.
+// them from the inside. It is built static (CGO_ENABLED=0), so it runs in a
+// FROM scratch image.
 //
 //	probe echo            copy stdin to stdout
 //	probe noisy-echo      copy stdin to stdout, writing to stderr around every chunk
@@ -10,6 +10,11 @@
 //	probe exit N          exit with status N
 //	probe whoami          print "uid:gid cwd"
 //	probe sleep           sleep until killed, ignoring stdin
+//	probe orphan          start "probe sleep" in a session of its own, print
+//	                      its pid, announce itself to PID 1 as a server does
+//	                      (proctree.Announce) and exit: the sleep is re-parented
+//	                      to PID 1
+//	probe alive PID       print "alive" while PID exists (a zombie too), else "gone"
 //	probe net ADDR        print the network interfaces, then try a TCP dial to ADDR
 package main
 
@@ -18,15 +23,19 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/meshwork/meshwork/pkg/proctree"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: probe echo|noisy-echo|write|read|stderr|exit|whoami|sleep|net ...")
+		fail("usage: probe echo|noisy-echo|write|read|stderr|exit|whoami|sleep|orphan|alive|net ...")
 	}
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "echo":
@@ -89,6 +98,30 @@ func main() {
 		fmt.Println("sleeping")
 		for {
 			time.Sleep(time.Hour)
+		}
+	case "orphan":
+		self, err := os.Executable()
+		if err != nil {
+			fail(err.Error())
+		}
+		// No stdout: the exec's stream ends when this probe does.
+		child := exec.Command(self, "sleep")
+		child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := child.Start(); err != nil {
+			fail(err.Error())
+		}
+		fmt.Println(child.Process.Pid)
+		proctree.Announce()
+	case "alive":
+		need(args, 1)
+		pid, err := strconv.Atoi(args[0])
+		if err != nil {
+			fail(err.Error())
+		}
+		if syscall.Kill(pid, 0) == nil {
+			fmt.Println("alive")
+		} else {
+			fmt.Println("gone")
 		}
 	case "net":
 		need(args, 1)
