@@ -64,7 +64,10 @@ func BenchmarkScale(b *testing.B) {
 		// Measured on a settled host, as the figures after are: a
 		// container's start keeps the engine busy for a moment after.
 		time.Sleep(3 * time.Second)
-		readBefore, listBefore := readP50(), listP50()
+		hostIdleBefore := readHostCPU(b)
+		time.Sleep(3 * time.Second)
+		hostIdleBefore = readHostCPU(b).since(hostIdleBefore)
+		readBefore, listBefore, pgBefore := readP50(), listP50(), pgP50(b, bb)
 		memBefore := hostUsedMiB(b)
 
 		spawn := func(cs *mcp.ClientSession, i int) error {
@@ -132,11 +135,12 @@ func BenchmarkScale(b *testing.B) {
 		bb.mgr.CloseIdleChannels(ctx, time.Now())
 		time.Sleep(3 * time.Second)
 		memAfter := hostUsedMiB(b)
-		cpuBefore := processCPU()
+		cpuBefore, hostIdle := processCPU(), readHostCPU(b)
 		time.Sleep(5 * time.Second)
 		idleCPU := (processCPU() - cpuBefore).Seconds() / 5 * 100
+		hostIdle = readHostCPU(b).since(hostIdle)
 		must(b, one, "execute_in_worker", execArgs("one", map[string]any{"type": "read", "target": "1k.txt"})) // reopens its channel
-		readAfter, listAfter := readP50(), listP50()
+		readAfter, listAfter, pgAfter := readP50(), listP50(), pgP50(b, bb)
 
 		start := time.Now()
 		bb.start(b) // a restarted marketplace: a new manager, reconciling
@@ -156,8 +160,29 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(millis(listBefore), "list-journeys-one-live-p50-ms")
 		b.ReportMetric(millis(readAfter), "read1k-p50-ms")
 		b.ReportMetric(float64(readAfter)/float64(readBefore), "read1k/one-live")
+		// What the host alone costs: its cores busy while every journey
+		// idles, against one live journey, and a Postgres round trip
+		// (SELECT 1), which no Meshwork code is part of, against the same.
+		b.ReportMetric(hostIdle.coresBusy(), "host-idle-cores-busy")
+		b.ReportMetric(hostIdleBefore.coresBusy(), "host-idle-cores-busy-one-live")
+		b.ReportMetric(float64(pgAfter)/float64(pgBefore), "postgres-round-trip/one-live")
 		b.ReportMetric(reconcile.Seconds(), "restart-reconcile-s")
 	}
+}
+
+// pgP50 is the p50 of 200 round trips of SELECT 1 to the marketplace's
+// database.
+func pgP50(b *testing.B, bb *bundle) time.Duration {
+	b.Helper()
+	ds := make([]time.Duration, 0, 200)
+	for range 200 {
+		start := time.Now()
+		if _, err := bb.pool.Exec(context.Background(), "SELECT 1"); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return percentile(ds, 50)
 }
 
 // hostUsedMiB is the host's used memory: MemTotal less MemAvailable.
