@@ -3,6 +3,7 @@ package proctree
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -76,22 +77,30 @@ func Idle(ctx context.Context) error {
 		}
 		// PID 1 starts nothing itself; what is below it was re-parented
 		// from a server that died, with everything it has started since.
-		killTree(1)
-		reapAny()
-		if alone() {
-			next := interval
-			interval = min(2*interval, idleScanMax)
-			timer.Reset(next)
-		} else {
-			interval = orphanScan
-			timer.Reset(interval)
+		procs := scan()
+		if len(descendants(1, procs)) > 0 {
+			killTree(1)
 		}
+		reapAny()
+		var next time.Duration
+		next, interval = nextLook(interval, alone(procs))
+		timer.Reset(next)
 	}
 }
 
-// alone reports whether PID 1 is the only process in its PID namespace.
-func alone() bool {
-	for _, p := range scan() {
+// nextLook returns how long Idle waits before its next look, and the wait
+// after that one: a second while another process runs (alone is false),
+// else the current interval, doubled for the next time up to idleScanMax.
+func nextLook(interval time.Duration, alone bool) (next, after time.Duration) {
+	if !alone {
+		return orphanScan, orphanScan
+	}
+	return interval, min(2*interval, idleScanMax)
+}
+
+// alone reports whether procs holds no process but PID 1.
+func alone(procs []proc) bool {
+	for _, p := range procs {
 		if p.pid != 1 {
 			return false
 		}
@@ -103,13 +112,29 @@ func alone() bool {
 const announceSignal = syscall.SIGUSR1
 
 // Announce tells the container's Idle that a server has come in through
-// the engine's exec, so that it looks for orphans every second again.
-// Outside a container's PID namespace (a process whose parent it can see)
-// it does nothing: PID 1 is then the host's init. NewSweeper announces.
-func Announce() {
-	if os.Getpid() != 1 && os.Getppid() == 0 {
-		_ = syscall.Kill(1, announceSignal)
+// the engine's exec, so that it looks for orphans every second again; the
+// servers call it when they start, before they run any command. It signals
+// PID 1 only when PID 1 is Idle ("<binary> idle", which /proc/1/cmdline
+// shows even though Idle is not dumpable) and this process came in from
+// outside its PID namespace (its parent is not visible): never a foreign
+// init (the engine's, whose children would take the signal, or a host's),
+// and not the process runtime, where servers are the host's processes. It
+// reports whether it signalled.
+func Announce() (bool, error) {
+	if os.Getpid() == 1 || os.Getppid() != 0 {
+		return false, nil
 	}
+	cmdline, err := os.ReadFile("/proc/1/cmdline")
+	if err != nil {
+		return false, err
+	}
+	if args := strings.Split(string(cmdline), "\x00"); len(args) < 2 || args[1] != "idle" {
+		return false, nil
+	}
+	if err := syscall.Kill(1, announceSignal); err != nil {
+		return false, os.NewSyscallError("kill(1, SIGUSR1)", err)
+	}
+	return true, nil
 }
 
 // reapAny collects every exited child without blocking.
@@ -149,14 +174,20 @@ func (s *Sweeper) Subreaper() bool { return s.subreaper }
 // refuses the prctl with EINVAL: the Sweeper then still ends what stays
 // below the server, and an orphan that left it goes to PID 1, whose idle
 // (Idle) ends it within a second; Subreaper reports which it is.
-func NewSweeper() (*Sweeper, error) {
+//
+// It also announces the server to the container's Idle (Announce), so
+// that orphans which reach PID 1 end within a second; a failed announce is
+// logged on logger, not fatal.
+func NewSweeper(logger *slog.Logger) (*Sweeper, error) {
 	subreaper := true
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); errors.Is(err, unix.EINVAL) {
 		subreaper = false
 	} else if err != nil {
 		return nil, os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
 	}
-	Announce()
+	if _, err := Announce(); err != nil {
+		logger.Warn("telling the container's init that a server runs failed: orphans of its commands may outlive them up to 30 s", slog.Any("error", err))
+	}
 	s := &Sweeper{self: os.Getpid(), pids: map[int]bool{}, subreaper: subreaper}
 	go func() {
 		for range time.Tick(orphanScan) {

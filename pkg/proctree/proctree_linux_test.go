@@ -3,6 +3,7 @@ package proctree_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -63,7 +64,7 @@ func daemon(t *testing.T) int {
 }
 
 func TestSweeperEndsWhatLeftTheGroup(t *testing.T) {
-	s, err := proctree.NewSweeper()
+	s, err := proctree.NewSweeper(slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestNilSweeperDoesNothing(t *testing.T) {
 }
 
 func TestSweeperWaitsForTheLastCommand(t *testing.T) {
-	s, err := proctree.NewSweeper()
+	s, err := proctree.NewSweeper(slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestSweeperWaitsForTheLastCommand(t *testing.T) {
 // A lineage that forks without end is still ended: each round stops what
 // it finds before killing it.
 func TestSweeperEndsAForkingLineage(t *testing.T) {
-	s, err := proctree.NewSweeper()
+	s, err := proctree.NewSweeper(slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package proctree
 import (
 	"context"
 	"errors"
+	"log/slog"
 )
 
 // Protect does nothing off Linux, where servers run only with the process
@@ -21,14 +22,14 @@ func Idle(ctx context.Context) error {
 }
 
 // Announce does nothing off Linux.
-func Announce() {}
+func Announce() (bool, error) { return false, nil }
 
 // A Sweeper is not supported off Linux.
 type Sweeper struct{}
 
 // NewSweeper returns nil off Linux: commands are ended by process group
 // only.
-func NewSweeper() (*Sweeper, error) { return nil, nil }
+func NewSweeper(*slog.Logger) (*Sweeper, error) { return nil, nil }
 
 // A Command is a no-op off Linux.
 type Command struct{}

@@ -86,7 +86,8 @@ sets them), and nothing else of it.`,
 			if err := proctree.Protect(); err != nil {
 				return err
 			}
-			sweeper, err := proctree.NewSweeper()
+			logger := telemetry.NewLogger(os.Stderr, slog.LevelInfo)
+			sweeper, err := proctree.NewSweeper(logger)
 			if err != nil {
 				return err
 			}
@@ -96,7 +97,6 @@ sets them), and nothing else of it.`,
 			// still installs the propagator and a recording provider, so
 			// the tool calls continue the marketplace's trace (from
 			// params._meta) and every log line carries its trace id.
-			logger := telemetry.NewLogger(os.Stderr, slog.LevelInfo)
 			flushTelemetry, err := telemetry.Setup(cmd.Context(), telemetry.Config{ServiceName: "meshwork-meshworker", Version: buildinfo.Version, Logger: logger})
 			if err != nil {
 				return err

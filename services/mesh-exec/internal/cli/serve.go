@@ -139,7 +139,7 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 	if err := proctree.Protect(); err != nil {
 		return err
 	}
-	sweeper, err := proctree.NewSweeper()
+	sweeper, err := proctree.NewSweeper(logger)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -318,6 +319,9 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) workerruntime.Runtime,
 		}
 	})
 
+	// Alone in its container, idle looks for orphans less and less often:
+	// 1, 3, 7, 15 and 31 s after its start, then every 30 s. A server's
+	// announce brings back a look a second, for as long as it runs.
 	t.Run("IdleEndsAnAnnouncedServersOrphans", func(t *testing.T) {
 		if !opts.OwnInit {
 			t.Skip("the runtime gives workers no PID 1 of their own")
@@ -325,27 +329,22 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) workerruntime.Runtime,
 		b := setup(t)
 		_, h := b.create(t)
 		probe := b.probe(t, h)
-		// Alone in its container, idle looks for orphans less and less
-		// often (after 1, 2, 4, 8 s, ... and every 30 s at most): after
-		// 8 s its next look is 7 s away, past the deadline below, unless
-		// the announce brings back a look a second.
-		time.Sleep(8 * time.Second)
-		out, code := b.run(t, h, nil, probe, "orphan")
-		pid := strings.TrimSpace(string(out))
-		if code != 0 || pid == "" {
-			t.Fatalf("probe orphan: exit %d, %q", code, out)
+		// Past idle's look at 15 s, its next is at 31 s: only the announce
+		// makes it look within the deadline.
+		time.Sleep(16 * time.Second)
+		b.wantOrphanEnded(t, h, probe, 0)
+	})
+
+	t.Run("IdleLooksEverySecondWhileAServerRuns", func(t *testing.T) {
+		if !opts.OwnInit {
+			t.Skip("the runtime gives workers no PID 1 of their own")
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			out, _ := b.run(t, h, nil, probe, "alive", pid)
-			if strings.TrimSpace(string(out)) == "gone" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the orphan %s (re-parented to PID 1) still runs 5 s after its server announced itself", pid)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		b := setup(t)
+		_, h := b.create(t)
+		// The "server" runs 20 s after its announce: had idle gone back to
+		// looking less often meanwhile (after 1, 2, 4, 8, 16 s), its orphan
+		// would live until the look 31 s after the announce.
+		b.wantOrphanEnded(t, h, b.probe(t, h), 20)
 	})
 
 	t.Run("ResumeKeepsTheWorkspace", func(t *testing.T) {
@@ -679,6 +678,32 @@ func (b *bundle) run(t *testing.T, h workerruntime.Handle, stdin []byte, argv ..
 	case <-time.After(runTimeout):
 		t.Fatalf("Exec(%q): no result after %s", argv, runTimeout)
 		return nil, 0
+	}
+}
+
+// wantOrphanEnded runs a probe that announces itself to PID 1 as a server
+// does, leaves a setsid orphan and exits after hold seconds, and checks
+// that PID 1 ends the orphan within 3 s of the probe's exit.
+func (b *bundle) wantOrphanEnded(t *testing.T, h workerruntime.Handle, probe string, hold int) {
+	t.Helper()
+	out, code := b.run(t, h, nil, probe, "orphan", strconv.Itoa(hold))
+	pid := strings.TrimSpace(string(out))
+	if code != 0 || pid == "" {
+		t.Fatalf("probe orphan: exit %d, %q", code, out)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		out, code := b.run(t, h, nil, probe, "alive", pid)
+		if code != 0 {
+			t.Fatalf("probe alive: exit %d, %q", code, out)
+		}
+		if strings.TrimSpace(string(out)) == "gone" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphan %s (re-parented to PID 1) still runs 3 s after its server exited", pid)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

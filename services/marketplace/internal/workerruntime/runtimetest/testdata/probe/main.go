@@ -10,15 +10,17 @@
 //	probe exit N          exit with status N
 //	probe whoami          print "uid:gid cwd"
 //	probe sleep           sleep until killed, ignoring stdin
-//	probe orphan          start "probe sleep" in a session of its own, print
-//	                      its pid, announce itself to PID 1 as a server does
-//	                      (proctree.Announce) and exit: the sleep is re-parented
-//	                      to PID 1
+//	probe orphan HOLD     announce itself to PID 1 as a server does
+//	                      (proctree.Announce; it fails unless PID 1 took the
+//	                      signal), start "probe sleep" in a session of its
+//	                      own, print its pid, wait HOLD seconds and exit: the
+//	                      sleep is then re-parented to PID 1
 //	probe alive PID       print "alive" while PID exists (a zombie too), else "gone"
 //	probe net ADDR        print the network interfaces, then try a TCP dial to ADDR
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -100,6 +102,14 @@ func main() {
 			time.Sleep(time.Hour)
 		}
 	case "orphan":
+		need(args, 1)
+		hold, err := strconv.Atoi(args[0])
+		if err != nil {
+			fail(err.Error())
+		}
+		if ok, err := proctree.Announce(); err != nil || !ok {
+			fail(fmt.Sprintf("announce: signalled %t, %v", ok, err))
+		}
 		self, err := os.Executable()
 		if err != nil {
 			fail(err.Error())
@@ -111,17 +121,20 @@ func main() {
 			fail(err.Error())
 		}
 		fmt.Println(child.Process.Pid)
-		proctree.Announce()
+		time.Sleep(time.Duration(hold) * time.Second)
 	case "alive":
 		need(args, 1)
 		pid, err := strconv.Atoi(args[0])
 		if err != nil {
 			fail(err.Error())
 		}
-		if syscall.Kill(pid, 0) == nil {
+		switch err := syscall.Kill(pid, 0); {
+		case err == nil:
 			fmt.Println("alive")
-		} else {
+		case errors.Is(err, syscall.ESRCH):
 			fmt.Println("gone")
+		default:
+			fail(err.Error())
 		}
 	case "net":
 		need(args, 1)
