@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 )
@@ -58,49 +57,51 @@ type ActionRecord struct {
 const ActionTypeAgentTool = "agent_tool"
 
 // RecordAction writes an audit row. An allowed action also counts against
-// the journey (actions, cost, last use) in the same transaction, so the
-// counters the gate reads always match the audit log.
+// the journey (actions, cost, last use) in the same statement, so the
+// counters the gate reads always match the audit log. The action's row, its
+// tool calls' rows (under it, in order) and the count are one statement:
+// one round trip, atomic without a transaction, on every action's path.
 func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 	violations, err := json.Marshal(nonNil(r.Violations))
 	if err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var id int64
-		if err := tx.QueryRow(ctx, `INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
-			decision, violations, error, duration_us, request_bytes, response_bytes, cost_usd, trace_id)
-			VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, nullif($9, ''), $10, $11, $12, $13, nullif($14, '')) RETURNING id`,
-			r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, r.Target, string(r.Decision), violations,
-			r.Error, r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID).Scan(&id); err != nil {
-			return fmt.Errorf("recording action: %w", err)
+	targets := make([]string, len(r.ToolCalls))
+	decisions := make([]string, len(r.ToolCalls))
+	callViolations := make([]string, len(r.ToolCalls))
+	for i, c := range r.ToolCalls {
+		decisions[i] = string(DecisionAllowed)
+		if !c.Allowed {
+			decisions[i] = string(DecisionRefused)
 		}
-		for _, c := range r.ToolCalls {
-			decision := DecisionAllowed
-			if !c.Allowed {
-				decision = DecisionRefused
-			}
-			vs, err := json.Marshal(nonNil(c.Violations))
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
+		vs, err := json.Marshal(nonNil(c.Violations))
+		if err != nil {
+			return err
+		}
+		targets[i], callViolations[i] = c.Tool+": "+c.Summary, string(vs)
+	}
+	counted := 0
+	if r.Decision == DecisionAllowed && !r.Uncounted {
+		counted = 1
+	}
+	if _, err := s.pool.Exec(ctx, `WITH action AS (
+			INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
+				decision, violations, error, duration_us, request_bytes, response_bytes, cost_usd, trace_id)
+			VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, nullif($9, ''), $10, $11, $12, $13, nullif($14, '')) RETURNING id
+		), calls AS (
+			INSERT INTO actions (journey_uid, caller, worker_id, definition_hash, action_type, target,
 				decision, violations, trace_id, parent_action_id)
-				VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, nullif($9, ''), $10)`,
-				r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, ActionTypeAgentTool, c.Tool+": "+c.Summary, string(decision), vs,
-				r.TraceID, id); err != nil {
-				return fmt.Errorf("recording an agent tool call: %w", err)
-			}
-		}
-		counted := 0
-		if r.Decision == DecisionAllowed && !r.Uncounted {
-			counted = 1
-		}
-		if _, err := tx.Exec(ctx, `UPDATE journeys SET action_count = action_count + $2, cost_usd = cost_usd + $3, last_used_at = now() WHERE uid = $1`,
-			r.JourneyUID, counted, r.CostUSD); err != nil {
-			return fmt.Errorf("counting action: %w", err)
-		}
-		return nil
-	})
+			SELECT $1, $2, $3, $4, $15, c.target, c.decision, c.violations, nullif($14, ''), action.id
+			FROM action, unnest($16::text[], $17::text[], $18::jsonb[]) WITH ORDINALITY AS c(target, decision, violations, n)
+			ORDER BY c.n
+		)
+		UPDATE journeys SET action_count = action_count + $19, cost_usd = cost_usd + $13, last_used_at = now() WHERE uid = $1`,
+		r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, r.Target, string(r.Decision), violations,
+		r.Error, r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID,
+		ActionTypeAgentTool, targets, decisions, callViolations, counted); err != nil {
+		return fmt.Errorf("recording action: %w", err)
+	}
+	return nil
 }
 
 func nonNil(v []meshtype.Violation) []meshtype.Violation {

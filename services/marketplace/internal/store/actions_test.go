@@ -1,0 +1,101 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+)
+
+func newJourney(tb testing.TB) (*store.Store, store.Journey) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs Docker and Postgres")
+	}
+	s := store.New(pgtest.Pool(tb))
+	j, err := s.CreateJourney(context.Background(), store.Journey{Caller: "alice", ID: "j", WorkerID: "w_v1", DefinitionHash: "h", IsolationLevel: "container"}, store.Quota{PerCaller: 10, Total: 10})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, j
+}
+
+// An action's row, its agent's tool calls under it in their order, and the
+// journey's counters are written together; only an allowed, counted action
+// counts.
+func TestRecordAction(t *testing.T) {
+	t.Parallel()
+	s, j := newJourney(t)
+	ctx := context.Background()
+	rec := func(d store.Decision) store.ActionRecord {
+		return store.ActionRecord{JourneyUID: j.UID, Caller: "alice", WorkerID: "w_v1", DefinitionHash: "h", ActionType: "task", Decision: d, CostUSD: 0.25, TraceID: "t1"}
+	}
+	task := rec(store.DecisionAllowed)
+	task.ToolCalls = []meshtype.ToolDecision{
+		{Tool: "Read", Summary: "Reading a.go", Allowed: true},
+		{Tool: "Edit", Summary: "Editing .env", Violations: []meshtype.Violation{{ConstraintID: "denied_paths", Violated: true, Message: "denied"}}},
+		{Tool: "Bash", Summary: "Running go test", Allowed: true},
+	}
+	refused := rec(store.DecisionRefused)
+	refused.CostUSD = 0
+	diff := rec(store.DecisionAllowed)
+	diff.ActionType, diff.Uncounted, diff.CostUSD = "workspace_diff", true, 0
+	for _, r := range []store.ActionRecord{task, refused, diff} {
+		if err := s.RecordAction(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rows, err := s.Actions(ctx, j.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		line := r.ActionType + " " + string(r.Decision) + " " + r.Target
+		if r.ParentID != 0 {
+			line += " under " + map[bool]string{true: "the task", false: "?"}[r.ParentID == rows[0].ID]
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"task allowed ",
+		"agent_tool allowed Read: Reading a.go under the task",
+		"agent_tool refused Edit: Editing .env under the task",
+		"agent_tool allowed Bash: Running go test under the task",
+		"task refused ",
+		"workspace_diff allowed ",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("audit rows:\n%q\nwant\n%q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("row %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	if v := rows[2].Violations; len(v) != 1 || v[0].ConstraintID != "denied_paths" {
+		t.Errorf("the refused tool call's violations: %+v", v)
+	}
+	after, err := s.JourneyByUID(ctx, j.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ActionCount != 1 || after.CostUSD != 0.25 {
+		t.Errorf("journey counters: %d actions, $%v; want 1 and $0.25", after.ActionCount, after.CostUSD)
+	}
+}
+
+// BenchmarkRecordAction is the audit row written after every action.
+func BenchmarkRecordAction(b *testing.B) {
+	s, j := newJourney(b)
+	ctx := context.Background()
+	r := store.ActionRecord{JourneyUID: j.UID, Caller: "alice", WorkerID: "w_v1", DefinitionHash: "h", ActionType: "read", Target: "a.go", Decision: store.DecisionAllowed}
+	for b.Loop() {
+		if err := s.RecordAction(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
