@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,8 +62,12 @@ const ActionTypeAgentTool = "agent_tool"
 // counters the gate reads always match the audit log. The action's row, its
 // tool calls' rows (under it, in order) and the count are one statement:
 // one round trip, atomic without a transaction, on every action's path.
+//
+// Its text comes from clients, workers and agents' output: a NUL character,
+// which Postgres refuses in text and jsonb, is written as U+FFFD, so that no
+// output can keep an action out of the audit log and its journey's counts.
 func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
-	violations, err := json.Marshal(nonNil(r.Violations))
+	violations, err := json.Marshal(storableViolations(r.Violations))
 	if err != nil {
 		return err
 	}
@@ -74,11 +79,11 @@ func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 		if !c.Allowed {
 			decisions[i] = string(DecisionRefused)
 		}
-		vs, err := json.Marshal(nonNil(c.Violations))
+		vs, err := json.Marshal(storableViolations(c.Violations))
 		if err != nil {
 			return err
 		}
-		targets[i], callViolations[i] = c.Tool+": "+c.Summary, string(vs)
+		targets[i], callViolations[i] = storable(c.Tool+": "+c.Summary), string(vs)
 	}
 	counted := 0
 	if r.Decision == DecisionAllowed && !r.Uncounted {
@@ -96,19 +101,27 @@ func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 			ORDER BY c.n
 		)
 		UPDATE journeys SET action_count = action_count + $19, cost_usd = cost_usd + $13, last_used_at = now() WHERE uid = $1`,
-		r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, r.Target, string(r.Decision), violations,
-		r.Error, r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID,
+		r.JourneyUID, storable(r.Caller), storable(r.WorkerID), storable(r.DefinitionHash), storable(r.ActionType), storable(r.Target),
+		string(r.Decision), violations, storable(r.Error), r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, storable(r.TraceID),
 		ActionTypeAgentTool, targets, decisions, callViolations, counted); err != nil {
 		return fmt.Errorf("recording action: %w", err)
 	}
 	return nil
 }
 
-func nonNil(v []meshtype.Violation) []meshtype.Violation {
-	if v == nil {
-		return []meshtype.Violation{}
+// storable is s as Postgres takes it in text: NUL written as U+FFFD.
+func storable(s string) string {
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+}
+
+// storableViolations is vs, never nil, with their text storable.
+func storableViolations(vs []meshtype.Violation) []meshtype.Violation {
+	out := make([]meshtype.Violation, len(vs))
+	for i, v := range vs {
+		v.ConstraintID, v.Message = storable(v.ConstraintID), storable(v.Message)
+		out[i] = v
 	}
-	return v
+	return out
 }
 
 // ActionCounts is how many of a journey's actions ended each way.

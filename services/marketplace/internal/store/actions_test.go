@@ -9,6 +9,8 @@ import (
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 func newJourney(tb testing.TB) (*store.Store, store.Journey) {
 	tb.Helper()
 	if testing.Short() {
@@ -24,7 +26,8 @@ func newJourney(tb testing.TB) (*store.Store, store.Journey) {
 
 // An action's row, its agent's tool calls under it in their order, and the
 // journey's counters are written together; only an allowed, counted action
-// counts.
+// counts, and every action's spend. Text with a NUL character (an agent's
+// output) is written all the same.
 func TestRecordAction(t *testing.T) {
 	t.Parallel()
 	s, j := newJourney(t)
@@ -37,9 +40,11 @@ func TestRecordAction(t *testing.T) {
 		{Tool: "Read", Summary: "Reading a.go", Allowed: true},
 		{Tool: "Edit", Summary: "Editing .env", Violations: []meshtype.Violation{{ConstraintID: "denied_paths", Violated: true, Message: "denied"}}},
 		{Tool: "Bash", Summary: "Running go test", Allowed: true},
+		{Tool: "Write", Summary: "Writing a\x00b", Violations: []meshtype.Violation{{ConstraintID: "x\x00", Violated: true, Message: "m\x00"}}},
 	}
+	task.Error = "partial output \x00"
 	refused := rec(store.DecisionRefused)
-	refused.CostUSD = 0
+	refused.CostUSD = 0.5
 	diff := rec(store.DecisionAllowed)
 	diff.ActionType, diff.Uncounted, diff.CostUSD = "workspace_diff", true, 0
 	for _, r := range []store.ActionRecord{task, refused, diff} {
@@ -65,6 +70,7 @@ func TestRecordAction(t *testing.T) {
 		"agent_tool allowed Read: Reading a.go under the task",
 		"agent_tool refused Edit: Editing .env under the task",
 		"agent_tool allowed Bash: Running go test under the task",
+		"agent_tool refused Write: Writing a\uFFFDb under the task",
 		"task refused ",
 		"workspace_diff allowed ",
 	}
@@ -79,12 +85,18 @@ func TestRecordAction(t *testing.T) {
 	if v := rows[2].Violations; len(v) != 1 || v[0].ConstraintID != "denied_paths" {
 		t.Errorf("the refused tool call's violations: %+v", v)
 	}
+	if v := rows[4].Violations; len(v) != 1 || v[0].Message != "m\uFFFD" {
+		t.Errorf("the violations with a NUL: %+v", v)
+	}
+	if rows[0].Error != "partial output \uFFFD" {
+		t.Errorf("the error with a NUL: %q", rows[0].Error)
+	}
 	after, err := s.JourneyByUID(ctx, j.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.ActionCount != 1 || after.CostUSD != 0.25 {
-		t.Errorf("journey counters: %d actions, $%v; want 1 and $0.25", after.ActionCount, after.CostUSD)
+	if after.ActionCount != 1 || after.CostUSD != 0.75 {
+		t.Errorf("journey counters: %d actions, $%v; want 1 and $0.75", after.ActionCount, after.CostUSD)
 	}
 }
 
