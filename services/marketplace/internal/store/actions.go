@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/pgtext"
 )
 
 // Decision is what became of an action.
@@ -67,7 +67,7 @@ const ActionTypeAgentTool = "agent_tool"
 // which Postgres refuses in text and jsonb, is written as U+FFFD, so that no
 // output can keep an action out of the audit log and its journey's counts.
 func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
-	violations, err := json.Marshal(storableViolations(r.Violations))
+	violations, err := json.Marshal(scrubbedViolations(r.Violations))
 	if err != nil {
 		return err
 	}
@@ -79,11 +79,11 @@ func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 		if !c.Allowed {
 			decisions[i] = string(DecisionRefused)
 		}
-		vs, err := json.Marshal(storableViolations(c.Violations))
+		vs, err := json.Marshal(scrubbedViolations(c.Violations))
 		if err != nil {
 			return err
 		}
-		targets[i], callViolations[i] = storable(c.Tool+": "+c.Summary), string(vs)
+		targets[i], callViolations[i] = pgtext.Scrub(c.Tool+": "+c.Summary), string(vs)
 	}
 	counted := 0
 	if r.Decision == DecisionAllowed && !r.Uncounted {
@@ -101,24 +101,19 @@ func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 			ORDER BY c.n
 		)
 		UPDATE journeys SET action_count = action_count + $19, cost_usd = cost_usd + $13, last_used_at = now() WHERE uid = $1`,
-		r.JourneyUID, storable(r.Caller), storable(r.WorkerID), storable(r.DefinitionHash), storable(r.ActionType), storable(r.Target),
-		string(r.Decision), violations, storable(r.Error), r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, storable(r.TraceID),
+		r.JourneyUID, pgtext.Scrub(r.Caller), pgtext.Scrub(r.WorkerID), pgtext.Scrub(r.DefinitionHash), pgtext.Scrub(r.ActionType), pgtext.Scrub(r.Target),
+		string(r.Decision), violations, pgtext.Scrub(r.Error), r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, pgtext.Scrub(r.TraceID),
 		ActionTypeAgentTool, targets, decisions, callViolations, counted); err != nil {
 		return fmt.Errorf("recording action: %w", err)
 	}
 	return nil
 }
 
-// storable is s as Postgres takes it in text: NUL written as U+FFFD.
-func storable(s string) string {
-	return strings.ReplaceAll(s, "\x00", "\uFFFD")
-}
-
-// storableViolations is vs, never nil, with their text storable.
-func storableViolations(vs []meshtype.Violation) []meshtype.Violation {
+// scrubbedViolations is vs, never nil, with their text scrubbed.
+func scrubbedViolations(vs []meshtype.Violation) []meshtype.Violation {
 	out := make([]meshtype.Violation, len(vs))
 	for i, v := range vs {
-		v.ConstraintID, v.Message = storable(v.ConstraintID), storable(v.Message)
+		v.ConstraintID, v.Message = pgtext.Scrub(v.ConstraintID), pgtext.Scrub(v.Message)
 		out[i] = v
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/meshwork/meshwork/pkg/pgtext"
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -207,7 +208,7 @@ func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, statu
 	}
 	var step runstate.Step
 	if in.execErr != nil {
-		attempt.Status, attempt.Error = "failed", truncate(scrub(in.execErr.Error()), 4000)
+		attempt.Status, attempt.Error = "failed", truncate(pgtext.Scrub(in.execErr.Error()), 4000)
 		retry := nodeRetry(p, a.NodeID)
 		if a.Attempt < retry.MaxAttempts {
 			if err := store.InsertAttempt(ctx, &c.batch, attempt); err != nil {
@@ -232,7 +233,7 @@ func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, statu
 				HeadSeq: head, Status: status, Release: in.last, WorkedNode: a.NodeID, WorkedIteration: a.Iteration,
 			})
 		}
-		step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, truncate(scrub(in.execErr.Error()), 4000))
+		step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, truncate(pgtext.Scrub(in.execErr.Error()), 4000))
 		c.outcome = outcomeFailed
 	} else {
 		step = runstate.CompleteWithPatch(p, st, a.NodeID, a.Iteration, a.Attempt, res.output, res.patch)

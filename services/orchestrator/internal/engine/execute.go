@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/pgtext"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -131,9 +132,9 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 		if task, err = p.RenderTask(a.NodeID, ps); err != nil {
 			return res, err
 		}
-		res.task = truncate(scrub(task), maxAttemptTask)
+		res.task = truncate(pgtext.Scrub(task), maxAttemptTask)
 	} else {
-		res.task = truncate(scrub(strings.Join(n.Command, " ")), maxAttemptTask)
+		res.task = truncate(pgtext.Scrub(strings.Join(n.Command, " ")), maxAttemptTask)
 	}
 	if !sessionKnown {
 		if session, err = store.RoleSession(ctx, e.pool, run.Thread, n.Role); err != nil {
@@ -175,8 +176,8 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 		}
 	}
 	r, err := ex.Execute(ctx, req)
-	r.Output, r.SessionID = scrub(r.Output), scrub(r.SessionID)
-	res.session, res.cost, res.patch = r.SessionID, r.CostUSD, scrub(r.Patch)
+	r.Output, r.SessionID = pgtext.Scrub(r.Output), pgtext.Scrub(r.SessionID)
+	res.session, res.cost, res.patch = r.SessionID, r.CostUSD, pgtext.Scrub(r.Patch)
 	if res.session == "" {
 		res.session = saved
 	}
@@ -237,7 +238,7 @@ func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipe
 			if err != nil {
 				return fmt.Errorf("item %d: %w", i, err)
 			}
-			outs[i] = scrub(r.Output)
+			outs[i] = pgtext.Scrub(r.Output)
 			return nil
 		})
 	}

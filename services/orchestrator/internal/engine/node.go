@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -340,11 +339,6 @@ func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {
 	}
 	return pipeline.Retry{MaxAttempts: 1}
 }
-
-// scrub replaces NUL characters, which Postgres stores in neither text nor
-// jsonb, in what an agent sent: its output is untrusted, and must not make
-// a commit fail for ever.
-func scrub(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {
