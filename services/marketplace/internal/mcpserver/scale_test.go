@@ -95,8 +95,9 @@ func BenchmarkScale(b *testing.B) {
 		var seqTime, concTime time.Duration
 		var seqN, concN int
 		// How many of the host's cores were busy in each mode: a spawn is
-		// mostly the engine's work, so 20 clients can be at most
-		// (cores / cores busy with one client) times as fast as one.
+		// mostly the engine's work, so at the same engine work per spawn
+		// 20 clients can be at most (cores / cores busy with one client)
+		// times as fast as one.
 		var seqCPU, concCPU hostCPU
 		wallStart := time.Now()
 		for round, first := 0, 0; first < n; round, first = round+1, first+clients {
@@ -135,10 +136,12 @@ func BenchmarkScale(b *testing.B) {
 		bb.mgr.CloseIdleChannels(ctx, time.Now())
 		time.Sleep(3 * time.Second)
 		memAfter := hostUsedMiB(b)
-		// Idle as it stays: each worker's init looks for orphans 1, 3, 7,
-		// 15 and 31 s after its server left, then every 30 s
-		// (proctree.Idle), so 10 s from 32 s on are a steady state.
-		time.Sleep(29 * time.Second)
+		// Idle as it stays: once its server has left, each worker's init
+		// looks for orphans within a second, then 1, 2, 4, 8 and 16 s
+		// apart, then every 30 s (proctree.Idle): its last look before
+		// that is at most 32 s after the channels closed, so the 10 s
+		// from 35 s on are a steady state.
+		time.Sleep(32 * time.Second)
 		cpuBefore, hostIdle := processCPU(), readHostCPU(b)
 		time.Sleep(10 * time.Second)
 		idleCPU := (processCPU() - cpuBefore).Seconds() / 10 * 100

@@ -57,11 +57,12 @@ type ActionRecord struct {
 // ActionTypeAgentTool is the action_type of an agent tool call's row.
 const ActionTypeAgentTool = "agent_tool"
 
-// RecordAction writes an audit row. An allowed action also counts against
-// the journey (actions, cost, last use) in the same statement, so the
-// counters the gate reads always match the audit log. The action's row, its
-// tool calls' rows (under it, in order) and the count are one statement:
-// one round trip, atomic without a transaction, on every action's path.
+// RecordAction writes an audit row, its agent's tool calls' rows (under it,
+// in order) and the journey's counters in one statement: one round trip,
+// atomic without a transaction, on every action's path, so the counters the
+// gate reads always match the audit log. Every action adds its cost and
+// marks the journey used; an allowed action that is not Uncounted also adds
+// to its action count.
 //
 // Its text comes from clients, workers and agents' output: a NUL character,
 // which Postgres refuses in text and jsonb, is written as U+FFFD, so that no

@@ -13,9 +13,6 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func newJourney(tb testing.TB) (*store.Store, store.Journey) {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("needs Docker and Postgres")
-	}
 	s := store.New(pgtest.Pool(tb))
 	j, err := s.CreateJourney(context.Background(), store.Journey{Caller: "alice", ID: "j", WorkerID: "w_v1", DefinitionHash: "h", IsolationLevel: "container"}, store.Quota{PerCaller: 10, Total: 10})
 	if err != nil {

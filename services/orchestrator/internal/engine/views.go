@@ -85,18 +85,11 @@ func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]api.Run, e
 	if !ok {
 		return []api.Run{}, nil
 	}
-	rows, err := store.ListRuns(ctx, e.pool, f)
+	runs, err := store.ListRuns(ctx, e.pool, f)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, invalid("%v", err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	runs := make([]api.Run, len(rows))
-	for i, r := range rows {
-		runs[i] = r.Run
-	}
-	return runs, nil
+	return runs, err
 }
 
 // RunCosts sums what each of runs cost so far (its attempts' costs), for a

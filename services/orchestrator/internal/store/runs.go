@@ -136,7 +136,7 @@ type ListFilter struct {
 }
 
 // ListRuns lists runs, newest first.
-func ListRuns(ctx context.Context, q Querier, f ListFilter) ([]Run, error) {
+func ListRuns(ctx context.Context, q Querier, f ListFilter) ([]api.Run, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
@@ -152,7 +152,11 @@ func ListRuns(ctx context.Context, q Querier, f ListFilter) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Run, error) { return scanRun(r) })
+	// As the API sends them: a list has no use for the trace context.
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Run, error) {
+		run, err := scanRun(r)
+		return run.Run, err
+	})
 }
 
 // RunUpdate is what a commit changes in a run's row.
