@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -90,6 +91,11 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 		return nil, 0, err
 	}
 	cost := run.CostUSD
+	if kept, ok := keptSession(out.SessionID, j.AgentSessionID); !ok {
+		m.logger.WarnContext(ctx, "the worker reported a session id that is not an id; the journey keeps its session",
+			slog.String("journey", j.UID.String()), slog.String("session_id", fmt.Sprintf("%.64q", out.SessionID)))
+		out.SessionID = kept
+	}
 	if out.SessionID != "" && out.SessionID != j.AgentSessionID {
 		// Saved at once: the next action, or a restarted marketplace, resumes it.
 		if err := m.cfg.Store.SetAgentSession(context.WithoutCancel(ctx), j.UID, out.SessionID); err != nil {
@@ -100,6 +106,21 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 		return nil, cost, &Error{Code: meshapi.CodeAgentFailed, Message: toolText(res)}
 	}
 	return out, cost, nil
+}
+
+// keptSession is the agent session a journey keeps after a run: the one
+// the worker reported, or previous when it reported none, or something that
+// is not an id (meshapi.ValidID, the shape mesh-exec's sessions have). The
+// worker's answer is untrusted: its session id is stored and sent back
+// with the next task. ok is false when the reported id is refused.
+func keptSession(reported, previous string) (kept string, ok bool) {
+	switch {
+	case reported == "":
+		return previous, true
+	case !meshapi.ValidID(reported):
+		return previous, false
+	}
+	return reported, true
 }
 
 // maxToolCalls bounds the tool calls one agent run may report for the
