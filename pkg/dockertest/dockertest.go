@@ -24,6 +24,20 @@ func Docker(tb testing.TB, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// HasImage reports whether the engine holds image (tests never pull).
+func HasImage(image string) bool {
+	return exec.CommandContext(context.Background(), "docker", "image", "inspect", image).Run() == nil
+}
+
+// RequireImage fails the test when the engine lacks image; build says how
+// to build it ("run `make offline-images`").
+func RequireImage(tb testing.TB, image, build string) {
+	tb.Helper()
+	if !HasImage(image) {
+		tb.Fatalf("image %s is missing: %s", image, build)
+	}
+}
+
 // removeBatch is how many containers one `docker rm` is given. The CLI
 // removes a call's containers up to 50 at a time, and 50 started containers
 // removed at once (a scale benchmark's journeys) deadlocked Docker 20.10's

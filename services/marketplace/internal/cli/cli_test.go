@@ -133,9 +133,7 @@ func TestServeStdio(t *testing.T) {
 // ends.
 func buildMarketplace(t testing.TB) (bin, label string) {
 	t.Helper()
-	if err := exec.Command("docker", "image", "inspect", "meshwork/worker:latest").Run(); err != nil {
-		t.Fatal("image meshwork/worker:latest is missing: run `make offline-images`")
-	}
+	dockertest.RequireImage(t, "meshwork/worker:latest", "run `make offline-images`")
 	bin = filepath.Join(t.TempDir(), "marketplace")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/meshwork/meshwork/services/marketplace/cmd/marketplace").CombinedOutput(); err != nil {
 		t.Fatalf("building: %v\n%s", err, out)

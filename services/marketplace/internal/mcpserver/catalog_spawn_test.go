@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/workers"
 )
@@ -45,7 +46,7 @@ func TestEveryCatalogWorkerSpawns(t *testing.T) {
 		if s, ok := standIns[image]; ok {
 			b.images[d.ID], image, target = s, s, "make test-images"
 		}
-		if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
+		if !dockertest.HasImage(image) {
 			t.Errorf("worker %s: image %s is missing: run `%s`", d.ID, image, target)
 		}
 	}

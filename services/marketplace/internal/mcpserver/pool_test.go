@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
@@ -278,9 +279,7 @@ func TestPoolRestartLeavesNoOrphan(t *testing.T) {
 	if _, err := a.pool.Exec(ctx, `DELETE FROM pool_members WHERE uid = $1`, rowless); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("docker", "rm", "-fv", members[workerless]).CombinedOutput(); err != nil {
-		t.Fatalf("docker rm: %v: %s", err, out)
-	}
+	dockertest.Docker(t, "rm", "-fv", members[workerless])
 	halfMade := uuid.New() // its marketplace died before the worker existed
 	if _, err := a.pool.Exec(ctx, `INSERT INTO pool_members (uid, worker_id, definition_hash, isolation_level, state) VALUES ($1, $2, 'x', 'container', 'creating')`, halfMade, poolWorker); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -247,9 +246,7 @@ func must(t testing.TB, cs *mcp.ClientSession, tool string, args any) map[string
 
 func requireImage(t testing.TB, image string) {
 	t.Helper()
-	if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
-		t.Fatalf("image %s is missing: run `make offline-images` (or `make images`)", image)
-	}
+	dockertest.RequireImage(t, image, "run `make offline-images` (or `make images`)")
 }
 
 // removeLabelled removes the containers, volumes and networks a test made.

@@ -3,10 +3,10 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
@@ -128,9 +128,7 @@ func TestResearchPipeline(t *testing.T) {
 
 func requireImage(t *testing.T, image string) {
 	t.Helper()
-	if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
-		t.Fatalf("image %s is missing: run `make test-images` (or `make offline-images`)", image)
-	}
+	dockertest.RequireImage(t, image, "run `make test-images` (or `make offline-images`)")
 }
 
 // startMarketplace runs the real marketplace on dsn's database, its Claude
