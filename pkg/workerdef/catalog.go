@@ -199,7 +199,7 @@ func (l *loader) addFile(file string) {
 	}
 	root, err := l.parse(file, data)
 	if err != nil {
-		l.errs = append(l.errs, asErrors(err)...)
+		l.errs = append(l.errs, AsErrors(err)...)
 		return
 	}
 	src := &source{file: file, root: root}

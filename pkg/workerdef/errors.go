@@ -41,8 +41,9 @@ func (es Errors) Unwrap() []error {
 	return out
 }
 
-// asErrors returns err as Errors, or nil when err is nil.
-func asErrors(err error) Errors {
+// AsErrors returns err as Errors: its positioned problems, or nil when it
+// has none (or is nil).
+func AsErrors(err error) Errors {
 	var es Errors
 	if errors.As(err, &es) {
 		return es

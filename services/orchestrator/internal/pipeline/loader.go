@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -110,13 +109,8 @@ func readFile(fsys fs.FS, name string) ([]byte, error) {
 // asErrors returns err as Errors; an error without a position is placed at
 // the start of file.
 func asErrors(file string, err error) Errors {
-	var es Errors
-	if errors.As(err, &es) {
+	if es := workerdef.AsErrors(err); es != nil {
 		return es
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return Errors{e}
 	}
 	return Errors{{File: file, Line: 1, Column: 1, Msg: err.Error()}}
 }

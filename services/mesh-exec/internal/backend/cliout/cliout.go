@@ -41,11 +41,11 @@ func FirstNonEmpty(ss ...string) string {
 // stderr even when it is not a terminal.
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
 
-// StderrTail is the end of stderr worth showing: its last lines, at most
-// 4 KiB, without colour codes, because the reason for a failure is printed
-// last.
-func StderrTail(stderr string) string {
-	s := strings.TrimSpace(ansi.ReplaceAllString(stderr, ""))
+// Tail is the last 4 KiB of s, trimmed, from a line start when there is
+// one, and valid UTF-8: the end of an agent's output, where its last word
+// is, in a size an error message can carry.
+func Tail(s string) string {
+	s = strings.TrimSpace(s)
 	const maxBytes = 4 << 10
 	if len(s) > maxBytes {
 		s = s[len(s)-maxBytes:]
@@ -53,8 +53,14 @@ func StderrTail(stderr string) string {
 			s = s[i+1:]
 		}
 	}
-	s = strings.ToValidUTF8(s, "")
-	lines := strings.Split(s, "\n")
+	return strings.ToValidUTF8(s, "")
+}
+
+// StderrTail is the end of stderr worth showing: its last lines, at most
+// 4 KiB, without colour codes, because the reason for a failure is printed
+// last.
+func StderrTail(stderr string) string {
+	lines := strings.Split(Tail(ansi.ReplaceAllString(stderr, "")), "\n")
 	if len(lines) > 20 {
 		lines = lines[len(lines)-20:]
 	}

@@ -62,7 +62,7 @@ func (p *textParser) Finish(exitCode int, stderr string) backend.Result {
 		return res
 	}
 	res.IsError = true
-	res.Output = cliout.FirstNonEmpty(cliout.StderrTail(stderr), tail(res.Output), fmt.Sprintf("the agent exited with code %d", exitCode))
+	res.Output = cliout.FirstNonEmpty(cliout.StderrTail(stderr), cliout.Tail(res.Output), fmt.Sprintf("the agent exited with code %d", exitCode))
 	res.Err = p.classes.classify(res.Output, stderr)
 	return res
 }
@@ -125,7 +125,7 @@ func (d *fieldDecoder) Finish(r *jsonstream.Run) {
 		return
 	}
 	r.Answer = d.text.String()
-	r.Warning = tail(r.Answer)
+	r.Warning = cliout.Tail(r.Answer)
 }
 
 // jsonlCLI is the JSON Lines reading of an operator's agent: the configured
@@ -170,18 +170,4 @@ func (c classifier) classify(output, stderr string) error {
 		}
 	}
 	return nil
-}
-
-// tail is the last 4 KiB of s, from a line start when there is one.
-func tail(s string) string {
-	s = strings.TrimSpace(s)
-	const maxBytes = 4 << 10
-	if len(s) > maxBytes {
-		s = s[len(s)-maxBytes:]
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			s = s[i+1:]
-		}
-		s = strings.ToValidUTF8(s, "")
-	}
-	return s
 }
