@@ -147,7 +147,7 @@ func (c *serveConfig) fields() []configField {
 		{flag: "source-credentials-file", usage: `credentials for private source hosts, "HOST USERNAME PASSWORD" per line`, str: &c.SourceCredentialsFile},
 		{flag: "source-ca-file", usage: "extra PEM certificates to trust for source hosts", str: &c.SourceCAFile},
 		{flag: "max-journeys-per-caller", usage: "most live journeys (holding a worker) one caller may have; spawns past it are refused", num: &c.MaxJourneysPerCaller},
-		{flag: "max-journeys", usage: "most live journeys of all callers together on this marketplace", num: &c.MaxJourneys},
+		{flag: "max-journeys", usage: "most live journeys of all callers together, in the database every replica shares", num: &c.MaxJourneys},
 		{flag: "egress-proxy-addr", usage: "where the egress proxy listens, reachable from the egress network (empty: off, egress workers refused)", str: &c.EgressProxyAddr},
 		{flag: "egress-network", usage: "the internal Docker network of egress workers (meshwork-...), created when missing", str: &c.EgressNetwork},
 		{flag: "egress-proxy-host", usage: "the egress proxy's host as egress workers reach it (default: the egress network's gateway)", str: &c.EgressProxyHost},
