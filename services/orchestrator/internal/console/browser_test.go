@@ -420,6 +420,9 @@ func TestJourneysPatchAndForkInABrowser(t *testing.T) {
 		chromedp.WaitVisible(`#token`),
 		chromedp.SendKeys(`#token`, bobToken),
 		chromedp.Submit(`#token`),
+		// Signed in: the sign-in page has a main h1 too, and navigating
+		// on before its form's answer arrived would abort that answer.
+		chromedp.WaitVisible(`form.signout`),
 		chromedp.WaitVisible(`main h1`),
 		chromedp.Text(`main`, &bobRuns),
 		chromedp.Navigate(s.url+"/approvals"),
