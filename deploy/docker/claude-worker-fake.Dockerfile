@@ -12,6 +12,10 @@ COPY ${BIN}/mesh-exec /usr/local/bin/app
 COPY ${BIN}/mesh-exec-hook /usr/local/bin/mesh-exec-hook
 COPY bin/test/fakeclaude /usr/local/bin/claude
 COPY --chown=1000:1000 deploy/docker/workspace/ /workspace/
+# The users, the agent's 1000 named as the real agent images (node) name it:
+# the engine looks up the owner of every file it archives from a workspace
+# (service.Dockerfile says why).
+COPY deploy/docker/etc/agent/passwd deploy/docker/etc/agent/group /etc/
 ENV PATH=/usr/local/bin HOME=/workspace/.meshwork/home
 WORKDIR /workspace
 USER 1000:1000

@@ -15,6 +15,10 @@ COPY ${BIN}/mesh-exec /usr/local/bin/app
 COPY bin/test/fakeagents /usr/local/bin/codex
 COPY bin/test/fakecodex-script.json /usr/local/share/fakeagents/script.json
 COPY --chown=1000:1000 deploy/docker/workspace/ /workspace/
+# The users, the agent's 1000 named as the real agent images (node) name it:
+# the engine looks up the owner of every file it archives from a workspace
+# (service.Dockerfile says why).
+COPY deploy/docker/etc/agent/passwd deploy/docker/etc/agent/group /etc/
 ENV PATH=/usr/local/bin HOME=/workspace/.meshwork/home MESH_EXEC_BACKEND=codex \
     FAKEAGENT_SCRIPT=/usr/local/share/fakeagents/script.json
 WORKDIR /workspace

@@ -15,7 +15,9 @@ FROM ${GO_IMAGE}
 # the official image keeps go in /usr/local/go/bin, so it is linked from
 # /usr/local/bin (Debian's is /usr/bin/go already). git ignores Meshwork's
 # private part of the workspace, .meshwork/, in every repository; the base
-# must have git (the official Go images on Debian do).
+# must have git (the official Go images on Debian do). The worker's user is
+# named in /etc/passwd and /etc/group: the engine looks up the owner of every
+# file it archives from a workspace (service.Dockerfile says why).
 RUN set -eu; \
     git --version >/dev/null; \
     for tool in go gofmt; do \
@@ -24,7 +26,9 @@ RUN set -eu; \
     done; \
     mkdir -p /etc/meshwork; \
     echo '/.meshwork/' >/etc/meshwork/gitignore; \
-    git config --system core.excludesFile /etc/meshwork/gitignore
+    git config --system core.excludesFile /etc/meshwork/gitignore; \
+    grep -q '^[^:]*:[^:]*:65532:' /etc/passwd || echo 'nonroot:x:65532:65532:nonroot:/home/nonroot:/usr/sbin/nologin' >>/etc/passwd; \
+    grep -q '^[^:]*:[^:]*:65532:' /etc/group || echo 'nonroot:x:65532:' >>/etc/group
 # The binaries of the target architecture (make passes bin/linux_$GOARCH).
 ARG BIN=bin/linux_amd64
 COPY ${BIN}/meshworker /usr/local/bin/app

@@ -1,6 +1,9 @@
 package mcpserver_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"io"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -61,6 +64,11 @@ func TestEveryCatalogWorkerSpawns(t *testing.T) {
 		t.Run(d.ID, func(t *testing.T) {
 			t.Parallel()
 			journey := "catalog-" + d.ID
+			image := d.Image
+			if s, ok := b.images[d.ID]; ok {
+				image = s
+			}
+			namesItsUser(t, image, d.Isolation.User, b.labels["meshwork.test"])
 			sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": d.ID, "journey_id": journey})
 			if sp["state"] != "active" {
 				t.Fatalf("spawn: %v", sp)
@@ -77,6 +85,50 @@ func TestEveryCatalogWorkerSpawns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// namesItsUser checks that image's /etc/passwd and /etc/group name the
+// worker's uid and gid ("uid:gid"). The engine looks up the owner of every
+// file it archives from a workspace (an export, a diff, an archive) in the
+// image's own files, and a uid it cannot name costs it a failed lookup per
+// file: two to four times the whole export's time (docs/benchmarks.md).
+func namesItsUser(t *testing.T, image, user, label string) {
+	t.Helper()
+	uid, gid, ok := strings.Cut(user, ":")
+	if !ok {
+		gid = uid
+	}
+	id := dockertest.Docker(t, "create", "--label", "meshwork.test="+label, image)
+	defer func() { _ = exec.Command("docker", "rm", id).Run() }()
+	for _, f := range []struct{ path, id string }{{"/etc/passwd", uid}, {"/etc/group", gid}} {
+		out, err := exec.Command("docker", "cp", id+":"+f.path, "-").Output()
+		if err != nil {
+			t.Errorf("image %s has no %s (%v): the engine cannot name the worker's files' owner", image, f.path, err)
+			continue
+		}
+		tr := tar.NewReader(bytes.NewReader(out))
+		if _, err := tr.Next(); err != nil {
+			t.Fatalf("docker cp %s of %s: %v", f.path, image, err)
+		}
+		content, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !namesID(content, f.id) {
+			t.Errorf("image %s: %s names no id %s (the worker's user %q): the engine cannot name the worker's files' owner\n%s", image, f.path, f.id, user, content)
+		}
+	}
+}
+
+// namesID reports whether an /etc/passwd or /etc/group file has an entry
+// whose id (the third field) is id.
+func namesID(file []byte, id string) bool {
+	for line := range strings.Lines(string(file)) {
+		if fields := strings.Split(strings.TrimSpace(line), ":"); len(fields) >= 3 && fields[2] == id {
+			return true
+		}
+	}
+	return false
 }
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
