@@ -103,7 +103,7 @@ func namesItsUser(t *testing.T, image, user, label string) {
 	for _, f := range []struct{ path, id string }{{"/etc/passwd", uid}, {"/etc/group", gid}} {
 		out, err := exec.Command("docker", "cp", id+":"+f.path, "-").Output()
 		if err != nil {
-			t.Errorf("image %s has no %s (%v): the engine cannot name the worker's files' owner", image, f.path, err)
+			t.Errorf("image %s has no %s (%v): the engine cannot name the worker's files' owner (rebuild it: make offline-images)", image, f.path, err)
 			continue
 		}
 		tr := tar.NewReader(bytes.NewReader(out))
@@ -115,7 +115,7 @@ func namesItsUser(t *testing.T, image, user, label string) {
 			t.Fatal(err)
 		}
 		if !namesID(content, f.id) {
-			t.Errorf("image %s: %s names no id %s (the worker's user %q): the engine cannot name the worker's files' owner\n%s", image, f.path, f.id, user, content)
+			t.Errorf("image %s: %s names no id %s (the worker's user %q): the engine cannot name the worker's files' owner (rebuild it: make offline-images)\n%s", image, f.path, f.id, user, content)
 		}
 	}
 }
