@@ -75,9 +75,7 @@ func composeCommand(t *testing.T) []string {
 func requireImages(t *testing.T, images ...string) {
 	t.Helper()
 	for _, img := range images {
-		if exec.Command("docker", "image", "inspect", img).Run() != nil {
-			t.Fatalf("image %s is missing: run `make e2e` (it builds the offline images)", img)
-		}
+		dockertest.RequireImage(t, img, "run `make e2e` (it builds the offline images)")
 	}
 }
 

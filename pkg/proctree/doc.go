@@ -28,3 +28,8 @@
 // privileges inside the container (a writable cgroup tree, or user
 // namespaces that the seccomp profile refuses) that workers must not have.
 package proctree
+
+// IdleCommand is the subcommand that runs [Idle] as a worker container's
+// main process, in meshworker and mesh-exec alike: [Announce] knows the
+// container's init by it, and the marketplace starts workers with it.
+const IdleCommand = "idle"

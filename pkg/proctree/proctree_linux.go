@@ -128,7 +128,7 @@ func Announce() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if args := strings.Split(string(cmdline), "\x00"); len(args) < 2 || args[1] != "idle" {
+	if args := strings.Split(string(cmdline), "\x00"); len(args) < 2 || args[1] != IdleCommand {
 		return false, nil
 	}
 	if err := syscall.Kill(1, announceSignal); err != nil {
@@ -186,7 +186,8 @@ func NewSweeper(logger *slog.Logger) (*Sweeper, error) {
 		return nil, os.NewSyscallError("prctl(PR_SET_CHILD_SUBREAPER)", err)
 	}
 	if _, err := Announce(); err != nil {
-		logger.Warn("telling the container's init that a server runs failed: orphans of its commands may outlive them up to 30 s", slog.Any("error", err))
+		logger.Warn("telling the container's init that a server runs failed: orphans of its commands may outlive them until its next look",
+			slog.Duration("at_most", idleScanMax), slog.Any("error", err))
 	}
 	s := &Sweeper{self: os.Getpid(), pids: map[int]bool{}, subreaper: subreaper}
 	go func() {

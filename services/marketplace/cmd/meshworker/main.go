@@ -33,7 +33,7 @@ workers) as MCP tools over stdio, confined to the workspace.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(buildinfo.Command("meshworker"), serveCommand(), catCommand(), &cobra.Command{
-		Use:   "idle",
+		Use:   proctree.IdleCommand,
 		Short: "Wait until stopped: the worker container's main process",
 		Long: `idle is the main process of a builtin worker container. It does nothing
 until SIGTERM or SIGINT; the marketplace runs "meshworker serve" beside it

@@ -91,11 +91,14 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 		return nil, 0, err
 	}
 	cost := run.CostUSD
-	if kept, ok := keptSession(out.SessionID, j.AgentSessionID); !ok {
+	kept, ok := keptSession(out.SessionID, j.AgentSessionID)
+	if !ok {
 		m.logger.WarnContext(ctx, "the worker reported a session id that is not an id; the journey keeps its session",
 			slog.String("journey", j.UID.String()), slog.String("session_id", fmt.Sprintf("%.64q", out.SessionID)))
-		out.SessionID = kept
 	}
+	// The result names the session the journey goes on with, also when
+	// the worker named none (it failed before its agent started one).
+	out.SessionID = kept
 	if out.SessionID != "" && out.SessionID != j.AgentSessionID {
 		// Saved at once: the next action, or a restarted marketplace, resumes it.
 		if err := m.cfg.Store.SetAgentSession(context.WithoutCancel(ctx), j.UID, out.SessionID); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
@@ -612,12 +613,12 @@ func (m *Manager) spec(uid uuid.UUID, d *meshtype.Definition) workerruntime.Spec
 		s.KeepStdinOpen = true
 		s.Init = true
 	case meshtype.KindAgent:
-		s.Cmd = []string{"idle"}
+		s.Cmd = []string{proctree.IdleCommand}
 		// The agent CLI keeps its sessions under $HOME: on the workspace
 		// volume, so they survive the container.
 		s.Env = append([]string{"HOME=" + agentHome}, m.cfg.AgentEnv...)
 	default:
-		s.Cmd = []string{"idle"}
+		s.Cmd = []string{proctree.IdleCommand}
 	}
 	return s
 }

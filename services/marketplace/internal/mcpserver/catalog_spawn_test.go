@@ -37,6 +37,7 @@ func TestEveryCatalogWorkerSpawns(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries := catalog.Entries()
+	images := map[string]string{} // by worker: the image it runs
 	b := &bundle{
 		images: map[string]string{},
 		// The fake claude, like the real one, refuses to run logged out.
@@ -49,6 +50,7 @@ func TestEveryCatalogWorkerSpawns(t *testing.T) {
 		if s, ok := standIns[image]; ok {
 			b.images[d.ID], image, target = s, s, "make test-images"
 		}
+		images[d.ID] = image
 		if !dockertest.HasImage(image) {
 			t.Errorf("worker %s: image %s is missing: run `%s`", d.ID, image, target)
 		}
@@ -64,11 +66,7 @@ func TestEveryCatalogWorkerSpawns(t *testing.T) {
 		t.Run(d.ID, func(t *testing.T) {
 			t.Parallel()
 			journey := "catalog-" + d.ID
-			image := d.Image
-			if s, ok := b.images[d.ID]; ok {
-				image = s
-			}
-			namesItsUser(t, image, d.Isolation.User, b.labels["meshwork.test"])
+			namesItsUser(t, images[d.ID], d.Isolation.User, b.labels["meshwork.test"])
 			sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": d.ID, "journey_id": journey})
 			if sp["state"] != "active" {
 				t.Fatalf("spawn: %v", sp)

@@ -54,7 +54,7 @@ Any error exits 2, which blocks the tool call.`,
 			return nil
 		},
 	}, &cobra.Command{
-		Use:   "idle",
+		Use:   proctree.IdleCommand,
 		Short: "Wait until stopped: the agent worker container's main process",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

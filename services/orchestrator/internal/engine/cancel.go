@@ -33,8 +33,7 @@ func (e *Engine) Cancel(ctx context.Context, runID string) (api.Run, error) {
 		return api.Run{}, err
 	}
 	e.cache.drop(runID)
-	run, err := store.GetRun(ctx, e.pool, runID)
-	return run.Run, err
+	return e.runNow(ctx, runID)
 }
 
 // Prune keeps a run's last keep checkpoints and deletes the older ones: the

@@ -34,7 +34,7 @@ import (
 // for it but records it in the run's inline_job, which that node's commit
 // clears or replaces.
 //
-// A step that needs no River job, decided over the head this replica last
+// A step that needs no River job, decided over the newest head this replica
 // committed or read (the state cache's), commits in one round trip (commitGuarded); otherwise, or when
 // the run moved on meanwhile, it commits under the run's row lock in an
 // explicit transaction (commitLocked).
@@ -208,7 +208,7 @@ func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, statu
 	}
 	var step runstate.Step
 	if in.execErr != nil {
-		attempt.Status, attempt.Error = "failed", truncate(pgtext.Scrub(in.execErr.Error()), 4000)
+		attempt.Status, attempt.Error = "failed", truncate(pgtext.Scrub(in.execErr.Error()), maxAttemptError)
 		retry := nodeRetry(p, a.NodeID)
 		if a.Attempt < retry.MaxAttempts {
 			if err := store.InsertAttempt(ctx, &c.batch, attempt); err != nil {
@@ -233,7 +233,7 @@ func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, statu
 				HeadSeq: head, Status: status, Release: in.last, WorkedNode: a.NodeID, WorkedIteration: a.Iteration,
 			})
 		}
-		step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, truncate(pgtext.Scrub(in.execErr.Error()), 4000))
+		step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, attempt.Error)
 		c.outcome = outcomeFailed
 	} else {
 		step = runstate.CompleteWithPatch(p, st, a.NodeID, a.Iteration, a.Attempt, res.output, res.patch)

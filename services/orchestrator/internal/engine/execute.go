@@ -192,6 +192,10 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 // maxAttemptTask bounds the task recorded with an attempt, in bytes.
 const maxAttemptTask = 16 << 10
 
+// maxAttemptError bounds a failed attempt's error, recorded with the
+// attempt and in the run's state, in bytes.
+const maxAttemptError = 4000
+
 // maxAgentEvents bounds the agent events recorded for one attempt.
 const maxAgentEvents = 5000
 

@@ -131,8 +131,7 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (api.Ru
 	}
 	e.cache.drop(runID)
 	e.reportApproval(ctx, run, p, in, step)
-	run, err = store.GetRun(ctx, e.pool, runID)
-	return run.Run, err
+	return e.runNow(ctx, runID)
 }
 
 // valueText is an interrupt's value as the node's output: a JSON string as
@@ -210,6 +209,5 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (api.Run, err
 	// resumed it links to it.
 	linkRunTrace(ctx, run)
 	e.reportSkipped(runTrace(ctx, run), p, run.ID, "", step)
-	run, err = store.GetRun(ctx, e.pool, req.RunID)
-	return run.Run, err
+	return e.runNow(ctx, req.RunID)
 }

@@ -26,6 +26,13 @@ func (e *Engine) Pipelines() []api.PipelineSummary {
 	return out
 }
 
+// runNow reads a run's row as the API shows it: what a change to the run
+// returns once made.
+func (e *Engine) runNow(ctx context.Context, runID string) (api.Run, error) {
+	run, err := store.GetRun(ctx, e.pool, runID)
+	return run.Run, err
+}
+
 // GetRun returns a run with its state, its role sessions, its interrupts and
 // its attempts.
 func (e *Engine) GetRun(ctx context.Context, id string) (api.RunView, error) {
