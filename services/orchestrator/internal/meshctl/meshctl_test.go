@@ -569,3 +569,42 @@ func TestFakeFailure(t *testing.T) {
 		t.Errorf("stderr %q", r.stderr)
 	}
 }
+
+// runs patch prints the run's patch for git apply; a patch node that
+// changed nothing is said on stderr, and a run without a patch is an error
+// that says why.
+func TestRunsPatch(t *testing.T) {
+	t.Parallel()
+	const diff = "diff --git a/add.go b/add.go\n--- a/add.go\n+++ b/add.go\n@@ -1 +1 @@\n-a\n+b\n"
+	tests := []struct {
+		name                  string
+		patchNode, patch      string
+		args                  []string
+		code                  int
+		wantStdout, wantError string
+	}{
+		{"the patch node's", "write", diff, nil, 0, diff, ""},
+		{"no change", "write", "", nil, 0, "", "run " + runID + ": write changed nothing; its patch is empty\n"},
+		{"a node not done", "write", diff, []string{"--node", "revise"}, 1, "", "meshctl: run " + runID + ": node revise has no patch yet (it is skipped)\n"},
+		{"a pipeline without a source", "", "", nil, 1, "", "meshctl: run " + runID + ": pipeline research_pipeline makes no patch (no node has a source)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			v := succeeded().view
+			v.PatchNode, v.Patch = tt.patchNode, tt.patch
+			for i := range v.Nodes {
+				if v.Nodes[i].ID == tt.patchNode {
+					v.Nodes[i].Patch = tt.patch
+				}
+			}
+			b.fake.AddRun(v)
+			r := b.exec(t, append([]string{"runs", "patch", runID}, tt.args...)...)
+			r.check(t, tt.code)
+			if r.stdout != tt.wantStdout || r.stderr != tt.wantError {
+				t.Errorf("stdout %q, stderr %q; want %q, %q", r.stdout, r.stderr, tt.wantStdout, tt.wantError)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package meshctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,6 +45,12 @@ func (a *app) runsPatch() *cobra.Command {
 			}
 			patch, err := runPatch(v, node)
 			if err != nil {
+				return err
+			}
+			if patch == "" {
+				// Nothing to apply: git apply would only say "No valid
+				// patches in input".
+				_, err = fmt.Fprintf(cmd.ErrOrStderr(), "run %s: %s changed nothing; its patch is empty\n", v.ID, cmp.Or(node, v.PatchNode))
 				return err
 			}
 			_, err = io.WriteString(cmd.OutOrStdout(), patch)
