@@ -224,7 +224,8 @@ func (b *Base) Tree() *object.Tree { return b.tree }
 func (b *Base) Commit() *object.Commit { return b.commit }
 
 // Files lists the base's files by path.
-func (b *Base) Files() (map[string]Entry, error) { return Flatten(b.tree) }
+// It was checked when the draft took it, so it is walked without a bound.
+func (b *Base) Files() (map[string]Entry, error) { return Flatten(b.tree, 0) }
 
 // Blob reads a blob of the base, at most limit bytes (it fails beyond).
 func (b *Base) Blob(h plumbing.Hash, limit int64) ([]byte, error) {

@@ -88,7 +88,8 @@ func (d *Draft) AddFile(p string, mode filemode.FileMode, content io.Reader) err
 // fetched commit's) and records it, as AddFile does. Submodules (gitlinks)
 // are skipped: their content is another repository's.
 func (d *Draft) AddTree(t *object.Tree) error {
-	files, err := Flatten(t)
+	// Directories count too, as an archive's entries do (source.Archive).
+	files, err := Flatten(t, 2*d.limits.MaxFiles)
 	if err != nil {
 		return err
 	}

@@ -120,18 +120,25 @@ func CheckLink(p, target string) error {
 }
 
 // Flatten lists a tree's files by path, their sizes unknown (-1).
-// Submodules are left out.
-func Flatten(t *object.Tree) (map[string]Entry, error) {
+// Submodules are left out. maxEntries, when positive, bounds the entries
+// (files and directories) it walks: a tree may name one subtree many times,
+// so a repository of a few kilobytes can hold more paths than any memory
+// (eight levels of a hundred entries that all name the next level are
+// 10^16 files), and a tree from a source is refused once it passes the bound.
+func Flatten(t *object.Tree, maxEntries int) (map[string]Entry, error) {
 	out := map[string]Entry{}
 	walker := object.NewTreeWalker(t, true, nil)
 	defer walker.Close()
-	for {
+	for entries := 1; ; entries++ {
 		name, e, err := walker.Next()
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading tree: %w", err)
+		}
+		if maxEntries > 0 && entries > maxEntries {
+			return nil, refused("the tree has more than %d files and directories (at %q)", maxEntries, name)
 		}
 		mode := e.Mode
 		switch mode {

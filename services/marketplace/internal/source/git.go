@@ -23,6 +23,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
+	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 )
 
@@ -153,6 +154,11 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	return *h, nil
 }
 
+// maxTreeDepth is the deepest a source's directories may nest: a path of
+// more levels is longer than the gate's limit (gate.MaxPathLen, 4096 bytes,
+// two bytes a level at the least) anyway.
+const maxTreeDepth = gate.MaxPathLen / 2
+
 // CopyCommit copies commit, its tree, and the commits and trees of its
 // first-parent ancestors down to stop (inclusive; zero: commit alone) from
 // src into the draft, refusing more files or bytes than the draft's limits
@@ -173,10 +179,14 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 		}
 		return obj, nil
 	}
-	var copyTree func(h plumbing.Hash) error
-	copyTree = func(h plumbing.Hash) error {
+	var copyTree func(h plumbing.Hash, depth int) error
+	copyTree = func(h plumbing.Hash, depth int) error {
 		if seen[h] {
 			return nil
+		}
+		if depth > maxTreeDepth {
+			// Each level is a call: a deeper tree would take the stack.
+			return fmt.Errorf("%w: the repository's directories nest deeper than %d", bases.ErrRefused, maxTreeDepth)
 		}
 		seen[h] = true
 		obj, err := copyObj(plumbing.TreeObject, h)
@@ -190,7 +200,7 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 		for _, e := range t.Entries {
 			switch e.Mode {
 			case filemode.Dir:
-				if err := copyTree(e.Hash); err != nil {
+				if err := copyTree(e.Hash, depth+1); err != nil {
 					return err
 				}
 			case filemode.Submodule:
@@ -228,7 +238,7 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 		if err != nil {
 			return fmt.Errorf("reading commit %s: %w", h, err)
 		}
-		if err := copyTree(c.TreeHash); err != nil {
+		if err := copyTree(c.TreeHash, 0); err != nil {
 			return err
 		}
 		if h == stop || stop.IsZero() || c.NumParents() == 0 {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -64,13 +65,20 @@ type chunk struct {
 func (c chunk) Content() string       { return c.text }
 func (c chunk) Type() fdiff.Operation { return c.op }
 
+// textTimeout bounds the search for a file's smallest diff. Both sides can
+// be untrusted (a source's file, a worker's rewrite of it), and go-git's
+// own bound is an hour: two files of a few megabytes of distinct lines keep
+// the search busy that long. Past it the search settles for a larger diff
+// of the part it had not finished, which is as correct for git apply.
+const textTimeout = 2 * time.Second
+
 // Text diffs two sides' contents line by line.
 func Text(from, to *File, src, dst []byte) *FilePatch {
 	p := &FilePatch{from: from, to: to}
 	if bytes.Equal(src, dst) {
 		return p // a rename or a mode change alone
 	}
-	for _, d := range diff.Do(string(src), string(dst)) {
+	for _, d := range diff.DoWithTimeout(string(src), string(dst), textTimeout) {
 		op := fdiff.Equal
 		switch d.Type {
 		case diffmatchpatch.DiffInsert:

@@ -1,0 +1,76 @@
+package bases
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// treeBomb stores levels trees of width entries, each entry of a level
+// naming the one tree below it, over a tree of width files: width^(levels+1)
+// paths from levels+2 objects.
+func treeBomb(t *testing.T, s storer.EncodedObjectStorer, width, levels int) *object.Tree {
+	t.Helper()
+	blob, err := WriteBlob(s, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := func(mode filemode.FileMode, h plumbing.Hash) plumbing.Hash {
+		tree := &object.Tree{}
+		for i := range width {
+			tree.Entries = append(tree.Entries, object.TreeEntry{Name: fmt.Sprintf("e%03d", i), Mode: mode, Hash: h})
+		}
+		obj := s.NewEncodedObject()
+		if err := tree.Encode(obj); err != nil {
+			t.Fatal(err)
+		}
+		h, err := s.SetEncodedObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	h := store(filemode.Regular, blob)
+	for range levels {
+		h = store(filemode.Dir, h)
+	}
+	tree, err := object.GetTree(s, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// A tree that names one subtree many times is refused once its walk passes
+// the bound, not expanded first: eight levels of a hundred are 10^18
+// paths, which the walk would never finish.
+func TestAddTreeRefusesATreeBomb(t *testing.T) {
+	t.Parallel()
+	d := NewDraft(Limits{MaxFiles: 1000})
+	err := d.AddTree(treeBomb(t, d.Storage(), 100, 8))
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "more than 2000 files and directories") {
+		t.Fatalf("AddTree of a tree bomb: %v", err)
+	}
+}
+
+func TestFlattenBound(t *testing.T) {
+	t.Parallel()
+	d := NewDraft(Limits{})
+	tree := treeBomb(t, d.Storage(), 10, 2) // 1,000 files under 110 directories
+	for _, tt := range []struct {
+		max     int
+		files   int
+		refused bool
+	}{{0, 1000, false}, {1110, 1000, false}, {1109, 0, true}} {
+		files, err := Flatten(tree, tt.max)
+		if errors.Is(err, ErrRefused) != tt.refused || len(files) != tt.files {
+			t.Errorf("Flatten(max %d) = %d files, %v; want %d files, refused %v", tt.max, len(files), err, tt.files, tt.refused)
+		}
+	}
+}
