@@ -227,9 +227,9 @@ func (d *Draft) Commit(message string, parent, origin plumbing.Hash) (plumbing.H
 }
 
 // checkLinks refuses a symbolic link whose target goes through another
-// link: each link is checked alone (CheckLink), and a chain of them could
-// climb out of the workspace where none does by itself.
+// link (LinkThroughLink).
 func (d *Draft) checkLinks() error {
+	links := map[string]string{}
 	for p, e := range d.files {
 		if e.Mode != filemode.Symlink {
 			continue
@@ -238,19 +238,34 @@ func (d *Draft) checkLinks() error {
 		if err != nil {
 			return err
 		}
+		links[p] = string(target)
+	}
+	if p, through, ok := LinkThroughLink(links); ok {
+		return refused("symbolic link %q points through the symbolic link %q; links to links are not taken", p, through)
+	}
+	return nil
+}
+
+// LinkThroughLink finds a symbolic link (of links, by path to target) whose
+// target goes through another of them: each link is checked alone
+// (CheckLink), and a chain of them could climb out of the workspace where
+// none does by itself (a/up -> .. and x -> a/up/.. name the workspace's
+// parent). It returns the link and the link its target goes through.
+func LinkThroughLink(links map[string]string) (link, through string, ok bool) {
+	for p, target := range links {
 		at := path.Dir(p)
-		segs := strings.Split(string(target), "/")
+		segs := strings.Split(target, "/")
 		for i, seg := range segs {
 			at = path.Join(at, seg)
 			if i == len(segs)-1 {
 				break // the last segment may name a link: it is checked itself
 			}
-			if other, ok := d.files[at]; ok && other.Mode == filemode.Symlink {
-				return refused("symbolic link %q points through the symbolic link %q; links to links are not taken", p, at)
+			if _, ok := links[at]; ok {
+				return p, at, true
 			}
 		}
 	}
-	return nil
+	return "", "", false
 }
 
 // WriteTar writes the draft's files as a tar stream to seed a workspace

@@ -273,7 +273,7 @@ func (m *Manager) change(ctx context.Context, caller string, j store.Journey, pa
 	ch, err := workdiff.Compute(base, bufio.NewReaderSize(pr, pipeBuffer), workdiff.Options{})
 	_ = pr.CloseWithError(io.ErrClosedPipe) // an export still writing stops
 	<-exported
-	if errors.Is(err, workdiff.ErrTooLarge) {
+	if errors.Is(err, workdiff.ErrTooLarge) || errors.Is(err, workdiff.ErrUnexportable) {
 		return nil, Refusal{}, base, invalid("%v", err)
 	}
 	if err != nil {

@@ -44,6 +44,11 @@ type Options struct {
 // ErrTooLarge is returned when the changed files pass MaxChangedBytes.
 var ErrTooLarge = errors.New("the change is too large")
 
+// ErrUnexportable marks a workspace that holds what a change cannot carry
+// safely (a hard link to a file diffs leave out, a link through a link):
+// the worker has to change it first.
+var ErrUnexportable = errors.New("the workspace holds what a change cannot carry")
+
 func (o Options) withDefaults() Options {
 	if o.MaxChangedBytes <= 0 {
 		o.MaxChangedBytes = 64 << 20
@@ -102,6 +107,7 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 	// Hard links come as the second path of a file whose content came
 	// first: every path's hash is kept to resolve them, private ones too.
 	private := map[string]bool{}
+	links := map[string]string{} // the workspace's symbolic links, to their targets
 	budget := opts.MaxChangedBytes
 	tr := tar.NewReader(workspace)
 	for {
@@ -152,14 +158,15 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 			continue
 		case tar.TypeSymlink:
 			mode, data = filemode.Symlink, []byte(hdr.Linkname)
+			links[name] = hdr.Linkname
 		case tar.TypeLink:
 			target := strings.TrimSuffix(strings.TrimPrefix(hdr.Linkname, "./"), "/")
 			e, ok := c.files[target]
 			if !ok || e.Mode == filemode.Symlink {
 				if private[target] {
-					return nil, fmt.Errorf("%q is a hard link to %q, which diffs leave out: make it a copy", name, target)
+					return nil, fmt.Errorf("%w: %q is a hard link to %q, which diffs leave out: make it a copy", ErrUnexportable, name, target)
 				}
-				return nil, fmt.Errorf("%q is a hard link to %q, which the workspace export did not hold before it", name, target)
+				return nil, fmt.Errorf("%w: %q is a hard link to %q, which the workspace export did not hold before it", ErrUnexportable, name, target)
 			}
 			c.files[name] = e
 			continue
@@ -171,6 +178,12 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 			return nil, err
 		}
 		c.files[name] = bases.Entry{Mode: mode, Hash: h, Size: int64(len(data))}
+	}
+	// The result gate checks each changed link alone; a chain through
+	// another link could leave the workspace where none does by itself.
+	// A base has none (a draft refuses them), so a chain is the change's.
+	if p, through, ok := bases.LinkThroughLink(links); ok {
+		return nil, fmt.Errorf("%w: symbolic link %q points through the symbolic link %q, which a checkout may resolve outside the workspace: make one of them a file", ErrUnexportable, p, through)
 	}
 	if err := c.compare(baseFiles, opts); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -327,5 +328,43 @@ func TestHardLinks(t *testing.T) {
 	), workdiff.Options{})
 	if err == nil || !strings.Contains(err.Error(), `"main.go" is a hard link to ".meshwork/x"`) {
 		t.Errorf("a hard link to a private file: %v", err)
+	}
+}
+
+// Links that each stay inside the workspace but chain through each other
+// (a/up -> .. and x -> a/up/.., the workspace's parent) make no change: the
+// result gate checks each changed link alone, and a checkout would resolve
+// the chain outside. A link to a link's own path, as the last segment, is
+// no chain.
+func TestLinkChainsAreRefused(t *testing.T) {
+	t.Parallel()
+	base, _ := keep(t, map[string]string{"main.go": "package main\n", "a/keep": "k\n"}, nil)
+	export := func(links ...[2]string) io.Reader {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, h := range []*tar.Header{
+			{Name: "main.go", Typeflag: tar.TypeReg, Size: 13, Mode: 0o644},
+			{Name: "a/keep", Typeflag: tar.TypeReg, Size: 2, Mode: 0o644},
+		} {
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = tw.Write([]byte(map[string]string{"main.go": "package main\n", "a/keep": "k\n"}[h.Name]))
+		}
+		for _, l := range links {
+			if err := tw.WriteHeader(&tar.Header{Name: l[0], Typeflag: tar.TypeSymlink, Linkname: l[1]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = tw.Close()
+		return &buf
+	}
+	_, err := workdiff.Compute(base, export([2]string{"a/up", ".."}, [2]string{"x", "a/up/.."}), workdiff.Options{})
+	if !errors.Is(err, workdiff.ErrUnexportable) || !strings.Contains(err.Error(), `symbolic link "x" points through the symbolic link "a/up"`) {
+		t.Errorf("a chain of links: %v", err)
+	}
+	ch, err := workdiff.Compute(base, export([2]string{"a/up", ".."}, [2]string{"x", "a/up"}), workdiff.Options{})
+	if err != nil || ch.Summary.Added != 2 {
+		t.Errorf("a link to a link, as its last segment: %v, %+v", err, ch)
 	}
 }
