@@ -39,6 +39,9 @@ type Options struct {
 	// MaxTextBytes is the largest file diffed line by line; a larger one is
 	// listed like a binary file. Defaults to 4 MiB.
 	MaxTextBytes int64
+	// MaxEntries bounds the workspace export's entries (files, links and
+	// directories), each of which the diff holds. Defaults to 1,000,000.
+	MaxEntries int
 }
 
 // ErrTooLarge is returned when the changed files pass MaxChangedBytes.
@@ -55,6 +58,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxTextBytes <= 0 {
 		o.MaxTextBytes = 4 << 20
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = 1_000_000
 	}
 	return o
 }
@@ -110,13 +116,16 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 	links := map[string]string{} // the workspace's symbolic links, to their targets
 	budget := opts.MaxChangedBytes
 	tr := tar.NewReader(workspace)
-	for {
+	for entries := 1; ; entries++ {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading the workspace: %w", err)
+		}
+		if entries > opts.MaxEntries {
+			return nil, fmt.Errorf("%w: the workspace holds more than %d files and directories", ErrTooLarge, opts.MaxEntries)
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(hdr.Name, "./"), "/")
 		if name == "" || name == "." {
@@ -141,6 +150,11 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 			if hdr.Mode&0o100 != 0 {
 				mode = filemode.Executable
 			}
+			if hdr.Size > budget && !sameSize(base, baseFiles[name], hdr.Size) {
+				// Changed, and past the budget: known without reading
+				// it, which a sparse file of terabytes would take long.
+				return nil, fmt.Errorf("%w: %q (%d bytes) and the other changed files pass %d bytes; export a tar, or stop the worker with workspace archive", ErrTooLarge, name, hdr.Size, opts.MaxChangedBytes)
+			}
 			h, content, err := hashFile(tr, hdr.Size, budget, baseFiles[name].Hash)
 			if err != nil {
 				return nil, fmt.Errorf("reading %q from the workspace: %w", name, err)
@@ -159,6 +173,10 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 		case tar.TypeSymlink:
 			mode, data = filemode.Symlink, []byte(hdr.Linkname)
 			links[name] = hdr.Linkname
+			// A link's target is held like a changed file's content.
+			if budget -= int64(len(data)); budget < 0 {
+				return nil, fmt.Errorf("%w: the links' targets and the changed files pass %d bytes", ErrTooLarge, opts.MaxChangedBytes)
+			}
 		case tar.TypeLink:
 			target := strings.TrimSuffix(strings.TrimPrefix(hdr.Linkname, "./"), "/")
 			e, ok := c.files[target]
@@ -189,6 +207,16 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 		return nil, err
 	}
 	return c, nil
+}
+
+// sameSize reports whether base holds e (a regular file) with size bytes:
+// only then can a file of that size be the base's unchanged.
+func sameSize(base *bases.Base, e bases.Entry, size int64) bool {
+	if e.Hash.IsZero() || e.Mode == filemode.Symlink {
+		return false
+	}
+	n, err := base.Storer().EncodedObjectSize(e.Hash)
+	return err == nil && n == size
 }
 
 // hashFile reads one file's content and returns its git blob hash. The

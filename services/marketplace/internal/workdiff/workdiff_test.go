@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -366,5 +367,51 @@ func TestLinkChainsAreRefused(t *testing.T) {
 	ch, err := workdiff.Compute(base, export([2]string{"a/up", ".."}, [2]string{"x", "a/up"}), workdiff.Options{})
 	if err != nil || ch.Summary.Added != 2 {
 		t.Errorf("a link to a link, as its last segment: %v, %+v", err, ch)
+	}
+}
+
+// What the diff holds is bounded before it is read: a changed file past the
+// budget is refused from its header (a sparse file of a terabyte costs the
+// worker no disk, and reading it would take hours), as are links' targets
+// past the budget and more entries than MaxEntries.
+func TestBoundsBeforeReading(t *testing.T) {
+	t.Parallel()
+	base, _ := keep(t, map[string]string{"main.go": "package main\n"}, nil)
+	var huge bytes.Buffer
+	tw := tar.NewWriter(&huge)
+	// The header alone: the content never comes, and must not be waited for.
+	if err := tw.WriteHeader(&tar.Header{Name: "sparse.img", Typeflag: tar.TypeReg, Size: 1 << 40, Mode: 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	files := func(n int, link string) io.Reader {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for i := range n {
+			if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("f%d", i), Typeflag: tar.TypeReg, Mode: 0o644}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if link != "" {
+			if err := tw.WriteHeader(&tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: link}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = tw.Close()
+		return &buf
+	}
+	for _, tt := range []struct {
+		name string
+		tar  io.Reader
+		opts workdiff.Options
+		want string
+	}{
+		{"a terabyte file", &huge, workdiff.Options{}, `"sparse.img" (1099511627776 bytes)`},
+		{"too many entries", files(5, ""), workdiff.Options{MaxEntries: 3}, "more than 3 files and directories"},
+		{"a long link target", files(1, strings.Repeat("a/", 100)+"b"), workdiff.Options{MaxChangedBytes: 100}, "the links' targets"},
+	} {
+		_, err := workdiff.Compute(base, tt.tar, tt.opts)
+		if !errors.Is(err, workdiff.ErrTooLarge) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want ErrTooLarge with %q", tt.name, err, tt.want)
+		}
 	}
 }
