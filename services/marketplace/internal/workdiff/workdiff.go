@@ -42,6 +42,10 @@ type Options struct {
 	// MaxEntries bounds the workspace export's entries (files, links and
 	// directories), each of which the diff holds. Defaults to 1,000,000.
 	MaxEntries int
+	// MaxPatchBytes bounds the patch: what MaxChangedBytes does not
+	// count, the base's side of deleted and modified files, is in it too.
+	// Defaults to 128 MiB.
+	MaxPatchBytes int64
 }
 
 // ErrTooLarge is returned when the changed files pass MaxChangedBytes.
@@ -61,6 +65,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = 1_000_000
+	}
+	if o.MaxPatchBytes <= 0 {
+		o.MaxPatchBytes = 128 << 20
 	}
 	return o
 }
@@ -326,6 +333,7 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 		}
 		return changes[i].Status == meshtype.ChangeDeleted
 	})
+	var patchBytes int64
 	for _, ch := range changes {
 		if ch.to != nil && ch.to.entry.Mode == filemode.Symlink {
 			target, err := c.content(ch.to)
@@ -345,6 +353,9 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 				return fmt.Errorf("writing the patch: %w", err)
 			}
 			cf.patch = buf.Bytes()
+			if patchBytes += int64(len(cf.patch)); patchBytes > opts.MaxPatchBytes {
+				return fmt.Errorf("%w: the patch passes %d bytes at %q; export a tar, or stop the worker with workspace archive", ErrTooLarge, opts.MaxPatchBytes, ch.Path)
+			}
 		}
 		c.changed = append(c.changed, cf)
 	}

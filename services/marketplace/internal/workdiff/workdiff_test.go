@@ -415,3 +415,21 @@ func TestBoundsBeforeReading(t *testing.T) {
 		}
 	}
 }
+
+// The patch is bounded as it is written: deleting the base's files puts
+// their text in the patch, which the changed files' budget does not count.
+func TestPatchBound(t *testing.T) {
+	t.Parallel()
+	text := strings.Repeat("a line of the base\n", 100)
+	base, _ := keep(t, map[string]string{"a.txt": text, "b.txt": text}, nil)
+	var empty bytes.Buffer
+	_ = tar.NewWriter(&empty).Close()
+	_, err := workdiff.Compute(base, bytes.NewReader(empty.Bytes()), workdiff.Options{MaxPatchBytes: 3000})
+	if !errors.Is(err, workdiff.ErrTooLarge) || !strings.Contains(err.Error(), `the patch passes 3000 bytes at "b.txt"`) {
+		t.Errorf("deleting both files with a 3000-byte bound: %v", err)
+	}
+	ch, err := workdiff.Compute(base, bytes.NewReader(empty.Bytes()), workdiff.Options{})
+	if err != nil || ch.Summary.Deleted != 2 {
+		t.Errorf("deleting both files: %v, %+v", err, ch)
+	}
+}
