@@ -3,7 +3,6 @@ package dockertest_test
 import (
 	"context"
 	"crypto/rand"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -16,7 +15,7 @@ func TestRemoveLabelled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Docker")
 	}
-	if err := exec.Command("docker", "image", "inspect", "meshwork/worker:latest").Run(); err != nil {
+	if !dockertest.HasImage("meshwork/worker:latest") {
 		t.Skip("needs the meshwork/worker image (make offline-images)")
 	}
 	label := "meshwork.test=dockertest-" + strings.ToLower(rand.Text())

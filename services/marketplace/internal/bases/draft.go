@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -88,8 +87,7 @@ func (d *Draft) AddFile(p string, mode filemode.FileMode, content io.Reader) err
 // fetched commit's) and records it, as AddFile does. Submodules (gitlinks)
 // are skipped: their content is another repository's.
 func (d *Draft) AddTree(t *object.Tree) error {
-	// Directories count too, as an archive's entries do (source.Archive).
-	files, err := Flatten(t, 2*d.limits.MaxFiles)
+	files, err := Flatten(t, d.limits.MaxEntries())
 	if err != nil {
 		return err
 	}
@@ -244,28 +242,6 @@ func (d *Draft) checkLinks() error {
 		return refused("symbolic link %q points through the symbolic link %q; links to links are not taken", p, through)
 	}
 	return nil
-}
-
-// LinkThroughLink finds a symbolic link (of links, by path to target) whose
-// target goes through another of them: each link is checked alone
-// (CheckLink), and a chain of them could climb out of the workspace where
-// none does by itself (a/up -> .. and x -> a/up/.. name the workspace's
-// parent). It returns the link and the link its target goes through.
-func LinkThroughLink(links map[string]string) (link, through string, ok bool) {
-	for p, target := range links {
-		at := path.Dir(p)
-		segs := strings.Split(target, "/")
-		for i, seg := range segs {
-			at = path.Join(at, seg)
-			if i == len(segs)-1 {
-				break // the last segment may name a link: it is checked itself
-			}
-			if _, ok := links[at]; ok {
-				return p, at, true
-			}
-		}
-	}
-	return "", "", false
 }
 
 // WriteTar writes the draft's files as a tar stream to seed a workspace

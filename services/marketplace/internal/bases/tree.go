@@ -41,6 +41,11 @@ const (
 	DefaultMaxBytes = 1 << 30
 )
 
+// MaxEntries bounds the entries (files and directories) a source's tree or
+// archive may hold while it is read, before its files are counted: twice
+// the files, room for a directory each.
+func (l Limits) MaxEntries() int { return 2 * l.MaxFiles }
+
 func (l Limits) withDefaults() Limits {
 	if l.MaxFiles <= 0 {
 		l.MaxFiles = DefaultMaxFiles
@@ -117,6 +122,28 @@ func CheckLink(p, target string) error {
 		}
 	}
 	return nil
+}
+
+// LinkThroughLink finds a symbolic link (of links, by path to target) whose
+// target goes through another of them: each link is checked alone
+// (CheckLink), and a chain of them could climb out of the workspace where
+// none does by itself (a/up -> .. and x -> a/up/.. name the workspace's
+// parent). It returns the link and the link its target goes through.
+func LinkThroughLink(links map[string]string) (link, through string, ok bool) {
+	for p, target := range links {
+		at := path.Dir(p)
+		segs := strings.Split(target, "/")
+		for i, seg := range segs {
+			at = path.Join(at, seg)
+			if i == len(segs)-1 {
+				break // the last segment may name a link: it is checked itself
+			}
+			if _, ok := links[at]; ok {
+				return p, at, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // Flatten lists a tree's files by path, their sizes unknown (-1).

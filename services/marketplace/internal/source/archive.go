@@ -70,8 +70,8 @@ func unpack(in io.Reader, d *bases.Draft) error {
 		if err != nil {
 			return archiveError(err)
 		}
-		if entries++; entries > 2*d.Limits().MaxFiles {
-			return fmt.Errorf("%w: the archive has more than %d entries", bases.ErrRefused, 2*d.Limits().MaxFiles)
+		if entries++; entries > d.Limits().MaxEntries() {
+			return fmt.Errorf("%w: the archive has more than %d entries", bases.ErrRefused, d.Limits().MaxEntries())
 		}
 		name := strings.TrimPrefix(hdr.Name, "./")
 		switch hdr.Typeflag {

@@ -64,9 +64,12 @@ const ActionTypeAgentTool = "agent_tool"
 // marks the journey used; an allowed action that is not Uncounted also adds
 // to its action count.
 //
-// Its text comes from clients, workers and agents' output: a NUL character,
-// which Postgres refuses in text and jsonb, is written as U+FFFD, so that no
-// output can keep an action out of the audit log and its journey's counts.
+// Its target, error and violations, and the tool calls' text, come from
+// clients, workers and agents' output: a NUL character, which Postgres
+// refuses in text and jsonb, is written there as U+FFFD, so that no output
+// can keep an action out of the audit log and its journey's counts. The
+// other fields are the marketplace's own (the journey's row, the action's
+// type, a trace id in hex).
 func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 	violations, err := json.Marshal(scrubbedViolations(r.Violations))
 	if err != nil {
@@ -102,8 +105,8 @@ func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 			ORDER BY c.n
 		)
 		UPDATE journeys SET action_count = action_count + $19, cost_usd = cost_usd + $13, last_used_at = now() WHERE uid = $1`,
-		r.JourneyUID, pgtext.Scrub(r.Caller), pgtext.Scrub(r.WorkerID), pgtext.Scrub(r.DefinitionHash), pgtext.Scrub(r.ActionType), pgtext.Scrub(r.Target),
-		string(r.Decision), violations, pgtext.Scrub(r.Error), r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, pgtext.Scrub(r.TraceID),
+		r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, pgtext.Scrub(r.Target),
+		string(r.Decision), violations, pgtext.Scrub(r.Error), r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID,
 		ActionTypeAgentTool, targets, decisions, callViolations, counted); err != nil {
 		return fmt.Errorf("recording action: %w", err)
 	}

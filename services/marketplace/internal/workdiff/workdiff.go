@@ -157,17 +157,20 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 			if hdr.Mode&0o100 != 0 {
 				mode = filemode.Executable
 			}
-			if hdr.Size > budget && !sameSize(base, baseFiles[name], hdr.Size) {
+			tooLarge := func() error {
+				return fmt.Errorf("%w: %q (%d bytes) and the other changed files pass %d bytes; export a tar, or stop the worker with workspace archive", ErrTooLarge, name, hdr.Size, opts.MaxChangedBytes)
+			}
+			if hdr.Size > budget && !c.baseHasSize(baseFiles[name], hdr.Size) {
 				// Changed, and past the budget: known without reading
 				// it, which a sparse file of terabytes would take long.
-				return nil, fmt.Errorf("%w: %q (%d bytes) and the other changed files pass %d bytes; export a tar, or stop the worker with workspace archive", ErrTooLarge, name, hdr.Size, opts.MaxChangedBytes)
+				return nil, tooLarge()
 			}
 			h, content, err := hashFile(tr, hdr.Size, budget, baseFiles[name].Hash)
 			if err != nil {
 				return nil, fmt.Errorf("reading %q from the workspace: %w", name, err)
 			}
 			if content == nil && h != baseFiles[name].Hash {
-				return nil, fmt.Errorf("%w: %q and the other changed files pass %d bytes; export a tar, or stop the worker with workspace archive", ErrTooLarge, name, opts.MaxChangedBytes)
+				return nil, tooLarge()
 			}
 			if content != nil {
 				budget -= int64(len(content))
@@ -216,13 +219,13 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 	return c, nil
 }
 
-// sameSize reports whether base holds e (a regular file) with size bytes:
-// only then can a file of that size be the base's unchanged.
-func sameSize(base *bases.Base, e bases.Entry, size int64) bool {
+// baseHasSize reports whether the base holds e (a regular file) with size
+// bytes: only then can a file of that size be the base's unchanged.
+func (c *Change) baseHasSize(e bases.Entry, size int64) bool {
 	if e.Hash.IsZero() || e.Mode == filemode.Symlink {
 		return false
 	}
-	n, err := base.Storer().EncodedObjectSize(e.Hash)
+	n, err := c.size(&file{entry: e})
 	return err == nil && n == size
 }
 
