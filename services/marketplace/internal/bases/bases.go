@@ -8,7 +8,8 @@
 // A base is built in memory as a [Draft] (from a git source, an archive or
 // another base plus a patch, by package source), checked entry by entry as it
 // is built, and written to disk as one packfile only once it is whole: a
-// refused source leaves nothing behind.
+// refused source leaves nothing behind. A packfile fetched from a git host
+// is checked on disk before any of it is inflated into the draft.
 package bases
 
 import (
@@ -79,11 +80,13 @@ func (s *Store) Journeys() ([]uuid.UUID, error) {
 	return out, nil
 }
 
-// draftAge is how old a draft directory must be for PruneDrafts to take it
-// for a leftover of an interrupted Keep rather than one in progress.
+// draftAge is how old a draft directory (or a fetched packfile) must be for
+// PruneDrafts to take it for a leftover of an interrupted Keep (or fetch)
+// rather than one in progress.
 const draftAge = time.Hour
 
-// PruneDrafts removes drafts an interrupted Keep left, and returns how many.
+// PruneDrafts removes the drafts an interrupted Keep left, and the packfiles
+// an interrupted fetch left, and returns how many.
 func (s *Store) PruneDrafts(now time.Time) (int, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
@@ -92,7 +95,7 @@ func (s *Store) PruneDrafts(now time.Time) (int, error) {
 	removed := 0
 	for _, e := range entries {
 		info, err := e.Info()
-		if !strings.HasPrefix(e.Name(), ".draft-") || err != nil || now.Sub(info.ModTime()) < draftAge {
+		if !strings.HasPrefix(e.Name(), scratchPrefix) || err != nil || now.Sub(info.ModTime()) < draftAge {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(s.dir, e.Name())); err != nil {
@@ -102,6 +105,10 @@ func (s *Store) PruneDrafts(now time.Time) (int, error) {
 	}
 	return removed, nil
 }
+
+// NewDraft returns an empty draft whose fetched packfiles wait in the
+// store's directory, on the disk the base will be written to.
+func (s *Store) NewDraft(limits Limits) *Draft { return newDraft(limits, s.dir) }
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
@@ -128,7 +135,7 @@ func (s *Store) Keep(journey uuid.UUID, d *Draft) (Record, error) {
 	if d.commit.IsZero() {
 		return Record{}, errors.New("bases: the draft has no commit")
 	}
-	tmp, err := os.MkdirTemp(s.dir, ".draft-")
+	tmp, err := os.MkdirTemp(s.dir, scratchPrefix)
 	if err != nil {
 		return Record{}, fmt.Errorf("bases: %w", err)
 	}

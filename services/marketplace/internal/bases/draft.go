@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -18,9 +20,12 @@ import (
 // finished by Commit (files written as a tree) or SetCommit (a fetched
 // commit), which check the links between its files.
 type Draft struct {
-	mem    *memory.Storage
-	limits Limits
-	files  map[string]Entry
+	mem   *memory.Storage
+	store *draftStorage
+	// scratch is where a fetched packfile waits while it is checked.
+	scratch string
+	limits  Limits
+	files   map[string]Entry
 	// dirs counts the files below each directory, to refuse a path that
 	// is both a file and a directory whichever comes first.
 	dirs   map[string]int
@@ -29,13 +34,20 @@ type Draft struct {
 	origin plumbing.Hash
 }
 
-// NewDraft returns an empty draft.
-func NewDraft(limits Limits) *Draft {
-	return &Draft{mem: memory.NewStorage(), limits: limits.withDefaults(), files: map[string]Entry{}, dirs: map[string]int{}}
+// NewDraft returns an empty draft whose fetched packfiles wait in the
+// system's temporary directory; Store.NewDraft's wait in the store's.
+func NewDraft(limits Limits) *Draft { return newDraft(limits, os.TempDir()) }
+
+func newDraft(limits Limits, scratch string) *Draft {
+	d := &Draft{mem: memory.NewStorage(), scratch: scratch, limits: limits.withDefaults(), files: map[string]Entry{}, dirs: map[string]int{}}
+	d.store = &draftStorage{Storage: d.mem, d: d}
+	return d
 }
 
-// Storage is the draft's object store, for fetching a git source into.
-func (d *Draft) Storage() *memory.Storage { return d.mem }
+// Storage is the draft's object store, for fetching a git source into. A
+// packfile fetched into it is checked against the draft's limits before
+// any of its objects is inflated (see checkPack).
+func (d *Draft) Storage() storage.Storer { return d.store }
 
 // Limits are the draft's limits, defaults filled in.
 func (d *Draft) Limits() Limits { return d.limits }

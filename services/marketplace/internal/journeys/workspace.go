@@ -56,7 +56,7 @@ type preparedSource struct {
 // Postgres or the base store. No source gives an empty base, so every new
 // journey has one to diff against.
 func (m *Manager) prepareSource(ctx context.Context, caller string, spec *source.Spec) (*preparedSource, error) {
-	d := bases.NewDraft(m.cfg.Sources.Limits)
+	d := m.cfg.Bases.NewDraft(m.cfg.Sources.Limits)
 	if spec == nil {
 		if _, err := d.Commit("Meshwork: empty workspace", plumbing.ZeroHash, plumbing.ZeroHash); err != nil {
 			return nil, err

@@ -389,6 +389,8 @@ func remoteError(host string, err error) error {
 		return notFound("the repository on %s is empty", host)
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("fetching from %s timed out", host)}
+	case errors.Is(err, bases.ErrRefused):
+		return invalid("fetching from %s: %v", host, err)
 	case errors.Is(err, errFetchTooLarge) || strings.Contains(err.Error(), errFetchTooLarge.Error()):
 		return invalid("fetching from %s: the repository passes the %d bytes one fetch may bring", host, fetchLimit.Load())
 	case strings.Contains(err.Error(), "http redirect"):

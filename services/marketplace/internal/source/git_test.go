@@ -3,6 +3,7 @@ package source_test
 import (
 	"context"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -127,5 +129,54 @@ func TestGitOverHTTPS(t *testing.T) {
 	noCA.CABundle = nil
 	if _, err := noCA.Git(context.Background(), &source.GitSpec{URL: repoURL}, bases.NewDraft(bases.Limits{})); err == nil {
 		t.Error("fetched from a host whose certificate no configured CA signed")
+	}
+}
+
+// A repository whose one file is 128 MiB of zeros packs into a few hundred
+// kilobytes. Its fetch is refused from the sizes in the packfile, before
+// the file is inflated: the fetch allocates far less than the file's size.
+// Not parallel, so that the allocations counted are the fetch's.
+func TestFetchOfACompressionBombIsRefusedBeforeItInflates(t *testing.T) {
+	const bomb = 128 << 20
+	root := t.TempDir()
+	repo := gittest.Repo(t, filepath.Join(root, "src"), map[string]string{"README.md": "# bomb\n"})
+	f, err := os.Create(filepath.Join(repo, "zeros.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(f.Truncate(bomb), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Run(t, repo, "add", "zeros.bin")
+	gittest.Run(t, repo, "commit", "-q", "-m", "zeros")
+	gittest.Run(t, root, "clone", "-q", "--bare", repo, filepath.Join(root, "bomb.git"))
+
+	srv, _ := gitServer(t, root, "bot", "secret")
+	u, _ := url.Parse(srv.URL)
+	host := source.NormalizeHost(u.Host)
+	pol := &source.Policy{
+		Hosts: []string{host}, CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+		Credentials: map[string]source.Credential{host: {Username: "bot", Password: "secret"}},
+		Limits:      bases.Limits{MaxBytes: 16 << 20},
+	}
+	scratch := t.TempDir()
+	store, err := bases.NewStore(scratch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = pol.Git(context.Background(), &source.GitSpec{URL: srv.URL + "/bomb.git"}, store.NewDraft(pol.Limits))
+	runtime.ReadMemStats(&after)
+	if e, ok := source.AsError(err); !ok || e.Code != source.CodeInvalid || !strings.Contains(err.Error(), "is 134217728 bytes; the file limit is 16777216") {
+		t.Fatalf("fetching the bomb: %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > bomb/4 {
+		t.Errorf("the refused fetch allocated %d MiB; the file is %d MiB", alloc>>20, bomb>>20)
+	}
+	// The fetched packfile waited in the store's directory, and is gone.
+	if left, _ := os.ReadDir(scratch); len(left) != 0 {
+		t.Errorf("the fetch left %v in the store's directory", left)
 	}
 }

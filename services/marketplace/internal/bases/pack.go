@@ -1,0 +1,182 @@
+package bases
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// draftStorage is a draft's object store: its objects are in memory, and a
+// packfile fetched into it waits on disk until checkPack has bounded what it
+// inflates to. go-git hands a store that is a storer.PackfileWriter the pack
+// as it arrives; into a plain memory store it would inflate every object as
+// it arrives, and a few megabytes of compressed zeros are gigabytes
+// inflated.
+type draftStorage struct {
+	*memory.Storage
+	d *Draft
+}
+
+// PackfileWriter takes a fetched packfile into a file in the draft's scratch
+// directory; its Close checks the pack and stores its objects.
+func (s *draftStorage) PackfileWriter() (io.WriteCloser, error) {
+	f, err := os.CreateTemp(s.d.scratch, scratchPrefix+"pack-")
+	if err != nil {
+		return nil, fmt.Errorf("bases: a file for the fetched packfile: %w", err)
+	}
+	return &packWriter{File: f, d: s.d}, nil
+}
+
+// scratchPrefix starts the names of what a draft keeps for a while in its
+// scratch directory; Store.PruneDrafts removes what an interrupted process
+// left in the store's.
+const scratchPrefix = ".draft-"
+
+type packWriter struct {
+	*os.File
+	d *Draft
+}
+
+// Close stores the pack's objects in the draft, once checkPack has taken
+// them, and removes the file in every case.
+func (w *packWriter) Close() (err error) {
+	defer func() {
+		if cerr := w.File.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("bases: the fetched packfile: %w", cerr)
+		}
+		_ = os.Remove(w.Name())
+	}()
+	if _, err := w.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("bases: the fetched packfile: %w", err)
+	}
+	if err := checkPack(w.File, w.d.limits); err != nil {
+		return err
+	}
+	if _, err := w.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("bases: the fetched packfile: %w", err)
+	}
+	// A seekable scanner: go-git then reads a delta's data again from the
+	// file when it applies it, instead of keeping every delta in memory.
+	p, err := packfile.NewParserWithStorage(packfile.NewScanner(w.File), w.d.mem)
+	if err != nil {
+		return fmt.Errorf("bases: the fetched packfile: %w", err)
+	}
+	if _, err := p.Parse(); err != nil {
+		return fmt.Errorf("bases: the fetched packfile: %w", err)
+	}
+	return nil
+}
+
+// maxDeltaHeader is the most bytes a delta's header takes: its base's size
+// and its result's, as two LEB128 numbers of at most 10 bytes each.
+const maxDeltaHeader = 20
+
+// checkPack reads every object of a packfile, inflating it into nothing,
+// and refuses the pack before anything of it is stored: an object that
+// inflates past the size its header declares (go-git would take it whole),
+// an object larger than the draft's file limit, or objects that would hold
+// more than twice that limit in memory in all. A delta counts as its data
+// (which go-git holds while it applies it) plus the object it rebuilds, as
+// large as its own header declares; go-git refuses a delta whose result is
+// not that size. Twice the file limit leaves room for the history of a
+// fetch deeper than one commit, and for trees and commits.
+func checkPack(r io.Reader, l Limits) error {
+	s := packfile.NewScanner(r)
+	_, count, err := s.Header()
+	if err != nil {
+		return fmt.Errorf("bases: the fetched packfile: %w", err)
+	}
+	budget := 2 * l.MaxBytes
+	var total int64
+	tooMuch := func() error {
+		return refused("the fetched objects pass %d bytes inflated (twice the file limit); fetch less history, or the repository is too large", budget)
+	}
+	tooLarge := func(size int64) error {
+		return refused("an object of the fetched packfile is %d bytes; the file limit is %d", size, l.MaxBytes)
+	}
+	for range count {
+		oh, err := s.NextObjectHeader()
+		if err != nil {
+			return fmt.Errorf("bases: the fetched packfile: %w", err)
+		}
+		if !oh.Type.IsDelta() && oh.Length > l.MaxBytes {
+			return tooLarge(oh.Length)
+		}
+		if oh.Length > budget-total {
+			return tooMuch()
+		}
+		w := &inflated{declared: oh.Length}
+		if _, _, err := s.NextObject(w); errors.Is(err, errInflatesPast) {
+			return refused("an object of the fetched packfile inflates past the %d bytes its header declares", oh.Length)
+		} else if err != nil {
+			return fmt.Errorf("bases: the fetched packfile: %w", err)
+		}
+		size := oh.Length
+		if oh.Type.IsDelta() {
+			target, ok := deltaTarget(w.head)
+			if !ok {
+				return fmt.Errorf("bases: the fetched packfile: a delta at offset %d has no valid header", oh.Offset)
+			}
+			size = target
+			total += oh.Length
+		}
+		if size > l.MaxBytes {
+			return tooLarge(size)
+		}
+		if size > budget-total {
+			return tooMuch()
+		}
+		total += size
+	}
+	return nil
+}
+
+// errInflatesPast is an object's data longer than its header declares.
+var errInflatesPast = errors.New("object inflates past its declared size")
+
+// inflated takes an object's inflated data, keeping its first bytes (a
+// delta's header) and failing past its declared size.
+type inflated struct {
+	declared, n int64
+	head        []byte
+}
+
+func (w *inflated) Write(p []byte) (int, error) {
+	if int64(len(p)) > w.declared-w.n {
+		return 0, errInflatesPast
+	}
+	if len(w.head) < maxDeltaHeader {
+		w.head = append(w.head, p[:min(len(p), maxDeltaHeader-len(w.head))]...)
+	}
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+// deltaTarget reads the size of the object a delta rebuilds from the
+// delta's header: the base's size, then the target's, each a little-endian
+// base-128 number.
+func deltaTarget(head []byte) (int64, bool) {
+	var sizes [2]uint64
+	i := 0
+	for k := range sizes {
+		for shift := uint(0); ; shift += 7 {
+			if i >= len(head) || shift > 63 {
+				return 0, false
+			}
+			b := head[i]
+			i++
+			sizes[k] |= uint64(b&0x7f) << shift
+			if b&0x80 == 0 {
+				break
+			}
+		}
+	}
+	if sizes[1] > 1<<62 {
+		return 0, false
+	}
+	return int64(sizes[1]), true
+}
