@@ -63,7 +63,7 @@ type serveConfig struct {
 	// "dir,dir". Defaults to none.
 	SourceRoots string
 	// SourceCredentialsFile holds credentials for private source hosts, one
-	// "HOST USERNAME PASSWORD" per line. Defaults to none.
+	// "HOST USERNAME PASSWORD [CALLER,CALLER...]" per line. Defaults to none.
 	SourceCredentialsFile string
 	// SourceCAFile is extra PEM certificates to trust for source hosts.
 	// Defaults to the system's roots only.
@@ -144,7 +144,7 @@ func (c *serveConfig) fields() []configField {
 		{flag: "base-dir", usage: "where the marketplace records what each workspace started from (default $TMPDIR/meshwork-bases)", str: &c.BaseDir},
 		{flag: "source-hosts", usage: `https hosts git sources may name, "host,host:port"`, str: &c.SourceHosts},
 		{flag: "source-roots", usage: `local directories git sources may name, "dir,dir"`, str: &c.SourceRoots},
-		{flag: "source-credentials-file", usage: `credentials for private source hosts, "HOST USERNAME PASSWORD" per line`, str: &c.SourceCredentialsFile},
+		{flag: "source-credentials-file", usage: `credentials for private source hosts, "HOST USERNAME PASSWORD [CALLER,CALLER...]" per line`, str: &c.SourceCredentialsFile},
 		{flag: "source-ca-file", usage: "extra PEM certificates to trust for source hosts", str: &c.SourceCAFile},
 		{flag: "max-journeys-per-caller", usage: "most live journeys (holding a worker) one caller may have; spawns past it are refused", num: &c.MaxJourneysPerCaller},
 		{flag: "max-journeys", usage: "most live journeys of all callers together, in the database every replica shares", num: &c.MaxJourneys},

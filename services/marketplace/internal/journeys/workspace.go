@@ -72,7 +72,7 @@ func (m *Manager) prepareSource(ctx context.Context, caller string, spec *source
 	)
 	switch spec.Kind() {
 	case "git":
-		rec, err = m.cfg.Sources.Git(ctx, spec.Git, d)
+		rec, err = m.cfg.Sources.Git(ctx, caller, spec.Git, d)
 	case "archive":
 		rec, err = m.cfg.Sources.Archive(spec.Archive, d)
 	case "journey":

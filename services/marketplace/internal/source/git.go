@@ -35,8 +35,9 @@ var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // Git fetches a git source into the draft: the commit becomes the base
 // (and its origin, for bundles). Remote repositories come over https from
 // an allowed host; local ones are read, never executed, from under an
-// allowed root.
-func (p *Policy) Git(ctx context.Context, spec *GitSpec, d *bases.Draft) (Record, error) {
+// allowed root. caller is whose spawn the source is for: it picks the
+// host's credential.
+func (p *Policy) Git(ctx context.Context, caller string, spec *GitSpec, d *bases.Draft) (Record, error) {
 	rec := Record{Kind: "git", URL: spec.URL, Ref: spec.Ref}
 	if strings.ContainsAny(spec.Ref, "\x00\n\r") || strings.HasPrefix(spec.Ref, "-") || strings.Contains(spec.Ref, "..") {
 		return rec, invalid("source.git.ref %q is not a branch, tag or commit name", spec.Ref)
@@ -52,7 +53,7 @@ func (p *Policy) Git(ctx context.Context, spec *GitSpec, d *bases.Draft) (Record
 	} else if ok {
 		commit, err = p.copyLocal(dir, spec.Ref, d)
 	} else {
-		commit, err = p.fetchRemote(ctx, spec, d)
+		commit, err = p.fetchRemote(ctx, caller, spec, d)
 	}
 	if err != nil {
 		return rec, err
@@ -252,8 +253,8 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 }
 
 // fetchRemote fetches one commit of an https repository on an allowed host,
-// with the host's configured credentials.
-func (p *Policy) fetchRemote(ctx context.Context, spec *GitSpec, d *bases.Draft) (plumbing.Hash, error) {
+// with the host's credential for caller.
+func (p *Policy) fetchRemote(ctx context.Context, caller string, spec *GitSpec, d *bases.Draft) (plumbing.Hash, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil {
 		return plumbing.ZeroHash, invalid("source.git.url %q is not a URL", spec.URL)
@@ -273,7 +274,7 @@ func (p *Policy) fetchRemote(ctx context.Context, spec *GitSpec, d *bases.Draft)
 		return plumbing.ZeroHash, denied("host %s is not an allowed source host (the operator sets --source-hosts)", host)
 	}
 	var auth transport.AuthMethod
-	if c, ok := p.Credentials[host]; ok {
+	if c, ok := p.credential(host, caller); ok {
 		auth = &githttp.BasicAuth{Username: c.Username, Password: c.Password}
 	}
 	repo, err := git.Init(d.Storage(), nil)

@@ -71,7 +71,7 @@ func TestGitOverHTTPS(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	host := source.NormalizeHost(u.Host)
-	pol := &source.Policy{Hosts: []string{host}, CABundle: ca, Credentials: map[string]source.Credential{host: {Username: "bot", Password: secret}}}
+	pol := &source.Policy{Hosts: []string{host}, CABundle: ca, Credentials: map[string][]source.Credential{host: {{Username: "bot", Password: secret}}}}
 	repoURL := srv.URL + "/app.git"
 
 	for _, tt := range []struct {
@@ -81,7 +81,7 @@ func TestGitOverHTTPS(t *testing.T) {
 		{"", second, 3}, {"main", second, 3}, {"v1", first, 2}, {first, first, 2},
 	} {
 		d := bases.NewDraft(bases.Limits{})
-		rec, err := pol.Git(context.Background(), &source.GitSpec{URL: repoURL, Ref: tt.ref}, d)
+		rec, err := pol.Git(context.Background(), "alice", &source.GitSpec{URL: repoURL, Ref: tt.ref}, d)
 		if err != nil {
 			t.Fatalf("ref %q: %v", tt.ref, err)
 		}
@@ -94,18 +94,41 @@ func TestGitOverHTTPS(t *testing.T) {
 	}
 
 	wrong := *pol
-	wrong.Credentials = map[string]source.Credential{host: {Username: "bot", Password: "not-" + secret}}
-	_, err := wrong.Git(context.Background(), &source.GitSpec{URL: repoURL}, bases.NewDraft(bases.Limits{}))
+	wrong.Credentials = map[string][]source.Credential{host: {{Username: "bot", Password: "not-" + secret}}}
+	_, err := wrong.Git(context.Background(), "alice", &source.GitSpec{URL: repoURL}, bases.NewDraft(bases.Limits{}))
 	if e, ok := source.AsError(err); !ok || e.Code != source.CodeDenied || strings.Contains(err.Error(), secret) {
 		t.Errorf("wrong credentials: %v", err)
 	}
-	_, err = pol.Git(context.Background(), &source.GitSpec{URL: srv.URL + "/missing.git"}, bases.NewDraft(bases.Limits{}))
+	_, err = pol.Git(context.Background(), "alice", &source.GitSpec{URL: srv.URL + "/missing.git"}, bases.NewDraft(bases.Limits{}))
 	if e, ok := source.AsError(err); !ok || strings.Contains(err.Error(), secret) || e.Code == source.CodeInvalid {
 		t.Errorf("missing repository: %v", err)
 	}
-	_, err = pol.Git(context.Background(), &source.GitSpec{URL: repoURL, Ref: "no-such-branch"}, bases.NewDraft(bases.Limits{}))
+	_, err = pol.Git(context.Background(), "alice", &source.GitSpec{URL: repoURL, Ref: "no-such-branch"}, bases.NewDraft(bases.Limits{}))
 	if e, ok := source.AsError(err); !ok || e.Code != source.CodeNotFound {
 		t.Errorf("unknown ref: %v", err)
+	}
+	// A credential that names its callers serves them alone; a caller it
+	// does not name fetches with the host's credential for every caller, or
+	// with none.
+	for _, tt := range []struct {
+		name  string
+		creds []source.Credential
+		ok    map[string]bool
+	}{
+		{"alice's alone", []source.Credential{{Username: "bot", Password: secret, Callers: []string{"alice"}}}, map[string]bool{"alice": true, "bob": false}},
+		{"alice's before everyone's", []source.Credential{
+			{Username: "bot", Password: secret},
+			{Username: "bot", Password: "not-" + secret, Callers: []string{"carol", "alice"}},
+		}, map[string]bool{"alice": false, "bob": true}},
+	} {
+		scoped := *pol
+		scoped.Credentials = map[string][]source.Credential{host: tt.creds}
+		for caller, ok := range tt.ok {
+			_, err := scoped.Git(context.Background(), caller, &source.GitSpec{URL: repoURL}, bases.NewDraft(bases.Limits{}))
+			if e, isErr := source.AsError(err); ok && err != nil || !ok && (!isErr || e.Code != source.CodeDenied) {
+				t.Errorf("%s: %s's fetch: %v", tt.name, caller, err)
+			}
+		}
 	}
 	// A redirect is not followed: the allowed host cannot hand the fetch,
 	// and its credentials, to another.
@@ -116,18 +139,18 @@ func TestGitOverHTTPS(t *testing.T) {
 	redirected := *pol
 	redirected.Hosts = append([]string{movedHost}, pol.Hosts...)
 	redirected.CABundle = append(append([]byte{}, ca...), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: moved.Certificate().Raw})...)
-	_, err = redirected.Git(context.Background(), &source.GitSpec{URL: moved.URL + "/app.git"}, bases.NewDraft(bases.Limits{}))
+	_, err = redirected.Git(context.Background(), "alice", &source.GitSpec{URL: moved.URL + "/app.git"}, bases.NewDraft(bases.Limits{}))
 	if e, ok := source.AsError(err); !ok || e.Code != source.CodeDenied || !strings.Contains(err.Error(), "redirected") {
 		t.Errorf("a redirect: %v", err)
 	}
 	// Tokens in the URL are refused: they belong in the credentials.
-	if _, err := pol.Git(context.Background(), &source.GitSpec{URL: repoURL + "?access_token=x"}, bases.NewDraft(bases.Limits{})); err == nil || !strings.Contains(err.Error(), "query") {
+	if _, err := pol.Git(context.Background(), "alice", &source.GitSpec{URL: repoURL + "?access_token=x"}, bases.NewDraft(bases.Limits{})); err == nil || !strings.Contains(err.Error(), "query") {
 		t.Errorf("a query in the URL: %v", err)
 	}
 	// The host's certificate is trusted only through the configured CA.
 	noCA := *pol
 	noCA.CABundle = nil
-	if _, err := noCA.Git(context.Background(), &source.GitSpec{URL: repoURL}, bases.NewDraft(bases.Limits{})); err == nil {
+	if _, err := noCA.Git(context.Background(), "alice", &source.GitSpec{URL: repoURL}, bases.NewDraft(bases.Limits{})); err == nil {
 		t.Error("fetched from a host whose certificate no configured CA signed")
 	}
 }
@@ -156,7 +179,7 @@ func TestFetchOfACompressionBombIsRefusedBeforeItInflates(t *testing.T) {
 	host := source.NormalizeHost(u.Host)
 	pol := &source.Policy{
 		Hosts: []string{host}, CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
-		Credentials: map[string]source.Credential{host: {Username: "bot", Password: "secret"}},
+		Credentials: map[string][]source.Credential{host: {{Username: "bot", Password: "secret"}}},
 		Limits:      bases.Limits{MaxBytes: 16 << 20},
 	}
 	scratch := t.TempDir()
@@ -167,7 +190,7 @@ func TestFetchOfACompressionBombIsRefusedBeforeItInflates(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, err = pol.Git(context.Background(), &source.GitSpec{URL: srv.URL + "/bomb.git"}, store.NewDraft(pol.Limits))
+	_, err = pol.Git(context.Background(), "alice", &source.GitSpec{URL: srv.URL + "/bomb.git"}, store.NewDraft(pol.Limits))
 	runtime.ReadMemStats(&after)
 	if e, ok := source.AsError(err); !ok || e.Code != source.CodeInvalid || !strings.Contains(err.Error(), "is 134217728 bytes; the file limit is 16777216") {
 		t.Fatalf("fetching the bomb: %v", err)

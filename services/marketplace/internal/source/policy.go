@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,10 +23,11 @@ type Policy struct {
 	// Roots are the local directories git sources may name (a path or a
 	// file:// URL inside one of them). Defaults to none.
 	Roots []string
-	// Credentials are per-host HTTP credentials for private repositories.
+	// Credentials are HTTP credentials for private repositories, by host,
+	// each for the callers it names or for every caller (see Credential).
 	// They are used only by the marketplace, never passed to a worker, never
 	// logged or recorded. Defaults to none.
-	Credentials map[string]Credential
+	Credentials map[string][]Credential
 	// CABundle is extra PEM certificates to trust for https sources (a
 	// private CA). Defaults to the system's roots only.
 	CABundle []byte
@@ -54,6 +56,28 @@ func (p *Policy) maxFetchBytes() int64 {
 type Credential struct {
 	Username string
 	Password string
+	// Callers are the callers whose sources the credential fetches. Empty:
+	// every caller that no other credential of the host names. A caller
+	// without a credential fetches without one (public repositories).
+	Callers []string
+}
+
+// credential is the credential caller fetches from host with: the one that
+// names caller, else the host's one for every caller.
+func (p *Policy) credential(host, caller string) (Credential, bool) {
+	var all *Credential
+	for i, c := range p.Credentials[host] {
+		if slices.Contains(c.Callers, caller) {
+			return c, true
+		}
+		if len(c.Callers) == 0 {
+			all = &p.Credentials[host][i]
+		}
+	}
+	if all == nil {
+		return Credential{}, false
+	}
+	return *all, true
 }
 
 // DefaultMaxArchiveBytes is MaxArchiveBytes's default.
@@ -103,11 +127,14 @@ func NormalizeHost(h string) string {
 	return h
 }
 
-// ParseCredentials reads a credentials file: one host per line, "HOST
-// USERNAME PASSWORD" separated by white space; blank lines and lines starting
-// with # are skipped. Errors name the line, never its secret.
-func ParseCredentials(data []byte) (map[string]Credential, error) {
-	out := map[string]Credential{}
+// ParseCredentials reads a credentials file: one credential per line,
+// "HOST USERNAME PASSWORD [CALLER,CALLER...]" separated by white space; blank
+// lines and lines starting with # are skipped. A line without callers serves
+// every caller that no other line of its host names; a host has at most one
+// such line, and names a caller at most once. Errors name the line, never
+// its secret.
+func ParseCredentials(data []byte) (map[string][]Credential, error) {
+	out := map[string][]Credential{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -115,14 +142,30 @@ func ParseCredentials(data []byte) (map[string]Credential, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("line %d: want HOST USERNAME PASSWORD, got %d fields", n, len(f))
+		if len(f) != 3 && len(f) != 4 {
+			return nil, fmt.Errorf("line %d: want HOST USERNAME PASSWORD [CALLER,CALLER...], got %d fields", n, len(f))
 		}
 		host := NormalizeHost(f[0])
-		if _, dup := out[host]; dup {
-			return nil, fmt.Errorf("line %d: host %s appears twice", n, host)
+		c := Credential{Username: f[1], Password: f[2]}
+		if len(f) == 4 {
+			for _, caller := range strings.Split(f[3], ",") {
+				if caller == "" {
+					return nil, fmt.Errorf("line %d: an empty caller in the caller list", n)
+				}
+				c.Callers = append(c.Callers, caller)
+			}
 		}
-		out[host] = Credential{Username: f[1], Password: f[2]}
+		for _, prev := range out[host] {
+			if len(c.Callers) == 0 && len(prev.Callers) == 0 {
+				return nil, fmt.Errorf("line %d: host %s has a credential for every caller already", n, host)
+			}
+			for _, caller := range c.Callers {
+				if slices.Contains(prev.Callers, caller) {
+					return nil, fmt.Errorf("line %d: caller %q has a credential for %s already", n, caller, host)
+				}
+			}
+		}
+		out[host] = append(out[host], c)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err

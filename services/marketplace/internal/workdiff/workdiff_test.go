@@ -81,7 +81,7 @@ func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := bases.NewDraft(bases.Limits{})
-	rec, err := pol.Git(context.Background(), &source.GitSpec{URL: "file://" + repo}, d)
+	rec, err := pol.Git(context.Background(), "alice", &source.GitSpec{URL: "file://" + repo}, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func keep(t *testing.T, files map[string]string, links map[string]string) (*base
 		t.Fatal(err)
 	}
 	d := bases.NewDraft(bases.Limits{})
-	if _, err := pol.Git(context.Background(), &source.GitSpec{URL: repo}, d); err != nil {
+	if _, err := pol.Git(context.Background(), "alice", &source.GitSpec{URL: repo}, d); err != nil {
 		t.Fatal(err)
 	}
 	store, err := bases.NewStore(filepath.Join(root, "bases"))
