@@ -31,6 +31,32 @@ const (
 	RunCancelled = "cancelled"
 )
 
+// RunStatuses are the run statuses, in the order a run passes them.
+var RunStatuses = []string{RunRunning, RunWaiting, RunSucceeded, RunFailed, RunCancelled}
+
+// MaxListLimit is the most runs one list returns.
+const MaxListLimit = 1000
+
+// The bodies of the list and prune answers, over HTTP and MCP alike: GET
+// /v1/pipelines and list_pipelines, GET /v1/runs and list_runs, GET
+// /v1/runs/{id}/checkpoints and list_checkpoints, POST /v1/runs/{id}/prune.
+// A list is never null: an empty one is [].
+type (
+	PipelineList struct {
+		Pipelines []PipelineSummary `json:"pipelines"`
+	}
+	RunList struct {
+		Runs []Run `json:"runs"`
+	}
+	CheckpointList struct {
+		Checkpoints []Checkpoint `json:"checkpoints"`
+	}
+	PruneResult struct {
+		// Deleted is how many checkpoints the prune removed.
+		Deleted int64 `json:"deleted"`
+	}
+)
+
 // The node statuses.
 const (
 	StatusPending   = "pending"

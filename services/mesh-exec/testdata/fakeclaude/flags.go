@@ -95,6 +95,14 @@ type options struct {
 	hasPrompt                                                       bool
 }
 
+// list is the value list of a variadic option, named by its long name.
+func (o *options) list(name string) *[]string {
+	return map[string]*[]string{
+		"--allowed-tools": &o.allowedTools, "--disallowed-tools": &o.disallowedTools,
+		"--tools": &o.tools, "--mcp-config": &o.mcpConfigs, "--add-dir": &o.addDirs,
+	}[name]
+}
+
 // looksLikeOption is commander's test: "-" followed by anything.
 func looksLikeOption(arg string) bool { return len(arg) > 1 && arg[0] == '-' }
 
@@ -206,21 +214,9 @@ func parseArgs(args []string) (*options, error) {
 			o.systemPrompt = value
 		case "--permission-mode":
 			o.permissionMode = value
-		case "--allowed-tools":
-			o.allowedTools = append(o.allowedTools, value)
-			variadic = &o.allowedTools
-		case "--disallowed-tools":
-			o.disallowedTools = append(o.disallowedTools, value)
-			variadic = &o.disallowedTools
-		case "--tools":
-			o.tools = append(o.tools, value)
-			variadic = &o.tools
-		case "--mcp-config":
-			o.mcpConfigs = append(o.mcpConfigs, value)
-			variadic = &o.mcpConfigs
-		case "--add-dir":
-			o.addDirs = append(o.addDirs, value)
-			variadic = &o.addDirs
+		case "--allowed-tools", "--disallowed-tools", "--tools", "--mcp-config", "--add-dir":
+			variadic = o.list(spec.names[len(spec.names)-1])
+			*variadic = append(*variadic, value)
 		}
 	}
 	if len(operands) > 1 {

@@ -129,9 +129,7 @@ type Pipeline = api.PipelineSummary
 
 // Pipelines lists the pipelines a run can be started of.
 func (c *Client) Pipelines(ctx context.Context) ([]Pipeline, error) {
-	var out struct {
-		Pipelines []Pipeline `json:"pipelines"`
-	}
+	var out api.PipelineList
 	err := c.do(ctx, http.MethodGet, "/v1/pipelines", nil, nil, &out)
 	return out.Pipelines, err
 }
@@ -166,9 +164,7 @@ func (c *Client) ListRuns(ctx context.Context, f RunFilter) ([]api.Run, error) {
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	var out struct {
-		Runs []api.Run `json:"runs"`
-	}
+	var out api.RunList
 	err := c.do(ctx, http.MethodGet, "/v1/runs", q, nil, &out)
 	return out.Runs, err
 }
@@ -183,9 +179,7 @@ func (c *Client) GetRun(ctx context.Context, runID string) (api.RunView, error) 
 
 // Checkpoints lists a run's checkpoints in order.
 func (c *Client) Checkpoints(ctx context.Context, runID string) ([]api.Checkpoint, error) {
-	var out struct {
-		Checkpoints []api.Checkpoint `json:"checkpoints"`
-	}
+	var out api.CheckpointList
 	err := c.do(ctx, http.MethodGet, runPath(runID, "/checkpoints"), nil, nil, &out)
 	return out.Checkpoints, err
 }
@@ -247,9 +241,7 @@ func (c *Client) Prune(ctx context.Context, runID string, keep int) (int64, erro
 	body := struct {
 		Keep int `json:"keep"`
 	}{keep}
-	var out struct {
-		Deleted int64 `json:"deleted"`
-	}
+	var out api.PruneResult
 	err := c.do(ctx, http.MethodPost, runPath(runID, "/prune"), nil, body, &out)
 	return out.Deleted, err
 }

@@ -5,6 +5,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
@@ -86,8 +88,13 @@ func (e *Engine) GetRun(ctx context.Context, id string) (api.RunView, error) {
 	return v, nil
 }
 
-// ListRuns lists runs, newest first.
+// ListRuns lists runs, newest first; an empty list is not nil. A filter
+// with an unknown status, a limit outside 0 to api.MaxListLimit (0 means
+// 50) or a NUL character is invalid.
 func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]api.Run, error) {
+	if err := checkListFilter(f); err != nil {
+		return nil, err
+	}
 	f, ok := listFilter(ctx, f)
 	if !ok {
 		return []api.Run{}, nil
@@ -96,7 +103,29 @@ func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]api.Run, e
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, invalid("%v", err)
 	}
+	if runs == nil && err == nil {
+		runs = []api.Run{}
+	}
 	return runs, err
+}
+
+// checkListFilter refuses what ListRuns cannot match: the HTTP API, the MCP
+// tools and the console pass a caller's filter on as it came.
+func checkListFilter(f store.ListFilter) error {
+	for _, p := range []struct{ name, value string }{
+		{"pipeline", f.Pipeline}, {"status", f.Status}, {"thread", f.Thread}, {"caller", f.Caller}, {"before", f.Before},
+	} {
+		if strings.ContainsRune(p.value, 0) {
+			return invalid("%s must not contain a NUL character (U+0000)", p.name)
+		}
+	}
+	if f.Status != "" && !slices.Contains(api.RunStatuses, f.Status) {
+		return invalid("status %q is not one of %s", f.Status, strings.Join(api.RunStatuses, ", "))
+	}
+	if f.Limit < 0 || f.Limit > api.MaxListLimit {
+		return invalid("limit %d is not from 1 to %d", f.Limit, api.MaxListLimit)
+	}
+	return nil
 }
 
 // RunCosts sums what each of runs cost so far (its attempts' costs), for a
@@ -117,7 +146,11 @@ func (e *Engine) Checkpoints(ctx context.Context, runID string) ([]api.Checkpoin
 	if _, err := e.loadVisible(ctx, runID); err != nil {
 		return nil, err
 	}
-	return store.ListCheckpoints(ctx, e.pool, runID)
+	cps, err := store.ListCheckpoints(ctx, e.pool, runID)
+	if cps == nil && err == nil {
+		cps = []api.Checkpoint{}
+	}
+	return cps, err
 }
 
 // RecentCheckpoints lists a run's newest checkpoints, newest first, at most

@@ -16,7 +16,7 @@ import (
 )
 
 func (a *API) listPipelines(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"pipelines": a.eng.Pipelines()})
+	writeJSON(w, http.StatusOK, api.PipelineList{Pipelines: a.eng.Pipelines()})
 }
 
 type startBody struct {
@@ -47,29 +47,13 @@ func (a *API) startRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, run)
 }
 
-// runStatuses are the statuses a run can have, for checking ?status=.
-var runStatuses = map[string]bool{
-	runstate.RunRunning: true, runstate.RunWaiting: true, runstate.RunSucceeded: true, runstate.RunFailed: true, runstate.RunCancelled: true,
-}
-
 func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.ListFilter{Pipeline: q.Get("pipeline"), Status: q.Get("status"), Thread: q.Get("thread"), Caller: q.Get("caller"), Before: q.Get("before")}
-	for _, p := range []struct{ name, value string }{
-		{"pipeline", f.Pipeline}, {"status", f.Status}, {"thread", f.Thread}, {"caller", f.Caller}, {"before", f.Before},
-	} {
-		if hasNUL(w, p.name, p.value) {
-			return
-		}
-	}
-	if f.Status != "" && !runStatuses[f.Status] {
-		invalidf(w, "status %q is not one of running, waiting, succeeded, failed, cancelled", f.Status)
-		return
-	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			invalidf(w, "limit %q must be a number from 1 to 1000", s)
+		if err != nil || n < 1 {
+			invalidf(w, "limit %q must be a number from 1 to %d", s, api.MaxListLimit)
 			return
 		}
 		f.Limit = n
@@ -79,10 +63,7 @@ func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if runs == nil {
-		runs = []api.Run{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"runs": runs})
+	writeJSON(w, http.StatusOK, api.RunList{Runs: runs})
 }
 
 func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
@@ -100,10 +81,7 @@ func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if cps == nil {
-		cps = []api.Checkpoint{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
+	writeJSON(w, http.StatusOK, api.CheckpointList{Checkpoints: cps})
 }
 
 type forkBody struct {
@@ -209,7 +187,7 @@ func (a *API) pruneRun(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deleted": n})
+	writeJSON(w, http.StatusOK, api.PruneResult{Deleted: n})
 }
 
 // requiredInt returns the named body field's value, or writes a 400 and

@@ -136,12 +136,8 @@ func (t *tools) clientError(ctx context.Context, tool string, err error) error {
 
 type listPipelinesIn struct{}
 
-type listPipelinesOut struct {
-	Pipelines []api.PipelineSummary `json:"pipelines"`
-}
-
-func (t *tools) listPipelines(_ context.Context, _ string, _ listPipelinesIn) (listPipelinesOut, error) {
-	return listPipelinesOut{Pipelines: t.eng.Pipelines()}, nil
+func (t *tools) listPipelines(_ context.Context, _ string, _ listPipelinesIn) (api.PipelineList, error) {
+	return api.PipelineList{Pipelines: t.eng.Pipelines()}, nil
 }
 
 type runPipelineIn struct {
@@ -174,36 +170,14 @@ type listRunsIn struct {
 	Before   string `json:"before,omitempty" jsonschema:"page: only runs created before this run id"`
 }
 
-type listRunsOut struct {
-	Runs []api.Run `json:"runs"`
-}
-
-func (t *tools) listRuns(ctx context.Context, _ string, in listRunsIn) (listRunsOut, error) {
-	switch in.Status {
-	case "", runstate.RunRunning, runstate.RunWaiting, runstate.RunSucceeded, runstate.RunFailed, runstate.RunCancelled:
-	default:
-		return listRunsOut{}, &engine.InvalidError{Msg: fmt.Sprintf("status %q is not one of running, waiting, succeeded, failed, cancelled", in.Status)}
-	}
-	if in.Limit < 0 || in.Limit > 1000 {
-		return listRunsOut{}, &engine.InvalidError{Msg: "limit must be from 1 to 1000"}
-	}
+func (t *tools) listRuns(ctx context.Context, _ string, in listRunsIn) (api.RunList, error) {
 	runs, err := t.eng.ListRuns(ctx, store.ListFilter{Pipeline: in.Pipeline, Status: in.Status, Thread: in.Thread, Limit: in.Limit, Before: in.Before})
-	if runs == nil {
-		runs = []api.Run{}
-	}
-	return listRunsOut{Runs: runs}, err
+	return api.RunList{Runs: runs}, err
 }
 
-type listCheckpointsOut struct {
-	Checkpoints []api.Checkpoint `json:"checkpoints"`
-}
-
-func (t *tools) listCheckpoints(ctx context.Context, _ string, in runIDIn) (listCheckpointsOut, error) {
+func (t *tools) listCheckpoints(ctx context.Context, _ string, in runIDIn) (api.CheckpointList, error) {
 	cps, err := t.eng.Checkpoints(ctx, in.RunID)
-	if cps == nil {
-		cps = []api.Checkpoint{}
-	}
-	return listCheckpointsOut{Checkpoints: cps}, err
+	return api.CheckpointList{Checkpoints: cps}, err
 }
 
 type forkRunIn struct {

@@ -229,6 +229,8 @@ func TestToolErrors(t *testing.T) {
 		{"run_pipeline", map[string]any{"pipeline": "echo"}, "task"},
 		{"run_pipeline", map[string]any{"pipeline": "echo", "bogus": 1}, "bogus"},
 		{"list_runs", map[string]any{"status": "done"}, "status"},
+		{"list_runs", map[string]any{"limit": 1001}, "limit 1001 is not from 1 to 1000"},
+		{"list_runs", map[string]any{"thread": "a\x00b"}, "thread must not contain a NUL"},
 		{"list_checkpoints", map[string]any{"run_id": "nope"}, "not found"},
 		{"fork_run", map[string]any{"run_id": "nope", "seq": 0}, "not found"},
 		{"resume_run", map[string]any{}, "interrupt_id"},
