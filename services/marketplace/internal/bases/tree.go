@@ -159,6 +159,12 @@ func Flatten(t *object.Tree, maxEntries int) (map[string]Entry, error) {
 	for entries := 1; ; entries++ {
 		name, e, err := walker.Next()
 		if errors.Is(err, io.EOF) {
+			if name != "" {
+				// go-git's walker ends the walk at a subtree it cannot
+				// read, as if the tree ended there: the files below it
+				// would be left out without a word.
+				return nil, fmt.Errorf("reading tree: the directory %q (tree %s) is missing", name, e.Hash)
+			}
 			return out, nil
 		}
 		if err != nil {

@@ -74,3 +74,36 @@ func TestFlattenBound(t *testing.T) {
 		}
 	}
 }
+
+// A tree that names a subtree the store does not have is an error, not a
+// tree without that directory's files.
+func TestFlattenRefusesAMissingSubtree(t *testing.T) {
+	t.Parallel()
+	d := NewDraft(Limits{})
+	blob, err := WriteBlob(d.Storage(), []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := plumbing.NewHash("0123456789012345678901234567890123456789")
+	obj := d.Storage().NewEncodedObject()
+	tree := &object.Tree{Entries: []object.TreeEntry{
+		{Name: "a.txt", Mode: filemode.Regular, Hash: blob},
+		{Name: "lib", Mode: filemode.Dir, Hash: missing},
+		{Name: "z.txt", Mode: filemode.Regular, Hash: blob},
+	}}
+	if err := tree.Encode(obj); err != nil {
+		t.Fatal(err)
+	}
+	h, err := d.Storage().SetEncodedObject(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := object.GetTree(d.Storage(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Flatten(root, 0)
+	if err == nil || !strings.Contains(err.Error(), `the directory "lib" (tree 0123456789012345678901234567890123456789) is missing`) {
+		t.Fatalf("Flatten = %v, %v; want the missing directory named", files, err)
+	}
+}
