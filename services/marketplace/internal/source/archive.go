@@ -60,7 +60,12 @@ func unpack(in io.Reader, d *bases.Draft) error {
 		return archiveError(err)
 	}
 	defer func() { _ = gz.Close() }() // only read from
-	tr := tar.NewReader(gz)
+	// What a tar inflates to besides its files' content (headers, and PAX
+	// global headers, which the reader parses and skips) is bounded too, so
+	// that inflating it costs no more than its files may.
+	l := d.Limits()
+	inflated := 2*l.MaxBytes + int64(l.MaxEntries())*entryOverhead
+	tr := tar.NewReader(&inflateLimit{r: gz, left: inflated, limit: inflated})
 	entries := 0
 	for {
 		hdr, err := tr.Next()
@@ -106,6 +111,29 @@ func unpack(in io.Reader, d *bases.Draft) error {
 		}
 	}
 	return nil
+}
+
+// entryOverhead is what an entry may take in a tar besides its content: its
+// header, a PAX header with long names, and padding.
+const entryOverhead = 3 * 512
+
+// inflateLimit fails once more than limit bytes are read from a
+// decompressing reader.
+type inflateLimit struct {
+	r           io.Reader
+	left, limit int64
+}
+
+func (l *inflateLimit) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, fmt.Errorf("%w: the archive inflates past %d bytes (twice the file content limit, and its entries' headers)", bases.ErrRefused, l.limit)
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // limitedReader fails once more than limit bytes are read, so an oversized

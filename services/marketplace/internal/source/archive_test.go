@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -26,6 +27,25 @@ func archive(t testing.TB, entries ...*tar.Header) *source.ArchiveSpec {
 			t.Fatal(err)
 		}
 		_, _ = tw.Write([]byte(body))
+	}
+	_ = tw.Close()
+	_ = gz.Close()
+	return spec(buf.Bytes())
+}
+
+// paxBomb is an archive of count PAX global headers of almost 1 MiB each
+// (the most the tar reader takes), which the reader inflates and parses
+// and the draft never counts: a few kilobytes compressed.
+func paxBomb(t testing.TB, count int) *source.ArchiveSpec {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for i := range count {
+		hdr := &tar.Header{Name: fmt.Sprintf("g%d", i), Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{"comment": strings.Repeat("0", 900<<10)}}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	_ = tw.Close()
 	_ = gz.Close()
@@ -64,6 +84,8 @@ func TestArchive(t *testing.T) {
 		{".meshwork at the root", archive(t, file(".meshwork/home/x", 1)), bases.Limits{}, 0, ".meshwork is reserved"},
 		{".GIT in any case", archive(t, file("sub/.GIT/config", 1)), bases.Limits{}, 0, ".git directories are not taken"},
 		{"backslash", archive(t, file(`a\..\b`, 1)), bases.Limits{}, 0, "backslash"},
+		{"global headers inflate past the bound", paxBomb(t, 4), bases.Limits{MaxFiles: 10, MaxBytes: 1 << 20}, 0, "the archive inflates past 2127872 bytes"},
+		{"global headers within it", paxBomb(t, 2), bases.Limits{MaxFiles: 10, MaxBytes: 1 << 20}, 0, ""},
 		{"fifo", archive(t, &tar.Header{Name: "p", Typeflag: tar.TypeFifo}), bases.Limits{}, 0, "device or pipe"},
 		{"not gzip", spec([]byte("plain text, not an archive")), bases.Limits{}, 0, "not a readable tar.gz"},
 		{"bad base64", &source.ArchiveSpec{TarGzBase64: "!!!!", SHA256: strings.Repeat("a", 64)}, bases.Limits{}, 0, "not valid base64"},
