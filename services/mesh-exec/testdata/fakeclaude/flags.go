@@ -95,6 +95,16 @@ type options struct {
 	hasPrompt                                                       bool
 }
 
+// switchFor is the field of an option that takes no value and only turns
+// something on, named by its long name; nil for other options.
+func (o *options) switchFor(name string) *bool {
+	return map[string]*bool{
+		"--print": &o.print, "--verbose": &o.verbose, "--continue": &o.cont, "--fork-session": &o.fork,
+		"--strict-mcp-config": &o.strictMCP, "--no-session-persistence": &o.noPersist,
+		"--include-hook-events": &o.includeHookEvents, "--help": &o.help, "--version": &o.version,
+	}[name]
+}
+
 // list is the value list of a variadic option, named by its long name.
 func (o *options) list(name string) *[]string {
 	return map[string]*[]string{
@@ -164,23 +174,14 @@ func parseArgs(args []string) (*options, error) {
 		if len(spec.choices) > 0 && !slices.Contains(spec.choices, value) {
 			return nil, fail(1, "error: option '%s' argument '%s' is invalid. Allowed choices are %s.", spec.usage, value, strings.Join(spec.choices, ", "))
 		}
-		switch spec.names[len(spec.names)-1] {
-		case "--print":
-			o.print = true
-		case "--verbose":
-			o.verbose = true
-		case "--continue":
-			o.cont = true
-		case "--fork-session":
-			o.fork = true
-		case "--strict-mcp-config":
-			o.strictMCP = true
-		case "--no-session-persistence":
-			o.noPersist = true
+		long := spec.names[len(spec.names)-1]
+		if b := o.switchFor(long); b != nil {
+			*b = true
+			continue
+		}
+		switch long {
 		case "--dangerously-skip-permissions":
 			o.permissionMode = "bypassPermissions"
-		case "--include-hook-events":
-			o.includeHookEvents = true
 		case "--settings":
 			o.settings = append(o.settings, value)
 		case "--setting-sources":
@@ -190,10 +191,6 @@ func parseArgs(args []string) (*options, error) {
 					return nil, fail(1, "Error: Invalid setting source: %s. Valid options are: user, project, local", src)
 				}
 			}
-		case "--help":
-			o.help = true
-		case "--version":
-			o.version = true
 		case "--output-format":
 			o.outputFormat = value
 		case "--resume":
@@ -215,7 +212,7 @@ func parseArgs(args []string) (*options, error) {
 		case "--permission-mode":
 			o.permissionMode = value
 		case "--allowed-tools", "--disallowed-tools", "--tools", "--mcp-config", "--add-dir":
-			variadic = o.list(spec.names[len(spec.names)-1])
+			variadic = o.list(long)
 			*variadic = append(*variadic, value)
 		}
 	}

@@ -80,7 +80,7 @@ func TestCalls(t *testing.T) {
 	if err != nil || run.ID != forkID {
 		t.Fatalf("StartRun = %+v, %v", run, err)
 	}
-	checkBody(t, b.fake, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"task":"x"},"thread":"t1"}`)
+	b.fake.CheckBody(t, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"task":"x"},"thread":"t1"}`)
 
 	runs, err := c.ListRuns(ctx, apiclient.RunFilter{Status: "waiting", Limit: 5})
 	if err != nil || len(runs) != 1 || runs[0].ID != runID {
@@ -106,13 +106,13 @@ func TestCalls(t *testing.T) {
 	if err != nil || fork.ForkedFromRun != runID || fork.ForkedFromSeq == nil || *fork.ForkedFromSeq != 0 {
 		t.Fatalf("Fork = %+v, %v", fork, err)
 	}
-	checkBody(t, b.fake, "POST", "/v1/runs/"+runID+"/fork", `{"seq":0,"patch":{"nodes":{"research":{"output":"","status":"pending","attempts":0,"iteration":0}}},"migrate":true}`)
+	b.fake.CheckBody(t, "POST", "/v1/runs/"+runID+"/fork", `{"seq":0,"patch":{"nodes":{"research":{"output":"","status":"pending","attempts":0,"iteration":0}}},"migrate":true}`)
 
 	run, err = c.ResumeInterrupt(ctx, interruptID, json.RawMessage(`"approved"`), false)
 	if err != nil || run.Status != "running" {
 		t.Fatalf("ResumeInterrupt = %+v, %v", run, err)
 	}
-	checkBody(t, b.fake, "POST", "/v1/interrupts/"+interruptID+"/resume", `{"value":"approved"}`)
+	b.fake.CheckBody(t, "POST", "/v1/interrupts/"+interruptID+"/resume", `{"value":"approved"}`)
 
 	run, err = c.Cancel(ctx, runID)
 	if err != nil || run.Status != "cancelled" {
@@ -123,23 +123,12 @@ func TestCalls(t *testing.T) {
 	if err != nil || deleted != 1 {
 		t.Fatalf("Prune = %d, %v", deleted, err)
 	}
-	checkBody(t, b.fake, "POST", "/v1/runs/"+runID+"/prune", `{"keep":1}`)
+	b.fake.CheckBody(t, "POST", "/v1/runs/"+runID+"/prune", `{"keep":1}`)
 
 	for _, r := range b.fake.Requests() {
 		if r.Auth != "Bearer "+token {
 			t.Errorf("%s %s: Authorization %q", r.Method, r.Path, r.Auth)
 		}
-	}
-}
-
-func checkBody(t *testing.T, f *apiclienttest.Fake, method, path, want string) {
-	t.Helper()
-	r, ok := f.LastRequest(method, path)
-	if !ok {
-		t.Fatalf("no %s %s", method, path)
-	}
-	if r.Body != want {
-		t.Errorf("%s %s body:\n got %s\nwant %s", method, path, r.Body, want)
 	}
 }
 

@@ -101,7 +101,7 @@ func TestRun(t *testing.T) {
 		if r.stdout != runID+"\n" || r.stderr != "" {
 			t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
 		}
-		checkBody(t, b.fake, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"task":"a=b"},"thread":"team-a"}`)
+		b.fake.CheckBody(t, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"task":"a=b"},"thread":"team-a"}`)
 	})
 
 	t.Run("JSON", func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestRun(t *testing.T) {
 		r.check(t, 0)
 		// depth=x is not a number: it goes as a string, for the server
 		// to refuse.
-		checkBody(t, b.fake, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"depth":"x","extra":true,"tags":["a",1],"task":"from a flag"}}`)
+		b.fake.CheckBody(t, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"depth":"x","extra":true,"tags":["a",1],"task":"from a flag"}}`)
 	})
 
 	t.Run("InputsFromStdin", func(t *testing.T) {
@@ -137,7 +137,7 @@ func TestRun(t *testing.T) {
 		b.fake.NextRun(baseView("running"))
 		b.stdin = `{"task": "piped"}`
 		b.exec(t, "run", "research_pipeline", "--inputs-file", "-").check(t, 0)
-		checkBody(t, b.fake, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"task":"piped"}}`)
+		b.fake.CheckBody(t, "POST", "/v1/runs", `{"pipeline":"research_pipeline","inputs":{"task":"piped"}}`)
 	})
 
 	for name, tt := range map[string]struct {
@@ -161,17 +161,6 @@ func TestRun(t *testing.T) {
 				t.Error("the run was started")
 			}
 		})
-	}
-}
-
-func checkBody(t *testing.T, f *apiclienttest.Fake, method, path, want string) {
-	t.Helper()
-	r, ok := f.LastRequest(method, path)
-	if !ok {
-		t.Fatalf("no %s %s", method, path)
-	}
-	if r.Body != want {
-		t.Errorf("%s %s body:\n got %s\nwant %s", method, path, r.Body, want)
 	}
 }
 
@@ -270,7 +259,7 @@ func TestApprove(t *testing.T) {
 		if want := "Interrupt " + iid + " resumed with approved: run " + runID + " is running.\n"; r.stdout != want {
 			t.Errorf("stdout %q, want %q", r.stdout, want)
 		}
-		checkBody(t, b.fake, "POST", "/v1/interrupts/"+iid+"/resume", approved)
+		b.fake.CheckBody(t, "POST", "/v1/interrupts/"+iid+"/resume", approved)
 	})
 
 	t.Run("InterruptID", func(t *testing.T) {
@@ -279,7 +268,7 @@ func TestApprove(t *testing.T) {
 		b.fake.AddRun(waiting().view)
 		r := b.exec(t, "runs", "approve", iid, "--value-json", `{"decision": "rejected"}`, "--migrate", "-o", "json")
 		r.check(t, 0)
-		checkBody(t, b.fake, "POST", "/v1/interrupts/"+iid+"/resume", `{"value":{"decision":"rejected"},"migrate":true}`)
+		b.fake.CheckBody(t, "POST", "/v1/interrupts/"+iid+"/resume", `{"value":{"decision":"rejected"},"migrate":true}`)
 		var run api.Run
 		if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || run.ID != runID {
 			t.Errorf("stdout %q: %v", r.stdout, err)
@@ -408,7 +397,7 @@ func TestRunsCommands(t *testing.T) {
 	if want := "Run " + forkID + " resumed: it is running.\n"; r.stdout != want {
 		t.Errorf("resume: %q, want %q", r.stdout, want)
 	}
-	checkBody(t, b.fake, "POST", "/v1/runs/"+forkID+"/resume", `{"migrate":true}`)
+	b.fake.CheckBody(t, "POST", "/v1/runs/"+forkID+"/resume", `{"migrate":true}`)
 
 	r = b.exec(t, "runs", "cancel", runID)
 	r.check(t, 0)
@@ -455,7 +444,7 @@ func TestFork(t *testing.T) {
 	if r.stdout != forkID+"\n" {
 		t.Errorf("stdout %q", r.stdout)
 	}
-	checkBody(t, b.fake, "POST", "/v1/runs/"+runID+"/fork",
+	b.fake.CheckBody(t, "POST", "/v1/runs/"+runID+"/fork",
 		`{"seq":1,"patch":{"inputs":{"task":"again"},"nodes":{"review":{"output":"","status":"pending","attempts":0,"iteration":0}}},"thread":"team-b"}`)
 
 	if err := os.WriteFile(patch, []byte(`{"node": {}}`), 0o600); err != nil {

@@ -162,6 +162,19 @@ func (f *Fake) LastRequest(method, path string) (Request, bool) {
 	return Request{}, false
 }
 
+// CheckBody fails t unless the last request to method and path sent want
+// as its body.
+func (f *Fake) CheckBody(t testing.TB, method, path, want string) {
+	t.Helper()
+	r, ok := f.LastRequest(method, path)
+	if !ok {
+		t.Fatalf("no %s %s", method, path)
+	}
+	if r.Body != want {
+		t.Errorf("%s %s body:\n got %s\nwant %s", method, path, r.Body, want)
+	}
+}
+
 // StreamAfters returns the after parameter of each connection to a run's
 // event stream ("" when absent).
 func (f *Fake) StreamAfters(runID string) []string {
