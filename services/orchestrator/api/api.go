@@ -37,25 +37,29 @@ var RunStatuses = []string{RunRunning, RunWaiting, RunSucceeded, RunFailed, RunC
 // MaxListLimit is the most runs one list returns.
 const MaxListLimit = 1000
 
-// The bodies of the list and prune answers, over HTTP and MCP alike: GET
-// /v1/pipelines and list_pipelines, GET /v1/runs and list_runs, GET
-// /v1/runs/{id}/checkpoints and list_checkpoints, POST /v1/runs/{id}/prune.
-// A list is never null: an empty one is [].
-type (
-	PipelineList struct {
-		Pipelines []PipelineSummary `json:"pipelines"`
-	}
-	RunList struct {
-		Runs []Run `json:"runs"`
-	}
-	CheckpointList struct {
-		Checkpoints []Checkpoint `json:"checkpoints"`
-	}
-	PruneResult struct {
-		// Deleted is how many checkpoints the prune removed.
-		Deleted int64 `json:"deleted"`
-	}
-)
+// PipelineList is the answer of GET /v1/pipelines and list_pipelines. Like
+// every list of the API, over HTTP and MCP alike, it is never null: an
+// empty one is [].
+type PipelineList struct {
+	Pipelines []PipelineSummary `json:"pipelines"`
+}
+
+// RunList is the answer of GET /v1/runs and list_runs.
+type RunList struct {
+	Runs []Run `json:"runs"`
+}
+
+// CheckpointList is the answer of GET /v1/runs/{id}/checkpoints and
+// list_checkpoints.
+type CheckpointList struct {
+	Checkpoints []Checkpoint `json:"checkpoints"`
+}
+
+// PruneResult is the answer of POST /v1/runs/{id}/prune.
+type PruneResult struct {
+	// Deleted is how many checkpoints the prune removed.
+	Deleted int64 `json:"deleted"`
+}
 
 // The node statuses.
 const (

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
@@ -144,7 +146,11 @@ func (s *Store) Keep(journey uuid.UUID, d *Draft) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("bases: creating a repository: %w", err)
 	}
-	if err := writePack(repo.Storer, d.mem, allHashes(d.mem)); err != nil {
+	hashes, err := reachable(d.mem, d.commit, d.origin)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := writePack(repo.Storer, d.mem, hashes); err != nil {
 		return Record{}, err
 	}
 	if err := repo.Storer.SetReference(plumbing.NewHashReference(baseRef, d.commit)); err != nil {
@@ -255,14 +261,79 @@ func readBlob(s ObjectReader, h plumbing.Hash, limit int64) ([]byte, error) {
 	return io.ReadAll(r)
 }
 
-// allHashes lists every object of a memory store.
-func allHashes(m *memory.Storage) []plumbing.Hash {
-	var hs []plumbing.Hash
-	_ = m.ForEachObjectHash(func(h plumbing.Hash) error {
-		hs = append(hs, h)
+// reachable lists the objects of m that the base commit and its origin
+// reach: their history down to m's shallow commits (or to a parent m does
+// not hold), and the trees and blobs of that history. Nothing else of m
+// becomes the base: a fetch of a commit from a server that serves commits
+// by id only through its refs brings every branch and tag, and those would
+// otherwise reach the worker's .git.
+func reachable(m *memory.Storage, tips ...plumbing.Hash) ([]plumbing.Hash, error) {
+	shallow, err := m.Shallow()
+	if err != nil {
+		return nil, fmt.Errorf("bases: %w", err)
+	}
+	seen := map[plumbing.Hash]bool{}
+	var out []plumbing.Hash
+	// add records h once, if m holds it: an older commit's objects may be
+	// missing from a history that was copied first-parent only.
+	add := func(h plumbing.Hash) bool {
+		if seen[h] || m.HasEncodedObject(h) != nil {
+			return false
+		}
+		seen[h] = true
+		out = append(out, h)
+		return true
+	}
+	var addTree func(h plumbing.Hash) error
+	addTree = func(h plumbing.Hash) error {
+		if !add(h) {
+			return nil
+		}
+		t, err := object.GetTree(m, h)
+		if err != nil {
+			return fmt.Errorf("bases: tree %s: %w", h, err)
+		}
+		for _, e := range t.Entries {
+			switch e.Mode {
+			case filemode.Dir:
+				if err := addTree(e.Hash); err != nil {
+					return err
+				}
+			case filemode.Submodule: // another repository's commit
+			default:
+				add(e.Hash)
+			}
+		}
 		return nil
-	})
-	return hs
+	}
+	var queue []plumbing.Hash
+	for _, h := range tips {
+		if h.IsZero() {
+			continue
+		}
+		if _, err := object.GetCommit(m, h); err != nil {
+			return nil, fmt.Errorf("bases: commit %s: %w", h, err)
+		}
+		queue = append(queue, h)
+	}
+	for len(queue) > 0 {
+		h := queue[0]
+		queue = queue[1:]
+		if !add(h) {
+			continue
+		}
+		c, err := object.GetCommit(m, h)
+		if err != nil {
+			return nil, fmt.Errorf("bases: commit %s: %w", h, err)
+		}
+		if err := addTree(c.TreeHash); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(shallow, h) {
+			queue = append(queue, c.ParentHashes...)
+		}
+	}
+	return out, nil
 }
 
 // writePack encodes the objects hashes of src as one packfile into dst.

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -105,5 +108,54 @@ func TestFlattenRefusesAMissingSubtree(t *testing.T) {
 	files, err := Flatten(root, 0)
 	if err == nil || !strings.Contains(err.Error(), `the directory "lib" (tree 0123456789012345678901234567890123456789) is missing`) {
 		t.Fatalf("Flatten = %v, %v; want the missing directory named", files, err)
+	}
+}
+
+// A base keeps what its commit and origin reach, and nothing else that
+// came with them: another branch's commit and files stay out.
+func TestKeepWritesWhatTheBaseReaches(t *testing.T) {
+	t.Parallel()
+	store, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDraft(Limits{})
+	commitOf := func(file, content string, parent plumbing.Hash) (plumbing.Hash, plumbing.Hash) {
+		t.Helper()
+		blob, err := WriteBlob(d.Storage(), []byte(content))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree, err := WriteTree(d.Storage(), map[string]Entry{"dir/" + file: {Mode: filemode.Regular, Hash: blob}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := WriteCommit(d.Storage(), tree, parent, file, time.Unix(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, blob
+	}
+	origin, originBlob := commitOf("origin.txt", "origin", plumbing.ZeroHash)
+	base, baseBlob := commitOf("base.txt", "base", origin)
+	other, otherBlob := commitOf("other.txt", "another branch", plumbing.ZeroHash)
+	if err := d.SetCommit(base, origin); err != nil {
+		t.Fatal(err)
+	}
+	uid := uuid.New()
+	rec, err := store.Keep(uid, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.Open(uid, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for h, want := range map[plumbing.Hash]bool{base: true, baseBlob: true, origin: true, originBlob: true, other: false, otherBlob: false} {
+		_, err := b.Storer().EncodedObject(plumbing.AnyObject, h)
+		if (err == nil) != want {
+			t.Errorf("object %s in the base: %v, want %v", h, err == nil, want)
+		}
 	}
 }
