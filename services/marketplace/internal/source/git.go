@@ -136,7 +136,10 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	if _, err := os.Stat(filepath.Join(gitDir, "objects")); err != nil {
 		return plumbing.ZeroHash, notFound("%s is not a git repository", dir)
 	}
-	st := filesystem.NewStorageWithOptions(osfs.New(gitDir, osfs.WithBoundOS()), cache.NewObjectLRUDefault(), filesystem.Options{})
+	// Objects past largeObject are read when their content is, not when
+	// they are looked up, so CopyCommit refuses a file past the limits from
+	// its size before inflating it.
+	st := filesystem.NewStorageWithOptions(osfs.New(gitDir, osfs.WithBoundOS()), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: largeObject})
 	repo, err := git.Open(st, nil)
 	if err != nil {
 		return plumbing.ZeroHash, notFound("%s is not a git repository: %v", dir, err)
@@ -154,6 +157,10 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	}
 	return *h, nil
 }
+
+// largeObject is the size from which a local repository's object is read
+// lazily.
+const largeObject = 1 << 20
 
 // maxTreeDepth is the deepest a source's directories may nest: a path of
 // more levels is longer than the gate's limit (gate.MaxPathLen, 4096 bytes,

@@ -155,13 +155,13 @@ func TestGitOverHTTPS(t *testing.T) {
 	}
 }
 
-// A repository whose one file is 128 MiB of zeros packs into a few hundred
-// kilobytes. Its fetch is refused from the sizes in the packfile, before
-// the file is inflated: the fetch allocates far less than the file's size.
-// Not parallel, so that the allocations counted are the fetch's.
-func TestFetchOfACompressionBombIsRefusedBeforeItInflates(t *testing.T) {
-	const bomb = 128 << 20
-	root := t.TempDir()
+// bomb is 128 MiB of zeros: a few hundred kilobytes in a repository.
+const bomb = 128 << 20
+
+// bombRepo makes a repository in root/src whose one large file is bomb
+// bytes of zeros, and a bare clone of it, root/bomb.git.
+func bombRepo(t *testing.T, root string) string {
+	t.Helper()
 	repo := gittest.Repo(t, filepath.Join(root, "src"), map[string]string{"README.md": "# bomb\n"})
 	f, err := os.Create(filepath.Join(repo, "zeros.bin"))
 	if err != nil {
@@ -173,6 +173,27 @@ func TestFetchOfACompressionBombIsRefusedBeforeItInflates(t *testing.T) {
 	gittest.Run(t, repo, "add", "zeros.bin")
 	gittest.Run(t, repo, "commit", "-q", "-m", "zeros")
 	gittest.Run(t, root, "clone", "-q", "--bare", repo, filepath.Join(root, "bomb.git"))
+	return repo
+}
+
+// allocated is how many bytes f allocates on the heap.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// A repository with a file of 128 MiB of zeros is refused from the sizes
+// its objects declare, before the file is inflated: over https (from the
+// fetched packfile) and from a local directory (from the object's header),
+// each allocating far less than the file's size. Not parallel, so that the
+// allocations counted are the source's.
+func TestACompressionBombIsRefusedBeforeItInflates(t *testing.T) {
+	root := t.TempDir()
+	bombRepo(t, root)
 
 	srv, _ := gitServer(t, root, "bot", "secret")
 	u, _ := url.Parse(srv.URL)
@@ -187,16 +208,27 @@ func TestFetchOfACompressionBombIsRefusedBeforeItInflates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	_, err = pol.Git(context.Background(), "alice", &source.GitSpec{URL: srv.URL + "/bomb.git"}, store.NewDraft(pol.Limits))
-	runtime.ReadMemStats(&after)
+	alloc := allocated(func() {
+		_, err = pol.Git(context.Background(), "alice", &source.GitSpec{URL: srv.URL + "/bomb.git"}, store.NewDraft(pol.Limits))
+	})
 	if e, ok := source.AsError(err); !ok || e.Code != source.CodeInvalid || !strings.Contains(err.Error(), "is 134217728 bytes; the file limit is 16777216") {
 		t.Fatalf("fetching the bomb: %v", err)
 	}
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > bomb/4 {
+	if alloc > bomb/4 {
 		t.Errorf("the refused fetch allocated %d MiB; the file is %d MiB", alloc>>20, bomb>>20)
+	}
+	local := &source.Policy{Roots: []string{root}, Limits: pol.Limits}
+	if err := local.CheckRoots(); err != nil {
+		t.Fatal(err)
+	}
+	alloc = allocated(func() {
+		_, err = local.Git(context.Background(), "alice", &source.GitSpec{URL: filepath.Join(root, "bomb.git")}, store.NewDraft(pol.Limits))
+	})
+	if !errors.Is(err, bases.ErrRefused) || !strings.Contains(err.Error(), "pass the limit of 16777216 bytes") {
+		t.Fatalf("reading the bomb from a local directory: %v", err)
+	}
+	if alloc > bomb/4 {
+		t.Errorf("the refused local source allocated %d MiB; the file is %d MiB", alloc>>20, bomb>>20)
 	}
 	// The fetched packfile waited in the store's directory, and is gone.
 	if left, _ := os.ReadDir(scratch); len(left) != 0 {
