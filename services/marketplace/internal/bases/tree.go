@@ -163,7 +163,7 @@ func Flatten(t *object.Tree, maxEntries int) (map[string]Entry, error) {
 				// go-git's walker ends the walk at a subtree it cannot
 				// read, as if the tree ended there: the files below it
 				// would be left out without a word.
-				return nil, fmt.Errorf("reading tree: the directory %q (tree %s) is missing", name, e.Hash)
+				return nil, refused("the directory %q (tree %s) is missing or is not a tree: the repository is incomplete", name, e.Hash)
 			}
 			return out, nil
 		}

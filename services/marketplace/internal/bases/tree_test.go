@@ -106,7 +106,7 @@ func TestFlattenRefusesAMissingSubtree(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, err := Flatten(root, 0)
-	if err == nil || !strings.Contains(err.Error(), `the directory "lib" (tree 0123456789012345678901234567890123456789) is missing`) {
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `the directory "lib" (tree 0123456789012345678901234567890123456789) is missing`) {
 		t.Fatalf("Flatten = %v, %v; want the missing directory named", files, err)
 	}
 }

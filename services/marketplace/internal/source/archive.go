@@ -125,14 +125,13 @@ type inflateLimit struct {
 }
 
 func (l *inflateLimit) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		return 0, fmt.Errorf("%w: the archive inflates past %d bytes (twice the file content limit, and its entries' headers)", bases.ErrRefused, l.limit)
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
 	}
 	n, err := l.r.Read(p)
-	l.left -= int64(n)
+	if l.left -= int64(n); l.left < 0 {
+		return 0, fmt.Errorf("%w: the archive inflates past %d bytes (twice the file content limit, and its entries' headers)", bases.ErrRefused, l.limit)
+	}
 	return n, err
 }
 

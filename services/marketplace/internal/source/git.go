@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -162,6 +163,35 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 // lazily.
 const largeObject = 1 << 20
 
+// inMemory reads obj, which the store holds as h, into memory, and no more
+// of it than its header declares. A large object of a local repository is
+// read lazily: stored as it is, it would be read again later, from a
+// repository that may have changed since, and as far as its data goes.
+func inMemory(obj plumbing.EncodedObject, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	if m, ok := obj.(*plumbing.MemoryObject); ok {
+		return m, nil
+	}
+	r, err := obj.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", obj.Type(), h, err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, obj.Size()+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", obj.Type(), h, err)
+	}
+	m := &plumbing.MemoryObject{}
+	m.SetType(obj.Type())
+	m.SetSize(int64(len(data)))
+	if _, err := m.Write(data); err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != obj.Size() || m.Hash() != h {
+		return nil, fmt.Errorf("%w: the repository's %s %s is corrupt: its data does not match its header or its id", bases.ErrRefused, obj.Type(), h)
+	}
+	return m, nil
+}
+
 // maxTreeDepth is the deepest a source's directories may nest: a path of
 // more levels is longer than the gate's limit (gate.MaxPathLen, 4096 bytes,
 // two bytes a level at the least) anyway.
@@ -181,6 +211,9 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 		obj, err := src.EncodedObject(t, h)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s %s: %w", t, h, err)
+		}
+		if obj, err = inMemory(obj, h); err != nil {
+			return nil, err
 		}
 		if _, err := dst.SetEncodedObject(obj); err != nil {
 			return nil, err
@@ -228,6 +261,9 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 				}
 				if size += obj.Size(); size > limits.MaxBytes {
 					return fmt.Errorf("%w: the repository's files pass the limit of %d bytes", bases.ErrRefused, limits.MaxBytes)
+				}
+				if obj, err = inMemory(obj, e.Hash); err != nil {
+					return err
 				}
 				if _, err := dst.SetEncodedObject(obj); err != nil {
 					return err

@@ -152,6 +152,9 @@ func ParseCredentials(data []byte) (map[string][]Credential, error) {
 				if caller == "" {
 					return nil, fmt.Errorf("line %d: an empty caller in the caller list", n)
 				}
+				if slices.Contains(c.Callers, caller) {
+					return nil, fmt.Errorf("line %d: caller %q is named twice", n, caller)
+				}
 				c.Callers = append(c.Callers, caller)
 			}
 		}

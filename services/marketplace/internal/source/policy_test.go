@@ -34,6 +34,7 @@ git.internal:8443 ci ci-token carol
 		{"h u p\nh u2 p2", "line 2: host h has a credential for every caller already"},
 		{"h u p alice\n\nh u2 p2 bob,alice", "line 3: caller \"alice\" has a credential for h already"},
 		{"h u p alice,,bob", "line 1: an empty caller"},
+		{"h u p alice,alice", `line 1: caller "alice" is named twice`},
 	} {
 		_, err := source.ParseCredentials([]byte(tt.file + "\n"))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -32,6 +32,10 @@ func useHTTPS(maxBytes int64) {
 	installHTTPS.Do(func() {
 		fetchLimit.Store(maxBytes)
 		base := http.DefaultTransport.(*http.Transport).Clone()
+		// The limit counts bytes as they come off the connection: a body
+		// the transport would gunzip on its own could be a thousand times
+		// larger. go-git asks for no compression, so none is asked for.
+		base.DisableCompression = true
 		dial := (&net.Dialer{}).DialContext
 		base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dial(ctx, network, addr)

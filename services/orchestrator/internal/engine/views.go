@@ -123,7 +123,7 @@ func checkListFilter(f store.ListFilter) error {
 		return invalid("status %q is not one of %s", f.Status, strings.Join(api.RunStatuses, ", "))
 	}
 	if f.Limit < 0 || f.Limit > api.MaxListLimit {
-		return invalid("limit %d is not from 1 to %d", f.Limit, api.MaxListLimit)
+		return invalid("limit %d is not from 1 to %d (0 means 50)", f.Limit, api.MaxListLimit)
 	}
 	return nil
 }

@@ -240,6 +240,7 @@ func TestErrors(t *testing.T) {
 		{"checkpoints of unknown run", "GET", "/v1/runs/nope/checkpoints", nil, 404, codeNotFound, "not found"},
 		{"bad status filter", "GET", "/v1/runs?status=done", nil, 400, codeInvalid, "status"},
 		{"bad limit", "GET", "/v1/runs?limit=0", nil, 400, codeInvalid, "limit"},
+		{"limit past the most", "GET", "/v1/runs?limit=1001", nil, 400, codeInvalid, "limit 1001 is not from 1 to 1000"},
 		{"bad before", "GET", "/v1/runs?before=nope", nil, 400, codeInvalid, "before"},
 		{"fork without seq", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{}, 400, codeInvalid, "seq is required"},
 		{"fork of unknown checkpoint", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": 99}, 404, codeNotFound, "checkpoint 99"},
