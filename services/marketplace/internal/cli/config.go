@@ -209,24 +209,33 @@ func (c *serveConfig) resolve(fs *pflag.FlagSet, file string, getenv func(string
 // parsePoolSizes reads "worker=size,worker=size"; the workers are checked
 // against the catalog when the marketplace starts.
 func parsePoolSizes(s string) (map[string]int, error) {
-	out := map[string]int{}
-	for _, kv := range strings.Split(s, ",") {
-		kv = strings.TrimSpace(kv)
-		if kv == "" {
-			continue
+	pairs, err := parsePairs(s, "worker=size with a size of 0 or more")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(pairs))
+	for k, v := range pairs {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not worker=size with a size of 0 or more", k+"="+v)
 		}
-		k, v, ok := strings.Cut(kv, "=")
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if !ok || strings.TrimSpace(k) == "" || err != nil || n < 0 {
-			return nil, fmt.Errorf("%q is not worker=size with a size of 0 or more", kv)
-		}
-		out[strings.TrimSpace(k)] = n
+		out[k] = n
 	}
 	return out, nil
 }
 
 // parseLabels reads "k=v,k=v".
 func parseLabels(s string) (map[string]string, error) {
+	out, err := parsePairs(s, "k=v")
+	if err != nil {
+		return nil, fmt.Errorf("label %w", err)
+	}
+	return out, nil
+}
+
+// parsePairs reads "k=v,k=v", white space around each part trimmed and
+// empty items skipped; an item without "=" or a key is not form.
+func parsePairs(s, form string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, kv := range strings.Split(s, ",") {
 		kv = strings.TrimSpace(kv)
@@ -234,10 +243,10 @@ func parseLabels(s string) (map[string]string, error) {
 			continue
 		}
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("label %q is not k=v", kv)
+		if k = strings.TrimSpace(k); !ok || k == "" {
+			return nil, fmt.Errorf("%q is not %s", kv, form)
 		}
-		out[k] = v
+		out[k] = strings.TrimSpace(v)
 	}
 	return out, nil
 }

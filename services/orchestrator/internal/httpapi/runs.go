@@ -38,6 +38,12 @@ func (a *API) startRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := a.eng.StartRun(r.Context(), engine.StartRequest{Pipeline: body.Pipeline, Inputs: body.Inputs, Thread: body.Thread, Caller: callerFrom(r.Context())})
+	a.started(w, r, run, err)
+}
+
+// started answers a request that started a run (a start or a fork): 201
+// with the run and its Location, or the error.
+func (a *API) started(w http.ResponseWriter, r *http.Request, run api.Run, err error) {
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -106,13 +112,7 @@ func (a *API) forkRun(w http.ResponseWriter, r *http.Request) {
 	run, err := a.eng.Fork(r.Context(), engine.ForkRequest{
 		RunID: chi.URLParam(r, "id"), Seq: seq, Patch: body.Patch, Thread: body.Thread, Migrate: body.Migrate, Caller: callerFrom(r.Context()),
 	})
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	a.metrics.RunStarted(run.Pipeline, "http")
-	w.Header().Set("Location", "/v1/runs/"+run.ID)
-	writeJSON(w, http.StatusCreated, run)
+	a.started(w, r, run, err)
 }
 
 func (a *API) cancelRun(w http.ResponseWriter, r *http.Request) {
