@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // codex plays `codex exec --json [resume ID] PROMPT` (docs/exec.md).
@@ -18,52 +17,29 @@ func (c *codex) parse(args []string) (invocation, error) {
 	if len(args) == 0 || args[0] != "exec" {
 		return inv, usageError{"the fake codex only implements `codex exec`"}
 	}
-	var (
-		positional             []string
-		jsonOut, skipGit, isRe bool
-	)
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			positional = append(positional, args[i+1:]...)
-			break
-		}
-		switch a {
-		case "--json", "--experimental-json":
-			jsonOut = true
-			continue
-		case "--skip-git-repo-check":
-			skipGit = true
-			continue
-		case "--dangerously-bypass-approvals-and-sandbox", "--yolo", "--ephemeral":
-			continue
-		case "resume":
-			if !isRe && len(positional) == 0 {
-				isRe = true
-				continue
-			}
-		}
-		v, next, ok, err := flagValue(args, i, "--model", "-m", "--sandbox", "-s", "--cd", "-C", "--config", "-c")
-		if err != nil {
-			return inv, err
-		}
-		if ok {
-			if a == "--model" || a == "-m" || strings.HasPrefix(a, "--model=") || strings.HasPrefix(a, "-m=") {
-				inv.model = v
-			}
-			i = next
-			continue
-		}
-		if strings.HasPrefix(a, "-") && a != "-" {
-			return inv, usageError{fmt.Sprintf("error: unexpected argument '%s' found", a)}
-		}
-		positional = append(positional, a)
+	var jsonOut, skipGit bool
+	ignored := ""
+	positional, before, err := options{
+		switches: map[string]func(){
+			"--json": func() { jsonOut = true }, "--experimental-json": func() { jsonOut = true },
+			"--skip-git-repo-check":                      func() { skipGit = true },
+			"--dangerously-bypass-approvals-and-sandbox": nil, "--yolo": nil, "--ephemeral": nil,
+		},
+		values: map[string]func(string) error{
+			"--model": set(&inv.model), "-m": set(&inv.model),
+			"--sandbox": set(&ignored), "-s": set(&ignored), "--cd": set(&ignored), "-C": set(&ignored), "--config": set(&ignored), "-c": set(&ignored),
+		},
+		unknown: func(a string) error { return usageError{fmt.Sprintf("error: unexpected argument '%s' found", a)} },
+	}.scan(args[1:])
+	if err != nil {
+		return inv, err
 	}
-	if isRe {
-		if len(positional) == 0 {
+	// `resume` is a subcommand only as the first operand before a "--".
+	if before > 0 && positional[0] == "resume" {
+		if len(positional) == 1 {
 			return inv, usageError{"error: resume needs a SESSION_ID (or --last)"}
 		}
-		inv.resume, positional = positional[0], positional[1:]
+		inv.resume, positional = positional[1], positional[2:]
 	}
 	if len(positional) != 1 {
 		return inv, usageError{fmt.Sprintf("error: expected one PROMPT, got %q", positional)}
@@ -95,10 +71,7 @@ func (c *codex) play(s *session, inv invocation, r Run) int {
 	for _, st := range r.Steps {
 		switch {
 		case st.Reply != "" || st.Recall:
-			text := st.Reply
-			if st.Recall {
-				text = s.previous()
-			}
+			text := s.reply(st)
 			emit(obj{"type": "item.completed", "item": c.item(obj{"type": "agent_message", "text": text})})
 		case st.Edit != nil:
 			kind := "update"

@@ -17,45 +17,28 @@ func (g *gemini) newID() string { return uuid4() }
 
 func (g *gemini) parse(args []string) (invocation, error) {
 	var inv invocation
-	var query []string
 	format, hasPrompt := "text", false
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			query = append(query, args[i+1:]...)
-			break
+	prompt := func(v string) error {
+		inv.prompt, hasPrompt = v, true
+		return nil
+	}
+	approval := func(v string) error {
+		if v != "default" && v != "auto_edit" && v != "yolo" && v != "plan" {
+			return usageError{fmt.Sprintf("Invalid values:\n  Argument: approval-mode, Given: %q", v)}
 		}
-		switch a {
-		case "--yolo", "-y", "--skip-trust", "--sandbox", "-s", "--debug", "-d":
-			continue
-		}
-		v, next, ok, err := flagValue(args, i, "--output-format", "-o", "--approval-mode", "--model", "-m", "--resume", "-r", "--prompt", "-p")
-		if err != nil {
-			return inv, err
-		}
-		if ok {
-			flag, _, _ := strings.Cut(a, "=")
-			switch flag {
-			case "--output-format", "-o":
-				format = v
-			case "--approval-mode":
-				if v != "default" && v != "auto_edit" && v != "yolo" && v != "plan" {
-					return inv, usageError{fmt.Sprintf("Invalid values:\n  Argument: approval-mode, Given: %q", v)}
-				}
-			case "--model", "-m":
-				inv.model = v
-			case "--resume", "-r":
-				inv.resume = v
-			case "--prompt", "-p":
-				inv.prompt, hasPrompt = v, true
-			}
-			i = next
-			continue
-		}
-		if strings.HasPrefix(a, "-") {
-			return inv, usageError{"Unknown argument: " + strings.TrimLeft(a, "-")}
-		}
-		query = append(query, a)
+		return nil
+	}
+	query, _, err := options{
+		switches: map[string]func(){"--yolo": nil, "-y": nil, "--skip-trust": nil, "--sandbox": nil, "-s": nil, "--debug": nil, "-d": nil},
+		values: map[string]func(string) error{
+			"--output-format": set(&format), "-o": set(&format), "--approval-mode": approval,
+			"--model": set(&inv.model), "-m": set(&inv.model), "--resume": set(&inv.resume), "-r": set(&inv.resume),
+			"--prompt": prompt, "-p": prompt,
+		},
+		unknown: func(a string) error { return usageError{"Unknown argument: " + strings.TrimLeft(a, "-")} },
+	}.scan(args)
+	if err != nil {
+		return inv, err
 	}
 	if format != "stream-json" {
 		return inv, usageError{"the fake gemini only implements --output-format stream-json"}
@@ -104,10 +87,7 @@ func (g *gemini) play(s *session, inv invocation, r Run) int {
 	for _, st := range r.Steps {
 		switch {
 		case st.Reply != "" || st.Recall:
-			text := st.Reply
-			if st.Recall {
-				text = s.previous()
-			}
+			text := s.reply(st)
 			// Streamed as delta chunks, as Gemini does.
 			half := len(text) / 2
 			for half > 0 && half < len(text) && text[half]&0xc0 == 0x80 {

@@ -191,6 +191,15 @@ type session struct {
 	Prompts []string `json:"prompts"`
 }
 
+// reply is the text of a reply step: its own, or for a recall step the
+// session's previous prompt.
+func (s *session) reply(st script.Step) string {
+	if st.Recall {
+		return s.previous()
+	}
+	return st.Reply
+}
+
 // previous is what a recall step replies.
 func (s *session) previous() string {
 	if len(s.Prompts) == 0 {
@@ -261,22 +270,60 @@ func uuid4() string {
 
 func now() int64 { return time.Now().UnixMilli() }
 
-// flagValue matches args[i] against a flag taking a value, spelled
-// "--flag=v" or "--flag v". It returns the value, the index of the last
-// argument used, and whether args[i] was that flag; a missing value is an
-// error.
-func flagValue(args []string, i int, names ...string) (string, int, bool, error) {
-	a := args[i]
-	for _, n := range names {
-		if v, ok := strings.CutPrefix(a, n+"="); ok {
-			return v, i, true, nil
+// options is how a fake CLI reads its arguments, as the real one's parser
+// does: a switch takes no value, a value option takes one (as "--opt v" or
+// "--opt=v"), "--" ends the options, and other words are operands.
+type options struct {
+	// switches are the options without a value; a nil func accepts one and
+	// does nothing.
+	switches map[string]func()
+	// values are the options with a value, by every name they go by.
+	values map[string]func(v string) error
+	// unknown is the error for an option neither table names.
+	unknown func(arg string) error
+}
+
+// scan reads args, and returns the operands, and how many of them came
+// before a "--" (all of them without one).
+func (o options) scan(args []string) (words []string, before int, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			before = len(words)
+			return append(words, args[i+1:]...), before, nil
 		}
-		if a == n {
-			if i+1 >= len(args) {
-				return "", i, true, usageError{fmt.Sprintf("a value is required for '%s' but none was supplied", n)}
+		if f, ok := o.switches[a]; ok {
+			if f != nil {
+				f()
 			}
-			return args[i+1], i + 1, true, nil
+			continue
 		}
+		name, v, inline := strings.Cut(a, "=")
+		if set, ok := o.values[name]; ok && strings.HasPrefix(a, "-") {
+			if !inline {
+				if i+1 >= len(args) {
+					return nil, 0, usageError{fmt.Sprintf("a value is required for '%s' but none was supplied", name)}
+				}
+				i++
+				v = args[i]
+			}
+			if err := set(v); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if strings.HasPrefix(a, "-") && a != "-" {
+			return nil, 0, o.unknown(a)
+		}
+		words = append(words, a)
 	}
-	return "", i, false, nil
+	return words, len(words), nil
+}
+
+// set is a value option that stores its value in p.
+func set(p *string) func(string) error {
+	return func(v string) error {
+		*p = v
+		return nil
+	}
 }

@@ -30,39 +30,20 @@ func (o *opencode) parse(args []string) (invocation, error) {
 	if len(args) == 0 || args[0] != "run" {
 		return inv, usageError{"the fake opencode only implements `opencode run`"}
 	}
-	var words []string
-	format := "default"
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			words = append(words, args[i+1:]...)
-			break
-		}
-		switch a {
-		case "--auto", "--dangerously-skip-permissions", "--yolo", "--continue", "-c", "--fork", "--share", "--thinking":
-			continue
-		}
-		v, next, ok, err := flagValue(args, i, "--format", "--model", "-m", "--session", "-s", "--agent", "--variant", "--title", "--dir", "--file", "-f")
-		if err != nil {
-			return inv, err
-		}
-		if ok {
-			flag, _, _ := strings.Cut(a, "=")
-			switch flag {
-			case "--format":
-				format = v
-			case "--model", "-m":
-				inv.model = v
-			case "--session", "-s":
-				inv.resume = v
-			}
-			i = next
-			continue
-		}
-		if strings.HasPrefix(a, "-") {
-			return inv, usageError{"Unknown argument: " + strings.TrimLeft(a, "-")}
-		}
-		words = append(words, a)
+	format, ignored := "default", ""
+	words, _, err := options{
+		switches: map[string]func(){
+			"--auto": nil, "--dangerously-skip-permissions": nil, "--yolo": nil, "--continue": nil, "-c": nil,
+			"--fork": nil, "--share": nil, "--thinking": nil,
+		},
+		values: map[string]func(string) error{
+			"--format": set(&format), "--model": set(&inv.model), "-m": set(&inv.model), "--session": set(&inv.resume), "-s": set(&inv.resume),
+			"--agent": set(&ignored), "--variant": set(&ignored), "--title": set(&ignored), "--dir": set(&ignored), "--file": set(&ignored), "-f": set(&ignored),
+		},
+		unknown: func(a string) error { return usageError{"Unknown argument: " + strings.TrimLeft(a, "-")} },
+	}.scan(args[1:])
+	if err != nil {
+		return inv, err
 	}
 	if format != "json" {
 		return inv, usageError{"the fake opencode only implements --format json"}
@@ -102,10 +83,7 @@ func (o *opencode) play(s *session, inv invocation, r Run) int {
 	for _, st := range r.Steps {
 		switch {
 		case st.Reply != "" || st.Recall:
-			text := st.Reply
-			if st.Recall {
-				text = s.previous()
-			}
+			text := s.reply(st)
 			ev("text", obj{"part": o.part(s.ID, obj{"type": "text", "text": text, "time": obj{"start": now(), "end": now()}})})
 		case st.Edit != nil:
 			abs, _ := filepath.Abs(st.Edit.Path)

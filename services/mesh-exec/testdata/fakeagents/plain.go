@@ -20,38 +20,13 @@ func (p *plain) newID() string { return uuid4() }
 
 func (p *plain) parse(args []string) (invocation, error) {
 	var inv invocation
-	var words []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			words = append(words, args[i+1:]...)
-			break
-		}
-		if a == "--jsonl" {
-			inv.jsonl = true
-			continue
-		}
-		v, next, ok, err := flagValue(args, i, "--session", "--resume", "--model")
-		if err != nil {
-			return inv, err
-		}
-		if ok {
-			flag, _, _ := strings.Cut(a, "=")
-			switch flag {
-			case "--session":
-				inv.session = v
-			case "--resume":
-				inv.resume = v
-			case "--model":
-				inv.model = v
-			}
-			i = next
-			continue
-		}
-		if strings.HasPrefix(a, "-") {
-			return inv, usageError{"unknown flag " + a}
-		}
-		words = append(words, a)
+	words, _, err := options{
+		switches: map[string]func(){"--jsonl": func() { inv.jsonl = true }},
+		values:   map[string]func(string) error{"--session": set(&inv.session), "--resume": set(&inv.resume), "--model": set(&inv.model)},
+		unknown:  func(a string) error { return usageError{"unknown flag " + a} },
+	}.scan(args)
+	if err != nil {
+		return inv, err
 	}
 	inv.prompt = strings.Join(words, " ")
 	if inv.session != "" && inv.resume != "" {
@@ -73,10 +48,7 @@ func (p *plain) play(s *session, inv invocation, r Run) int {
 	for _, st := range r.Steps {
 		switch {
 		case st.Reply != "" || st.Recall:
-			text := st.Reply
-			if st.Recall {
-				text = s.previous()
-			}
+			text := s.reply(st)
 			replies = append(replies, text)
 			if inv.jsonl {
 				emit(obj{"text": text})
