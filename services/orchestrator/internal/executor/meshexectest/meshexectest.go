@@ -212,21 +212,15 @@ func (s *Server) start(t testing.TB) {
 // Stop ends mesh-exec as an orchestrator's deployment would (SIGTERM: it
 // stops its agents first) and waits for it; after 20s it kills it. It does
 // nothing when mesh-exec is not running.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	p := s.proc
-	s.proc = nil
-	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	p.Stop(20 * time.Second)
-	killAgents(s.Log, s.bins.Claude)
-}
+func (s *Server) Stop() { s.end(func(p *servicetest.Process) { p.Stop(20 * time.Second) }) }
 
 // Kill crashes mesh-exec (SIGKILL) and then kills the agents it left
 // running, as a crashed container would lose them.
-func (s *Server) Kill() {
+func (s *Server) Kill() { s.end((*servicetest.Process).Kill) }
+
+// end ends the running mesh-exec, if any, with stop, then kills whatever
+// agents are left.
+func (s *Server) end(stop func(*servicetest.Process)) {
 	s.mu.Lock()
 	p := s.proc
 	s.proc = nil
@@ -234,7 +228,7 @@ func (s *Server) Kill() {
 	if p == nil {
 		return
 	}
-	p.Kill()
+	stop(p)
 	killAgents(s.Log, s.bins.Claude)
 }
 
