@@ -73,6 +73,12 @@ type Request struct {
 	Task string
 	// SessionID resumes that session when set; empty starts a new one.
 	SessionID string
+	Settings
+}
+
+// Settings are the agent settings of a run, the same for every run of a
+// mesh-exec (its operator sets them).
+type Settings struct {
 	// Model, AllowedTools, MaxTurns and AppendSystemPrompt are passed on when
 	// the CLI supports them; zero values are left out.
 	Model              string

@@ -29,6 +29,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/wsquota"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/agenthook"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/hookwire"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/server"
@@ -210,9 +211,11 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 	}
 	srv, err := server.New(server.Config{
 		WorkspaceRoot: f.workspaceRoot, Backends: backends, DefaultBackend: f.backend, Sessions: sessions,
-		Runner:       runner.New(runner.Config{Grace: f.grace, Credential: cred, Sweeper: sweeper, Env: agentEnv}),
-		HookSettings: hookSettings,
-		Model:        f.model, AllowedTools: allowed, MaxTurns: f.maxTurns, AppendSystemPrompt: prompt, MCPConfig: f.mcpConfig,
+		Runner: runner.New(runner.Config{Grace: f.grace, Credential: cred, Sweeper: sweeper, Env: agentEnv}),
+		Settings: backend.Settings{
+			HookSettings: hookSettings,
+			Model:        f.model, AllowedTools: allowed, MaxTurns: f.maxTurns, AppendSystemPrompt: prompt, MCPConfig: f.mcpConfig,
+		},
 		Quota: wsquota.New(f.workspaceRoot, f.maxWorkspaceBytes, f.maxWorkspaceFiles),
 		Busy:  f.busy, MaxTaskBytes: f.maxTaskBytes, DefaultTimeout: f.defaultTimeout, Logger: logger, Metrics: reg,
 	})

@@ -46,17 +46,10 @@ type Config struct {
 	Sessions *session.Store
 	// Runner runs the agent processes. Required.
 	Runner *runner.Runner
-	// Agent settings passed to every run. Defaults to none.
-	Model              string
-	AllowedTools       []string
-	MaxTurns           int
-	AppendSystemPrompt string
-	MCPConfig          string
-	// HookSettings, when set, are agent CLI settings whose hooks check each
-	// tool call before it runs (package agenthook); backends that take
-	// hooks (claude) get them, and report the hooks' decisions as events.
-	// Defaults to none: tool calls are not checked.
-	HookSettings string
+	// Settings are the agent settings of every run. Defaults to none; with
+	// no HookSettings, tool calls are not checked (package agenthook makes
+	// them).
+	backend.Settings
 	// Busy is BusyWait or BusyRefuse. Defaults to BusyWait.
 	Busy string
 	// MaxTaskBytes bounds a task. Defaults to 1 MiB.
@@ -267,9 +260,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	prog := newProgress(ctx, req, s.cfg.Heartbeat)
 	defer prog.stop()
 	breq := backend.Request{
-		Repository: repo, Task: in.Task, SessionID: in.SessionID,
-		Model: s.cfg.Model, AllowedTools: s.cfg.AllowedTools, MaxTurns: s.cfg.MaxTurns,
-		AppendSystemPrompt: s.cfg.AppendSystemPrompt, MCPConfig: s.cfg.MCPConfig, HookSettings: s.cfg.HookSettings,
+		Repository: repo, Task: in.Task, SessionID: in.SessionID, Settings: s.cfg.Settings,
 	}
 	recorded := ""
 	started := time.Now()

@@ -52,7 +52,7 @@ func (e *env) inProcess(t *testing.T, extraEnv ...string) *inProcess {
 		DefaultBackend: "claude",
 		Sessions:       sessions,
 		Runner:         runner.New(runner.Config{Env: e.environ(extraEnv...), Grace: 500 * time.Millisecond}),
-		Model:          "claude-test-model",
+		Settings:       backend.Settings{Model: "claude-test-model"},
 		Logger:         telemetry.NewLogger(p.logs, slog.LevelInfo),
 		Metrics:        p.metrics,
 	})

@@ -38,9 +38,11 @@ func TestCommand(t *testing.T) {
 		{
 			name: "every option",
 			req: backend.Request{
-				Repository: "/workspace/repo", Task: "do it", SessionID: sessionID, Model: "sonnet",
-				AllowedTools: []string{"Read", "Edit", "Bash(git diff *)"}, MaxTurns: 7,
-				AppendSystemPrompt: "- be brief", MCPConfig: "/run/mesh/mcp.json",
+				Repository: "/workspace/repo", Task: "do it", SessionID: sessionID,
+				Settings: backend.Settings{
+					Model: "sonnet", AllowedTools: []string{"Read", "Edit", "Bash(git diff *)"}, MaxTurns: 7,
+					AppendSystemPrompt: "- be brief", MCPConfig: "/run/mesh/mcp.json",
+				},
 			},
 			want: with("--resume", sessionID, "--model", "sonnet", "--max-turns", "7",
 				"--allowedTools", "Read,Edit,Bash(git diff *)", "--append-system-prompt", "- be brief",
@@ -67,8 +69,8 @@ func TestCommand(t *testing.T) {
 		{name: "session id that is a flag", req: backend.Request{Task: "t", SessionID: "--dangerously-skip-permissions"}, err: "not a UUID"},
 		{name: "session id with braces", req: backend.Request{Task: "t", SessionID: "{" + sessionID + "}"}, err: "not a UUID"},
 		{name: "session id with a newline", req: backend.Request{Task: "t", SessionID: sessionID + "\n"}, err: "not a UUID"},
-		{name: "negative max turns", req: backend.Request{Task: "t", MaxTurns: -1}, err: "negative"},
-		{name: "empty tool name", req: backend.Request{Task: "t", AllowedTools: []string{"Read", " "}}, err: "tool name is empty"},
+		{name: "negative max turns", req: backend.Request{Task: "t", Settings: backend.Settings{MaxTurns: -1}}, err: "negative"},
+		{name: "empty tool name", req: backend.Request{Task: "t", Settings: backend.Settings{AllowedTools: []string{"Read", " "}}}, err: "tool name is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +115,7 @@ func TestTasksReachTheCLIIntact(t *testing.T) {
 		t.Run(task, func(t *testing.T) {
 			t.Parallel()
 			repo := t.TempDir()
-			p := runBackend(t, backend.Request{Repository: repo, Task: task, AllowedTools: []string{"Read", "Edit"}, MCPConfig: `{"mcpServers":{}}`}, env(t.TempDir()))
+			p := runBackend(t, backend.Request{Repository: repo, Task: task, Settings: backend.Settings{AllowedTools: []string{"Read", "Edit"}, MCPConfig: `{"mcpServers":{}}`}}, env(t.TempDir()))
 			if p.Result.IsError {
 				t.Fatalf("run failed: %+v\nstderr %s", p.Result, p.Stderr)
 			}

@@ -142,7 +142,7 @@ func TestFakeInvocationLog(t *testing.T) {
 	t.Parallel()
 	repo := t.TempDir()
 	log := filepath.Join(t.TempDir(), "invocations.jsonl")
-	req := backend.Request{Repository: repo, Task: "log me", Model: "sonnet"}
+	req := backend.Request{Repository: repo, Task: "log me", Settings: backend.Settings{Model: "sonnet"}}
 	runBackend(t, req, env(t.TempDir(), fakeclaudelog.Env+"="+log))
 	runBackend(t, req, env(t.TempDir(), fakeclaudelog.Env+"="+log, "CLAUDECODE=1"))
 
@@ -312,7 +312,7 @@ func TestFakeMCPCall(t *testing.T) {
 		"reply": "spawned it",
 	})
 	call := func(tokenEnv string) (backend.Event, backend.Result) {
-		p := runBackend(t, backend.Request{Repository: t.TempDir(), Task: "spawn", MCPConfig: config}, env(t.TempDir(), script, "MESH_TOKEN="+tokenEnv))
+		p := runBackend(t, backend.Request{Repository: t.TempDir(), Task: "spawn", Settings: backend.Settings{MCPConfig: config}}, env(t.TempDir(), script, "MESH_TOKEN="+tokenEnv))
 		if initField(t, p.Stdout, "type") != "system" {
 			t.Fatal("no init")
 		}

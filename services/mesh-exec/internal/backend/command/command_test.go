@@ -32,7 +32,7 @@ func TestCommand(t *testing.T) {
 		{
 			name: "new session",
 			cfg:  agent,
-			req:  backend.Request{Repository: "/w/r", Task: "fix it", Model: "big"},
+			req:  backend.Request{Repository: "/w/r", Task: "fix it", Settings: backend.Settings{Model: "big"}},
 			want: []string{"my-agent", "--cwd", "/w/r", "--model", "big", "--prompt=fix it"},
 		},
 		{
@@ -44,7 +44,7 @@ func TestCommand(t *testing.T) {
 		{
 			name: "resume",
 			cfg:  agent,
-			req:  backend.Request{Task: "go on", SessionID: "s-1.2_x", Model: "big"},
+			req:  backend.Request{Task: "go on", SessionID: "s-1.2_x", Settings: backend.Settings{Model: "big"}},
 			want: []string{"my-agent", "resume", "s-1.2_x", "-mbig", "--", "go on"},
 		},
 		{

@@ -64,7 +64,7 @@ func TestFakeTextRun(t *testing.T) {
 	t.Parallel()
 	b := New(textAgent(fakeagenttest.Binary(t, "agent")))
 	repo := t.TempDir()
-	p := fakeagenttest.Run(t, b, t.TempDir(), backend.Request{Repository: repo, Task: "fix", Model: "big"}, steps(
+	p := fakeagenttest.Run(t, b, t.TempDir(), backend.Request{Repository: repo, Task: "fix", Settings: backend.Settings{Model: "big"}}, steps(
 		script.Step{Unknown: true},
 		script.Step{Edit: &script.Edit{Path: "a/b.txt", Content: "hi"}},
 		script.Step{Reply: "line one"},

@@ -39,7 +39,7 @@ func TestCommand(t *testing.T) {
 	gemini := []string{"gemini", "--output-format=stream-json", "--approval-mode=yolo"}
 	opencode := []string{"opencode", "run", "--format", "json", "--auto"}
 	with := func(base []string, extra ...string) []string { return append(slices.Clone(base), extra...) }
-	unsupported := backend.Request{Task: "t", AllowedTools: []string{"Read"}, MaxTurns: 3, AppendSystemPrompt: "x", MCPConfig: "/m.json"}
+	unsupported := backend.Request{Task: "t", Settings: backend.Settings{AllowedTools: []string{"Read"}, MaxTurns: 3, AppendSystemPrompt: "x", MCPConfig: "/m.json"}}
 	tests := []struct {
 		name   string
 		cli    CLI
@@ -49,10 +49,10 @@ func TestCommand(t *testing.T) {
 		err    string
 	}{
 		{name: "codex: new session", cli: Codex(), req: backend.Request{Task: "fix the test"}, want: with(codex, "--", "fix the test")},
-		{name: "codex: model", cli: Codex(), req: backend.Request{Task: "t", Model: "gpt-5-codex"}, want: with(codex, "--model=gpt-5-codex", "--", "t")},
+		{name: "codex: model", cli: Codex(), req: backend.Request{Task: "t", Settings: backend.Settings{Model: "gpt-5-codex"}}, want: with(codex, "--model=gpt-5-codex", "--", "t")},
 		{
 			name: "codex: resume puts the flags before the subcommand", cli: Codex(),
-			req:  backend.Request{Task: "go on", SessionID: codexSession, Model: "gpt-5"},
+			req:  backend.Request{Task: "go on", SessionID: codexSession, Settings: backend.Settings{Model: "gpt-5"}},
 			want: with(codex, "--model=gpt-5", "resume", codexSession, "--", "go on"),
 		},
 		{name: "codex: a task that looks like a flag stays the prompt", cli: Codex(), req: backend.Request{Task: "--help"}, want: with(codex, "--", "--help")},
@@ -67,7 +67,7 @@ func TestCommand(t *testing.T) {
 		{name: "gemini: new session", cli: Gemini(), req: backend.Request{Task: "fix it"}, want: with(gemini, "--prompt=fix it")},
 		{
 			name: "gemini: resume with a model", cli: Gemini(),
-			req:  backend.Request{Task: "go on", SessionID: geminiSession, Model: "gemini-2.5-pro"},
+			req:  backend.Request{Task: "go on", SessionID: geminiSession, Settings: backend.Settings{Model: "gemini-2.5-pro"}},
 			want: with(gemini, "--model=gemini-2.5-pro", "--resume="+geminiSession, "--prompt=go on"),
 		},
 		{name: "gemini: a task that looks like a flag stays inside --prompt=", cli: Gemini(), req: backend.Request{Task: "--yolo\n-p x"}, want: with(gemini, "--prompt=--yolo\n-p x")},
@@ -85,10 +85,10 @@ func TestCommand(t *testing.T) {
 		{name: "opencode: new session", cli: OpenCode(), req: backend.Request{Task: "fix it"}, want: with(opencode, "--", "fix it")},
 		{
 			name: "opencode: resume with a model", cli: OpenCode(),
-			req:  backend.Request{Task: "go on", SessionID: opencodeSession, Model: "anthropic/claude-sonnet-4-5"},
+			req:  backend.Request{Task: "go on", SessionID: opencodeSession, Settings: backend.Settings{Model: "anthropic/claude-sonnet-4-5"}},
 			want: with(opencode, "--model=anthropic/claude-sonnet-4-5", "--session="+opencodeSession, "--", "go on"),
 		},
-		{name: "opencode: model ids may contain more slashes", cli: OpenCode(), req: backend.Request{Task: "t", Model: "openrouter/meta/llama-4"}, want: with(opencode, "--model=openrouter/meta/llama-4", "--", "t")},
+		{name: "opencode: model ids may contain more slashes", cli: OpenCode(), req: backend.Request{Task: "t", Settings: backend.Settings{Model: "openrouter/meta/llama-4"}}, want: with(opencode, "--model=openrouter/meta/llama-4", "--", "t")},
 		{
 			name: "opencode: older permission flag", cli: withFlags(OpenCode(), "run", "--format", "json", "--dangerously-skip-permissions"), binary: "/usr/local/bin/opencode",
 			req:  backend.Request{Task: "t"},
@@ -99,7 +99,7 @@ func TestCommand(t *testing.T) {
 		{name: "opencode: flag as session id", cli: OpenCode(), req: backend.Request{Task: "t", SessionID: "--continue"}, err: "ses_"},
 		{name: "opencode: uuid as session id", cli: OpenCode(), req: backend.Request{Task: "t", SessionID: codexSession}, err: "ses_"},
 		{name: "opencode: session id with a space", cli: OpenCode(), req: backend.Request{Task: "t", SessionID: "ses_a b"}, err: "ses_"},
-		{name: "opencode: model without provider", cli: OpenCode(), req: backend.Request{Task: "t", Model: "gpt-5"}, err: "provider/model"},
+		{name: "opencode: model without provider", cli: OpenCode(), req: backend.Request{Task: "t", Settings: backend.Settings{Model: "gpt-5"}}, err: "provider/model"},
 		{name: "opencode: empty task", cli: OpenCode(), req: backend.Request{}, err: "empty"},
 	}
 	for _, tt := range tests {
@@ -368,7 +368,7 @@ func TestFakeResumeContinuesTheSession(t *testing.T) {
 				t.Fatalf("first run: %+v\nstderr: %s", first.Result, first.Stderr)
 			}
 			recall := &script.Script{Runs: []script.Run{{Steps: []script.Step{{Recall: true}}}}}
-			req := backend.Request{Repository: repo, Task: "what was it?", SessionID: first.Result.SessionID, Model: f.model}
+			req := backend.Request{Repository: repo, Task: "what was it?", SessionID: first.Result.SessionID, Settings: backend.Settings{Model: f.model}}
 			second := fakeagenttest.Run(t, b, home, req, recall)
 			if second.Result.IsError || second.Result.SessionID != first.Result.SessionID {
 				t.Fatalf("second run: %+v\nstderr: %s", second.Result, second.Stderr)
