@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -239,61 +238,58 @@ func (t *leaseTable) track(runID string, cancel *context.CancelFunc) func() {
 // nodes of runs that were cancelled, ended, or taken over.
 func (t *leaseTable) heartbeat(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	tick := time.NewTicker(t.e.cfg.LeaseTTL / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	every(ctx, t.e.cfg.LeaseTTL/3, func() { t.renew(ctx) })
+}
+
+// renew renews this replica's leases once, and stops the nodes of the runs
+// whose lease it no longer holds, or that no longer run.
+func (t *leaseTable) renew(ctx context.Context) {
+	// Which entry, with which fence, each run had when its lease was
+	// renewed: a run whose lease was given up and claimed again since
+	// (a new fence) is not the one the answer is about.
+	type seen struct {
+		l     *runLease
+		fence int64
+	}
+	t.mu.Lock()
+	snapshot := make(map[string]*runLease, len(t.m))
+	for id, l := range t.m {
+		snapshot[id] = l
+	}
+	t.mu.Unlock()
+	ids := make([]string, 0, len(snapshot))
+	entries := make(map[string]seen, len(snapshot))
+	for id, l := range snapshot {
+		l.mu.Lock()
+		if !l.dead {
+			ids = append(ids, id)
+			entries[id] = seen{l, l.fence}
 		}
-		// Which entry, with which fence, each run had when its lease was
-		// renewed: a run whose lease was given up and claimed again since
-		// (a new fence) is not the one the answer is about.
-		type seen struct {
-			l     *runLease
-			fence int64
-		}
-		t.mu.Lock()
-		snapshot := make(map[string]*runLease, len(t.m))
-		for id, l := range t.m {
-			snapshot[id] = l
-		}
-		t.mu.Unlock()
-		ids := make([]string, 0, len(snapshot))
-		entries := make(map[string]seen, len(snapshot))
-		for id, l := range snapshot {
-			l.mu.Lock()
-			if !l.dead {
-				ids = append(ids, id)
-				entries[id] = seen{l, l.fence}
-			}
-			l.mu.Unlock()
-		}
-		if len(ids) == 0 {
+		l.mu.Unlock()
+	}
+	if len(ids) == 0 {
+		return
+	}
+	held, err := store.RenewLeases(ctx, t.e.pool, t.e.cfg.ReplicaID, ids, t.e.cfg.LeaseTTL)
+	if err != nil {
+		t.e.logger.WarnContext(ctx, "renewing leases failed", slog.Any("error", err))
+		return
+	}
+	for _, id := range ids {
+		status, ok := held[id]
+		if ok && status == runstate.RunRunning {
 			continue
 		}
-		held, err := store.RenewLeases(ctx, t.e.pool, t.e.cfg.ReplicaID, ids, t.e.cfg.LeaseTTL)
-		if err != nil {
-			t.e.logger.WarnContext(ctx, "renewing leases failed", slog.Any("error", err))
+		l := t.lookup(id)
+		if l == nil {
 			continue
 		}
-		for _, id := range ids {
-			status, ok := held[id]
-			if ok && status == runstate.RunRunning {
-				continue
+		if l == entries[id].l && l.fence == entries[id].fence && (l.refs > 0 || len(l.cancels) > 0) {
+			t.e.logger.InfoContext(ctx, "stopping the run's nodes", slog.String("run", id), slog.String("status", status), slog.Bool("lease_lost", !ok))
+			for c := range l.cancels {
+				(*c)()
 			}
-			l := t.lookup(id)
-			if l == nil {
-				continue
-			}
-			if l == entries[id].l && l.fence == entries[id].fence && (l.refs > 0 || len(l.cancels) > 0) {
-				t.e.logger.InfoContext(ctx, "stopping the run's nodes", slog.String("run", id), slog.String("status", status), slog.Bool("lease_lost", !ok))
-				for c := range l.cancels {
-					(*c)()
-				}
-			}
-			l.mu.Unlock()
 		}
+		l.mu.Unlock()
 	}
 }

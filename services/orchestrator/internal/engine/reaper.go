@@ -25,7 +25,16 @@ import (
 // finds the node done.
 func (e *Engine) reapLoop(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	tick := time.NewTicker(e.cfg.ReapInterval)
+	every(ctx, e.cfg.ReapInterval, func() {
+		if _, err := e.reap(ctx); err != nil && ctx.Err() == nil {
+			e.logger.WarnContext(ctx, "reaping the jobs of dead replicas failed", slog.Any("error", err))
+		}
+	})
+}
+
+// every calls f every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -33,9 +42,7 @@ func (e *Engine) reapLoop(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-tick.C:
 		}
-		if _, err := e.reap(ctx); err != nil && ctx.Err() == nil {
-			e.logger.WarnContext(ctx, "reaping the jobs of dead replicas failed", slog.Any("error", err))
-		}
+		f()
 	}
 }
 
