@@ -11,8 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -20,18 +18,10 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
 )
 
-// Config configures a Client.
-type Config struct {
-	// Endpoint is the marketplace's streamable HTTP URL. Required.
-	Endpoint string
-	// Token is the orchestrator's bearer token at the marketplace; its
-	// caller must be one of the marketplace's delegates. Required.
-	Token string
-	// HTTPClient sends the requests. Defaults to one of its own.
-	HTTPClient *http.Client
-	// Logger receives operational logs. Defaults to discarding them.
-	Logger *slog.Logger
-}
+// Config is where the client finds the marketplace: Endpoint and Token,
+// the orchestrator's bearer token there, whose caller must be one of the
+// marketplace's delegates. Both are required; a Command is refused.
+type Config = mcpconn.Server
 
 // Client calls the marketplace for the console. It is safe for concurrent
 // use.
@@ -41,10 +31,10 @@ type Client struct {
 
 // New checks cfg and returns a Client; it connects on the first call.
 func New(cfg Config) (*Client, error) {
-	if cfg.Endpoint == "" || cfg.Token == "" {
-		return nil, errors.New("journeyview: Endpoint and Token are required")
+	if cfg.Endpoint == "" || cfg.Token == "" || len(cfg.Command) > 0 {
+		return nil, errors.New("journeyview: Endpoint and Token are required, and a Command is not taken")
 	}
-	conn, err := mcpconn.New(mcpconn.Config{Endpoint: cfg.Endpoint, Token: cfg.Token, HTTPClient: cfg.HTTPClient, Logger: cfg.Logger, Name: "meshwork-console"})
+	conn, err := mcpconn.New(mcpconn.Config{Server: cfg, Name: "meshwork-console"})
 	if err != nil {
 		return nil, fmt.Errorf("journeyview: %w", err)
 	}

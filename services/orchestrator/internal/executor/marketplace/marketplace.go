@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 
@@ -29,21 +28,11 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
 )
 
-// Config configures an Executor.
-type Config struct {
-	// Endpoint is the marketplace's streamable HTTP URL, such as
-	// http://127.0.0.1:8080/mcp. Required.
-	Endpoint string
-	// Token is the orchestrator's bearer token at the marketplace, sent in
-	// the Authorization header; its caller owns the journeys. Required.
-	Token string
-	// HTTPClient sends the requests; it must have no Timeout, as an agent's
-	// task lasts as long as it runs. Defaults to one on
-	// http.DefaultTransport.
-	HTTPClient *http.Client
-	// Logger receives operational logs. Defaults to discarding them.
-	Logger *slog.Logger
-}
+// Config is where the executor finds the marketplace: Endpoint (such as
+// http://127.0.0.1:8080/mcp) and Token, the orchestrator's bearer token
+// there, whose caller owns the journeys. Both are required; a Command is
+// refused.
+type Config = mcpconn.Server
 
 // Executor runs nodes in marketplace workers. It keeps one MCP session to
 // the marketplace, opened on the first call, and spawns each journey once
@@ -68,16 +57,17 @@ var _ executor.Executor = (*Executor)(nil)
 
 // New checks cfg and returns an Executor; it connects on the first call.
 func New(cfg Config) (*Executor, error) {
-	if cfg.Endpoint == "" || cfg.Token == "" {
-		return nil, errors.New("marketplace executor: Endpoint and Token are required")
+	if cfg.Endpoint == "" || cfg.Token == "" || len(cfg.Command) > 0 {
+		return nil, errors.New("marketplace executor: Endpoint and Token are required, and a Command is not taken")
 	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Executor{logger: logger, journeys: map[string]*journey{}}
+	cfg.Logger = logger
 	conn, err := mcpconn.New(mcpconn.Config{
-		Endpoint: cfg.Endpoint, Token: cfg.Token, HTTPClient: cfg.HTTPClient, Logger: logger,
+		Server:  cfg,
 		Options: &mcp.ClientOptions{Logger: logger, ProgressNotificationHandler: e.progress.Handle},
 	})
 	if err != nil {

@@ -394,6 +394,9 @@ func TestBadToken(t *testing.T) {
 	if _, err := marketplace.New(marketplace.Config{Endpoint: m.endpoint}); err == nil {
 		t.Error("New without a token: no error")
 	}
+	if _, err := marketplace.New(marketplace.Config{Endpoint: m.endpoint, Token: "a-token-0123456789", Command: []string{"marketplace"}}); err == nil {
+		t.Error("New with a command: no error")
+	}
 }
 
 // The marketplace executor passes the executors' conformance suite against

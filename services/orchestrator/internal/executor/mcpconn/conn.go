@@ -23,13 +23,15 @@ import (
 	"github.com/meshwork/meshwork/pkg/telemetry"
 )
 
-// Config configures a Conn. One of Endpoint and Command is required.
-type Config struct {
+// Server is the MCP server a client calls, and how it reaches it: one of
+// Endpoint and Command. The executors and the console's journey client take
+// it as their configuration.
+type Server struct {
 	// Endpoint is the server's streamable HTTP URL, such as
 	// http://127.0.0.1:8081/mcp.
 	Endpoint string
 	// Token is the bearer token sent in the Authorization header of every
-	// HTTP request. Defaults to none.
+	// HTTP request; the caller it names at the server is the client's.
 	Token string
 	// HTTPClient sends the HTTP requests; its Transport is wrapped to trace
 	// them (a client span each, and the traceparent header) and to add the
@@ -43,14 +45,19 @@ type Config struct {
 	Command []string
 	// Env is Command's environment. Defaults to the orchestrator's.
 	Env []string
+	// Logger receives operational logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Config configures a Conn.
+type Config struct {
+	Server
 	// Name names the client to the server. Defaults to
 	// "meshwork-orchestrator".
 	Name string
 	// Options are the client's options, such as its progress notification
 	// handler. Defaults to none.
 	Options *mcp.ClientOptions
-	// Logger receives operational logs. Defaults to discarding them.
-	Logger *slog.Logger
 }
 
 // Conn is a lazily opened MCP client session. It is safe for concurrent

@@ -122,7 +122,7 @@ func (s *server) callsOf(n int) int {
 func newConn(t *testing.T, s *server) *mcpconn.Conn {
 	t.Helper()
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	c, err := mcpconn.New(mcpconn.Config{Endpoint: s.hs.URL, HTTPClient: &http.Client{Transport: transport}})
+	c, err := mcpconn.New(mcpconn.Config{Server: mcpconn.Server{Endpoint: s.hs.URL, HTTPClient: &http.Client{Transport: transport}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestCallCarriesTraceparent(t *testing.T) {
 		hs.Close()
 	})
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	c, err := mcpconn.New(mcpconn.Config{Endpoint: hs.URL, Token: "a-token", HTTPClient: &http.Client{Transport: transport}})
+	c, err := mcpconn.New(mcpconn.Config{Server: mcpconn.Server{Endpoint: hs.URL, Token: "a-token", HTTPClient: &http.Client{Transport: transport}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -35,27 +34,10 @@ const ToolName = meshapi.ToolMeshExecute
 // (SIGTERM, a grace period, SIGKILL) and still returns the partial output.
 const timeoutMargin = 30 * time.Second
 
-// Config configures an Executor. One of Endpoint and Command is required.
-type Config struct {
-	// Endpoint is mesh-exec's streamable HTTP URL, such as
-	// http://127.0.0.1:8081/mcp.
-	Endpoint string
-	// Token is mesh-exec's bearer token (its MESH_EXEC_TOKEN), sent in the
-	// Authorization header. Required with Endpoint.
-	Token string
-	// HTTPClient sends the requests; it must have no Timeout, as a call
-	// lasts as long as the agent runs. Defaults to one on
-	// http.DefaultTransport.
-	HTTPClient *http.Client
-	// Command, instead of Endpoint, runs mesh-exec as a child and talks to
-	// it over its stdio: the argv of `mesh-exec serve --transport stdio
-	// ...`. The child starts on the first call.
-	Command []string
-	// Env is Command's environment. Defaults to the orchestrator's.
-	Env []string
-	// Logger receives operational logs. Defaults to discarding them.
-	Logger *slog.Logger
-}
+// Config is where the executor finds mesh-exec: Endpoint with Token (its
+// MESH_EXEC_TOKEN), or Command, the argv of `mesh-exec serve --transport
+// stdio ...`, run as a child that starts on the first call.
+type Config = mcpconn.Server
 
 // Executor runs nodes with mesh_execute. It keeps one MCP session to
 // mesh-exec, opened on the first call. It is safe for concurrent use.
@@ -78,9 +60,9 @@ func New(cfg Config) (*Executor, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Executor{logger: logger}
+	cfg.Logger = logger
 	conn, err := mcpconn.New(mcpconn.Config{
-		Endpoint: cfg.Endpoint, Token: cfg.Token, HTTPClient: cfg.HTTPClient,
-		Command: cfg.Command, Env: cfg.Env, Logger: logger,
+		Server:  cfg,
 		Options: &mcp.ClientOptions{Logger: logger, ProgressNotificationHandler: e.progress.Handle},
 	})
 	if err != nil {
