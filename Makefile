@@ -242,6 +242,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzSplitShell$$' -fuzztime $(FUZZTIME) ./pkg/gate
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./pkg/workerdef
 	go test -run '^$$' -fuzz '^FuzzArchive$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/source
+	go test -run '^$$' -fuzz '^FuzzCheckPack$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/bases
 	go test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/workdiff
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/pipeline
 	go test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/claude

@@ -18,7 +18,7 @@ import (
 
 // deltaPack is a packfile of a blob and a second blob one byte longer,
 // which the encoder stores as a delta on the first.
-func deltaPack(t *testing.T, size int) []byte {
+func deltaPack(t testing.TB, size int) []byte {
 	t.Helper()
 	m := memory.NewStorage()
 	a := bytes.Repeat([]byte("0123456789abcdef"), size/16)
@@ -199,4 +199,34 @@ func TestInflatedRefusesPastDeclared(t *testing.T) {
 	if string(w.head) != "abc" {
 		t.Errorf("head %q", w.head)
 	}
+}
+
+// checkPack reads a host's packfile: whatever the bytes, it returns, and a
+// pack it takes parses within the limits it checked.
+func FuzzCheckPack(f *testing.F) {
+	f.Add(rawPack(11, []byte("hello world")))
+	f.Add(rawPack(3, []byte("hello world")))
+	f.Add(deltaPack(f, 256))
+	f.Add([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		limits := Limits{MaxBytes: 1 << 16}
+		if err := checkPack(bytes.NewReader(data), limits); err != nil {
+			return
+		}
+		m := memory.NewStorage()
+		p, err := packfile.NewParserWithStorage(packfile.NewScanner(bytes.NewReader(data)), m)
+		if err != nil {
+			return
+		}
+		_, _ = p.Parse()
+		var total int64
+		for _, h := range allObjects(m) {
+			if size, err := m.EncodedObjectSize(h); err == nil {
+				total += size
+			}
+		}
+		if total > limits.withDefaults().fetchBudget() {
+			t.Fatalf("checkPack took a pack whose objects hold %d bytes", total)
+		}
+	})
 }
