@@ -24,7 +24,7 @@ import (
 // gitServer serves the repositories under root over https with the real
 // git's smart HTTP backend, behind basic auth with user and password. It
 // counts the requests that came without the right credentials.
-func gitServer(t *testing.T, root, user, password string) (*httptest.Server, *atomic.Int64) {
+func gitServer(t testing.TB, root, user, password string) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	backend, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
