@@ -262,11 +262,17 @@ func readBlob(s ObjectReader, h plumbing.Hash, limit int64) ([]byte, error) {
 }
 
 // reachable lists the objects of m that the base commit and its origin
-// reach: their history down to m's shallow commits (or to a parent m does
-// not hold), and the trees and blobs of that history. Nothing else of m
-// becomes the base: a fetch of a commit from a server that serves commits
-// by id only through its refs brings every branch and tag, and those would
-// otherwise reach the worker's .git.
+// reach: their history down to m's shallow commits, and the trees and blobs
+// of that history. Nothing else of m becomes the base: a fetch of a commit
+// from a server that serves commits by id only through its refs brings
+// every branch and tag, and those would otherwise reach the worker's .git.
+//
+// Only the tips were checked (their trees, file by file, when the draft
+// took them); older history is as the source had it. What m does not hold,
+// or holds as another type, is left out rather than refused: a base does
+// not need its history whole, and Keep runs after the worker exists. The
+// walk keeps its own stack, so no depth of trees can exhaust the
+// goroutine's.
 func reachable(m *memory.Storage, tips ...plumbing.Hash) ([]plumbing.Hash, error) {
 	shallow, err := m.Shallow()
 	if err != nil {
@@ -274,39 +280,19 @@ func reachable(m *memory.Storage, tips ...plumbing.Hash) ([]plumbing.Hash, error
 	}
 	seen := map[plumbing.Hash]bool{}
 	var out []plumbing.Hash
-	// add records h once, if m holds it: an older commit's objects may be
-	// missing from a history that was copied first-parent only.
-	add := func(h plumbing.Hash) bool {
-		if seen[h] || m.HasEncodedObject(h) != nil {
+	// add records h once, if m holds it as t.
+	add := func(h plumbing.Hash, t plumbing.ObjectType) bool {
+		if seen[h] {
+			return false
+		}
+		if _, err := m.EncodedObject(t, h); err != nil {
 			return false
 		}
 		seen[h] = true
 		out = append(out, h)
 		return true
 	}
-	var addTree func(h plumbing.Hash) error
-	addTree = func(h plumbing.Hash) error {
-		if !add(h) {
-			return nil
-		}
-		t, err := object.GetTree(m, h)
-		if err != nil {
-			return fmt.Errorf("bases: tree %s: %w", h, err)
-		}
-		for _, e := range t.Entries {
-			switch e.Mode {
-			case filemode.Dir:
-				if err := addTree(e.Hash); err != nil {
-					return err
-				}
-			case filemode.Submodule: // another repository's commit
-			default:
-				add(e.Hash)
-			}
-		}
-		return nil
-	}
-	var queue []plumbing.Hash
+	var commits, trees []plumbing.Hash
 	for _, h := range tips {
 		if h.IsZero() {
 			continue
@@ -314,23 +300,41 @@ func reachable(m *memory.Storage, tips ...plumbing.Hash) ([]plumbing.Hash, error
 		if _, err := object.GetCommit(m, h); err != nil {
 			return nil, fmt.Errorf("bases: commit %s: %w", h, err)
 		}
-		queue = append(queue, h)
+		commits = append(commits, h)
 	}
-	for len(queue) > 0 {
-		h := queue[0]
-		queue = queue[1:]
-		if !add(h) {
+	for len(commits) > 0 {
+		h := commits[0]
+		commits = commits[1:]
+		if !add(h, plumbing.CommitObject) {
 			continue
 		}
 		c, err := object.GetCommit(m, h)
 		if err != nil {
-			return nil, fmt.Errorf("bases: commit %s: %w", h, err)
+			continue
 		}
-		if err := addTree(c.TreeHash); err != nil {
-			return nil, err
+		trees = append(trees, c.TreeHash)
+		for len(trees) > 0 {
+			t := trees[len(trees)-1]
+			trees = trees[:len(trees)-1]
+			if !add(t, plumbing.TreeObject) {
+				continue
+			}
+			tree, err := object.GetTree(m, t)
+			if err != nil {
+				continue
+			}
+			for _, e := range tree.Entries {
+				switch e.Mode {
+				case filemode.Dir:
+					trees = append(trees, e.Hash)
+				case filemode.Submodule: // another repository's commit
+				default:
+					add(e.Hash, plumbing.BlobObject)
+				}
+			}
 		}
 		if !slices.Contains(shallow, h) {
-			queue = append(queue, c.ParentHashes...)
+			commits = append(commits, c.ParentHashes...)
 		}
 	}
 	return out, nil

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -23,6 +24,10 @@ type draftStorage struct {
 	*memory.Storage
 	d *Draft
 }
+
+// go-git writes a fetch into a store that is a PackfileWriter; were the
+// draft's store not one, every fetch would inflate into memory unchecked.
+var _ storer.PackfileWriter = (*draftStorage)(nil)
 
 // PackfileWriter takes a fetched packfile into a file in the draft's scratch
 // directory; its Close checks the pack and stores its objects.

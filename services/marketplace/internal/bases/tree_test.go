@@ -159,3 +159,46 @@ func TestKeepWritesWhatTheBaseReaches(t *testing.T) {
 		}
 	}
 }
+
+// History older than the base commit is as the source had it: a parent that
+// names a blob, or is missing, is left out of the base, not a failed Keep
+// (which runs after the worker exists).
+func TestKeepTakesABrokenHistory(t *testing.T) {
+	t.Parallel()
+	store, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDraft(Limits{})
+	blob, err := WriteBlob(d.Storage(), []byte("not a commit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := WriteTree(d.Storage(), map[string]Entry{"a.txt": {Mode: filemode.Regular, Hash: blob}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := plumbing.NewHash("0123456789012345678901234567890123456789")
+	for _, parent := range []plumbing.Hash{blob, missing} {
+		c, err := WriteCommit(d.Storage(), tree, parent, "on a broken parent", time.Unix(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SetCommit(c, plumbing.ZeroHash); err != nil {
+			t.Fatal(err)
+		}
+		uid := uuid.New()
+		rec, err := store.Keep(uid, d)
+		if err != nil {
+			t.Fatalf("Keep with the parent %s: %v", parent, err)
+		}
+		b, err := store.Open(uid, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if files, err := b.Files(); err != nil || len(files) != 1 {
+			t.Errorf("the base's files: %v, %v", files, err)
+		}
+		_ = b.Close()
+	}
+}

@@ -137,10 +137,12 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	if _, err := os.Stat(filepath.Join(gitDir, "objects")); err != nil {
 		return plumbing.ZeroHash, notFound("%s is not a git repository", dir)
 	}
-	// Objects past largeObject are read when their content is, not when
-	// they are looked up, so CopyCommit refuses a file past the limits from
-	// its size before inflating it.
-	st := filesystem.NewStorageWithOptions(osfs.New(gitDir, osfs.WithBoundOS()), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: largeObject})
+	// Every object is read when its content is, not when it is looked up
+	// (go-git reads a smaller loose object whole, as far as its data
+	// inflates, whatever its header says), so CopyCommit refuses an object
+	// past the limits from its declared size before inflating it, and
+	// inMemory reads no more than that size.
+	st := filesystem.NewStorageWithOptions(osfs.New(gitDir, osfs.WithBoundOS()), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: 1})
 	repo, err := git.Open(st, nil)
 	if err != nil {
 		return plumbing.ZeroHash, notFound("%s is not a git repository: %v", dir, err)
@@ -159,14 +161,14 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	return *h, nil
 }
 
-// largeObject is the size from which a local repository's object is read
-// lazily.
-const largeObject = 1 << 20
+// maxTreeOrCommit is the largest tree or commit a local repository may
+// hold: a directory of 100,000 entries with long names is about 13 MB.
+const maxTreeOrCommit = 32 << 20
 
 // inMemory reads obj, which the store holds as h, into memory, and no more
-// of it than its header declares. A large object of a local repository is
-// read lazily: stored as it is, it would be read again later, from a
-// repository that may have changed since, and as far as its data goes.
+// of it than its header declares. A local repository's objects are read
+// lazily: stored as they are, they would be read again later, from a
+// repository that may have changed since, and without a bound.
 func inMemory(obj plumbing.EncodedObject, h plumbing.Hash) (plumbing.EncodedObject, error) {
 	if m, ok := obj.(*plumbing.MemoryObject); ok {
 		return m, nil
@@ -211,6 +213,9 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 		obj, err := src.EncodedObject(t, h)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s %s: %w", t, h, err)
+		}
+		if obj.Size() > maxTreeOrCommit {
+			return nil, fmt.Errorf("%w: the repository's %s %s is %d bytes; the limit is %d", bases.ErrRefused, t, h, obj.Size(), maxTreeOrCommit)
 		}
 		if obj, err = inMemory(obj, h); err != nil {
 			return nil, err
@@ -330,7 +335,7 @@ func (p *Policy) fetchRemote(ctx context.Context, caller string, spec *GitSpec, 
 	}
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, CABundle: p.CABundle})
 	if err != nil {
-		return plumbing.ZeroHash, remoteError(host, err)
+		return plumbing.ZeroHash, remoteError(host, err, auth != nil)
 	}
 	src, err := pickRef(refs, spec.Ref)
 	if err != nil {
@@ -350,7 +355,7 @@ func (p *Policy) fetchRemote(ctx context.Context, caller string, spec *GitSpec, 
 		return p.fetchCommitByRefs(ctx, remote, auth, host, plumbing.NewHash(src), d)
 	}
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return plumbing.ZeroHash, remoteError(host, err)
+		return plumbing.ZeroHash, remoteError(host, err, auth != nil)
 	}
 	ref, err := d.Storage().Reference(fetchedRef)
 	if err != nil {
@@ -379,7 +384,7 @@ func (p *Policy) fetchCommitByRefs(ctx context.Context, remote *git.Remote, auth
 		Auth:     auth, CABundle: p.CABundle, Tags: git.NoTags, Force: true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return plumbing.ZeroHash, remoteError(host, err)
+		return plumbing.ZeroHash, remoteError(host, err, auth != nil)
 	}
 	if _, err := object.GetCommit(d.Storage(), commit); err != nil {
 		return plumbing.ZeroHash, notFound("commit %s is not reachable from the repository's branches or tags on %s", commit, host)
@@ -423,11 +428,14 @@ func pickRef(refs []*plumbing.Reference, ref string) (string, error) {
 
 // remoteError turns a transport failure into a client error that names the
 // host, and never the credentials.
-func remoteError(host string, err error) error {
+func remoteError(host string, err error, withCredentials bool) error {
 	switch {
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return notFound("no such repository on %s", host)
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		if !withCredentials {
+			return denied("%s asks for credentials, and none are configured for this caller (the operator's --source-credentials-file)", host)
+		}
 		return denied("%s refused the marketplace's credentials for this repository", host)
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		return notFound("the repository on %s is empty", host)

@@ -1,6 +1,8 @@
 package source_test
 
 import (
+	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/pem"
 	"errors"
@@ -113,20 +115,24 @@ func TestGitOverHTTPS(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		creds []source.Credential
-		ok    map[string]bool
+		// a caller's fetch: "" when it works, else what its refusal says
+		want map[string]string
 	}{
-		{"alice's alone", []source.Credential{{Username: "bot", Password: secret, Callers: []string{"alice"}}}, map[string]bool{"alice": true, "bob": false}},
+		{"alice's alone", []source.Credential{{Username: "bot", Password: secret, Callers: []string{"alice"}}}, map[string]string{
+			"alice": "", "bob": "none are configured for this caller",
+		}},
 		{"alice's before everyone's", []source.Credential{
 			{Username: "bot", Password: secret},
 			{Username: "bot", Password: "not-" + secret, Callers: []string{"carol", "alice"}},
-		}, map[string]bool{"alice": false, "bob": true}},
+		}, map[string]string{"alice": "refused the marketplace's credentials", "bob": ""}},
 	} {
 		scoped := *pol
 		scoped.Credentials = map[string][]source.Credential{host: tt.creds}
-		for caller, ok := range tt.ok {
+		for caller, want := range tt.want {
 			_, err := scoped.Git(context.Background(), caller, &source.GitSpec{URL: repoURL}, bases.NewDraft(bases.Limits{}))
-			if e, isErr := source.AsError(err); ok && err != nil || !ok && (!isErr || e.Code != source.CodeDenied) {
-				t.Errorf("%s: %s's fetch: %v", tt.name, caller, err)
+			e, isErr := source.AsError(err)
+			if want == "" && err != nil || want != "" && (!isErr || e.Code != source.CodeDenied || !strings.Contains(err.Error(), want)) {
+				t.Errorf("%s: %s's fetch: %v, want %q", tt.name, caller, err, want)
 			}
 		}
 	}
@@ -233,5 +239,41 @@ func TestACompressionBombIsRefusedBeforeItInflates(t *testing.T) {
 	// The fetched packfile waited in the store's directory, and is gone.
 	if left, _ := os.ReadDir(scratch); len(left) != 0 {
 		t.Errorf("the fetch left %v in the store's directory", left)
+	}
+}
+
+// A local repository's loose object whose header declares 10 bytes and
+// whose data inflates to 64 MiB is read no further than its header says,
+// and refused. Not parallel, so that the allocations counted are the
+// source's.
+func TestALooseObjectThatLiesIsReadNoFurther(t *testing.T) {
+	root := t.TempDir()
+	repo := gittest.Repo(t, filepath.Join(root, "src"), map[string]string{"a.txt": "0123456789"})
+	blob := strings.TrimSpace(gittest.Run(t, repo, "rev-parse", "HEAD:a.txt"))
+	var lie bytes.Buffer
+	zw := zlib.NewWriter(&lie)
+	_, _ = zw.Write([]byte("blob 10\x00"))
+	_, _ = zw.Write(make([]byte, 64<<20))
+	_ = zw.Close()
+	loose := filepath.Join(repo, ".git", "objects", blob[:2], blob[2:])
+	if err := os.Chmod(loose, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(loose, lie.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol := &source.Policy{Roots: []string{root}}
+	if err := pol.CheckRoots(); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	alloc := allocated(func() {
+		_, err = pol.Git(context.Background(), "alice", &source.GitSpec{URL: repo}, bases.NewDraft(bases.Limits{}))
+	})
+	if !errors.Is(err, bases.ErrRefused) || !strings.Contains(err.Error(), "is corrupt") {
+		t.Fatalf("a loose object that inflates past its header: %v", err)
+	}
+	if alloc > 16<<20 {
+		t.Errorf("the refused source allocated %d MiB", alloc>>20)
 	}
 }

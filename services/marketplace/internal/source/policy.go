@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 )
 
@@ -149,8 +150,8 @@ func ParseCredentials(data []byte) (map[string][]Credential, error) {
 		c := Credential{Username: f[1], Password: f[2]}
 		if len(f) == 4 {
 			for _, caller := range strings.Split(f[3], ",") {
-				if caller == "" {
-					return nil, fmt.Errorf("line %d: an empty caller in the caller list", n)
+				if !bearer.ValidCaller(caller) {
+					return nil, fmt.Errorf("line %d: %q is not a caller's name", n, caller)
 				}
 				if slices.Contains(c.Callers, caller) {
 					return nil, fmt.Errorf("line %d: caller %q is named twice", n, caller)

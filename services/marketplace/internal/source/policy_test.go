@@ -30,17 +30,18 @@ git.internal:8443 ci ci-token carol
 	}
 	for _, tt := range []struct{ file, want string }{
 		{"git.example.com bot", "line 1: want HOST USERNAME PASSWORD [CALLER,CALLER...], got 2 fields"},
-		{"h u p a b", "got 5 fields"},
-		{"h u p\nh u2 p2", "line 2: host h has a credential for every caller already"},
-		{"h u p alice\n\nh u2 p2 bob,alice", "line 3: caller \"alice\" has a credential for h already"},
-		{"h u p alice,,bob", "line 1: an empty caller"},
-		{"h u p alice,alice", `line 1: caller "alice" is named twice`},
+		{"h u SECRET a b", "got 5 fields"},
+		{"h u SECRET\nh u2 SECRET2", "line 2: host h has a credential for every caller already"},
+		{"h u SECRET alice\n\nh u2 SECRET2 bob,alice", "line 3: caller \"alice\" has a credential for h already"},
+		{"h u SECRET alice,,bob", `line 1: "" is not a caller's name`},
+		{"h u SECRET alice,b\x7fob", `is not a caller's name`},
+		{"h u SECRET alice,alice", `line 1: caller "alice" is named twice`},
 	} {
 		_, err := source.ParseCredentials([]byte(tt.file + "\n"))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v, want %q", tt.file, err, tt.want)
 		}
-		if err != nil && strings.Contains(err.Error(), " p") {
+		if err != nil && strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("%q: the error shows the secret: %v", tt.file, err)
 		}
 	}
