@@ -244,6 +244,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzArchive$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/source
 	go test -run '^$$' -fuzz '^FuzzCheckPack$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/bases
 	go test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/workdiff
+	go test -run '^$$' -fuzz '^FuzzPathsStayInRoot$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/meshworker
+	go test -run '^$$' -fuzz '^FuzzPolicyHidesDenied$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/meshworker
+	go test -run '^$$' -fuzz '^FuzzTextParser$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/command
+	go test -run '^$$' -fuzz '^FuzzJSONLParser$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/command
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/pipeline
 	go test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/claude
 	go test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/jsonstream
