@@ -31,11 +31,17 @@ const (
 	RunCancelled = "cancelled"
 )
 
-// RunStatuses are the run statuses, in the order a run passes them.
-var RunStatuses = []string{RunRunning, RunWaiting, RunSucceeded, RunFailed, RunCancelled}
+// RunStatuses returns the run statuses, in the order a run passes them.
+func RunStatuses() []string {
+	return []string{RunRunning, RunWaiting, RunSucceeded, RunFailed, RunCancelled}
+}
 
-// MaxListLimit is the most runs one list returns.
-const MaxListLimit = 1000
+// How many runs one list returns: DefaultListLimit without a limit, and
+// MaxListLimit at the most.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+)
 
 // PipelineList is the answer of GET /v1/pipelines and list_pipelines. Like
 // every list of the API, over HTTP and MCP alike, it is never null: an

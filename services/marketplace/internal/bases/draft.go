@@ -46,7 +46,7 @@ func newDraft(limits Limits, scratch string) *Draft {
 
 // Storage is the draft's object store, for fetching a git source into. A
 // packfile fetched into it is checked against the draft's limits before
-// any of its objects is inflated (see checkPack).
+// any of its objects is stored (see checkPack).
 func (d *Draft) Storage() storage.Storer { return d.store }
 
 // Limits are the draft's limits, defaults filled in.

@@ -62,7 +62,7 @@ type packWriter struct {
 func (w *packWriter) Write(p []byte) (int, error) {
 	if int64(len(p)) > w.max-w.n {
 		w.overflow = true
-		return 0, refused("the fetched packfile passes %d bytes (twice the file limit)", w.max)
+		return 0, w.tooLarge()
 	}
 	n, err := w.f.Write(p)
 	w.n += int64(n)
@@ -72,6 +72,10 @@ func (w *packWriter) Write(p []byte) (int, error) {
 		w.tail = append(w.tail[:0], w.tail[k:]...)
 	}
 	return n, err
+}
+
+func (w *packWriter) tooLarge() error {
+	return refused("the fetched packfile passes %d bytes (twice the file limit)", w.max)
 }
 
 // Close stores the pack's objects in the draft, once the pack is whole and
@@ -86,7 +90,7 @@ func (w *packWriter) Close() (err error) {
 		_ = os.Remove(w.f.Name())
 	}()
 	if w.overflow {
-		return refused("the fetched packfile passes %d bytes (twice the file limit)", w.max)
+		return w.tooLarge()
 	}
 	if len(w.tail) < sha1.Size || !bytes.Equal(w.sum.Sum(nil), w.tail) {
 		return errors.New("bases: the fetched packfile is incomplete (its checksum does not match)")

@@ -214,29 +214,37 @@ func parsePoolSizes(s string) (map[string]int, error) {
 		return nil, err
 	}
 	out := make(map[string]int, len(pairs))
-	for k, v := range pairs {
-		n, err := strconv.Atoi(v)
+	for _, p := range pairs {
+		n, err := strconv.Atoi(p.value)
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%q is not worker=size with a size of 0 or more", k+"="+v)
+			return nil, fmt.Errorf("%q is not worker=size with a size of 0 or more", p.key+"="+p.value)
 		}
-		out[k] = n
+		out[p.key] = n
 	}
 	return out, nil
 }
 
 // parseLabels reads "k=v,k=v".
 func parseLabels(s string) (map[string]string, error) {
-	out, err := parsePairs(s, "k=v")
+	pairs, err := parsePairs(s, "k=v")
 	if err != nil {
 		return nil, fmt.Errorf("label %w", err)
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		out[p.key] = p.value
 	}
 	return out, nil
 }
 
-// parsePairs reads "k=v,k=v", white space around each part trimmed and
-// empty items skipped; an item without "=" or a key is not form.
-func parsePairs(s, form string) (map[string]string, error) {
-	out := map[string]string{}
+// pair is one key=value of a list setting.
+type pair struct{ key, value string }
+
+// parsePairs reads "k=v,k=v" in order, white space around keys and values
+// trimmed and empty items skipped. An item without "=" or without a key is
+// refused as not being form, such as "k=v".
+func parsePairs(s, form string) ([]pair, error) {
+	var out []pair
 	for _, kv := range strings.Split(s, ",") {
 		kv = strings.TrimSpace(kv)
 		if kv == "" {
@@ -246,7 +254,7 @@ func parsePairs(s, form string) (map[string]string, error) {
 		if k = strings.TrimSpace(k); !ok || k == "" {
 			return nil, fmt.Errorf("%q is not %s", kv, form)
 		}
-		out[k] = strings.TrimSpace(v)
+		out = append(out, pair{k, strings.TrimSpace(v)})
 	}
 	return out, nil
 }

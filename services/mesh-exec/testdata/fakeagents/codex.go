@@ -18,8 +18,7 @@ func (c *codex) parse(args []string) (invocation, error) {
 		return inv, usageError{"the fake codex only implements `codex exec`"}
 	}
 	var jsonOut, skipGit bool
-	ignored := ""
-	positional, before, err := options{
+	positional, beforeDashes, err := options{
 		switches: map[string]func(){
 			"--json": func() { jsonOut = true }, "--experimental-json": func() { jsonOut = true },
 			"--skip-git-repo-check":                      func() { skipGit = true },
@@ -27,15 +26,16 @@ func (c *codex) parse(args []string) (invocation, error) {
 		},
 		values: map[string]func(string) error{
 			"--model": set(&inv.model), "-m": set(&inv.model),
-			"--sandbox": set(&ignored), "-s": set(&ignored), "--cd": set(&ignored), "-C": set(&ignored), "--config": set(&ignored), "-c": set(&ignored),
+			"--sandbox": nil, "-s": nil, "--cd": nil, "-C": nil, "--config": nil, "-c": nil,
 		},
-		unknown: func(a string) error { return usageError{fmt.Sprintf("error: unexpected argument '%s' found", a)} },
+		unknown:       func(a string) error { return usageError{fmt.Sprintf("error: unexpected argument '%s' found", a)} },
+		dashIsOperand: true,
 	}.scan(args[1:])
 	if err != nil {
 		return inv, err
 	}
 	// `resume` is a subcommand only as the first operand before a "--".
-	if before > 0 && positional[0] == "resume" {
+	if beforeDashes > 0 && positional[0] == "resume" {
 		if len(positional) == 1 {
 			return inv, usageError{"error: resume needs a SESSION_ID (or --last)"}
 		}

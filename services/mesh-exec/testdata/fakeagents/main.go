@@ -277,20 +277,24 @@ type options struct {
 	// switches are the options without a value; a nil func accepts one and
 	// does nothing.
 	switches map[string]func()
-	// values are the options with a value, by every name they go by.
+	// values are the options with a value, by every name they go by; a
+	// nil func accepts one and ignores its value.
 	values map[string]func(v string) error
 	// unknown is the error for an option neither table names.
 	unknown func(arg string) error
+	// dashIsOperand takes a lone "-" for an operand (clap's parser does),
+	// not for an unknown option (yargs and commander's).
+	dashIsOperand bool
 }
 
 // scan reads args, and returns the operands, and how many of them came
 // before a "--" (all of them without one).
-func (o options) scan(args []string) (words []string, before int, err error) {
+func (o options) scan(args []string) (words []string, beforeDashes int, err error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			before = len(words)
-			return append(words, args[i+1:]...), before, nil
+			beforeDashes = len(words)
+			return append(words, args[i+1:]...), beforeDashes, nil
 		}
 		if f, ok := o.switches[a]; ok {
 			if f != nil {
@@ -299,7 +303,7 @@ func (o options) scan(args []string) (words []string, before int, err error) {
 			continue
 		}
 		name, v, inline := strings.Cut(a, "=")
-		if set, ok := o.values[name]; ok && strings.HasPrefix(a, "-") {
+		if setValue, ok := o.values[name]; ok && strings.HasPrefix(a, "-") {
 			if !inline {
 				if i+1 >= len(args) {
 					return nil, 0, usageError{fmt.Sprintf("a value is required for '%s' but none was supplied", name)}
@@ -307,12 +311,14 @@ func (o options) scan(args []string) (words []string, before int, err error) {
 				i++
 				v = args[i]
 			}
-			if err := set(v); err != nil {
-				return nil, 0, err
+			if setValue != nil {
+				if err := setValue(v); err != nil {
+					return nil, 0, err
+				}
 			}
 			continue
 		}
-		if strings.HasPrefix(a, "-") && a != "-" {
+		if strings.HasPrefix(a, "-") && (a != "-" || !o.dashIsOperand) {
 			return nil, 0, o.unknown(a)
 		}
 		words = append(words, a)

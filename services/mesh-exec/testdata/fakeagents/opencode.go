@@ -30,7 +30,7 @@ func (o *opencode) parse(args []string) (invocation, error) {
 	if len(args) == 0 || args[0] != "run" {
 		return inv, usageError{"the fake opencode only implements `opencode run`"}
 	}
-	format, ignored := "default", ""
+	format := "default"
 	words, _, err := options{
 		switches: map[string]func(){
 			"--auto": nil, "--dangerously-skip-permissions": nil, "--yolo": nil, "--continue": nil, "-c": nil,
@@ -38,7 +38,7 @@ func (o *opencode) parse(args []string) (invocation, error) {
 		},
 		values: map[string]func(string) error{
 			"--format": set(&format), "--model": set(&inv.model), "-m": set(&inv.model), "--session": set(&inv.resume), "-s": set(&inv.resume),
-			"--agent": set(&ignored), "--variant": set(&ignored), "--title": set(&ignored), "--dir": set(&ignored), "--file": set(&ignored), "-f": set(&ignored),
+			"--agent": nil, "--variant": nil, "--title": nil, "--dir": nil, "--file": nil, "-f": nil,
 		},
 		unknown: func(a string) error { return usageError{"Unknown argument: " + strings.TrimLeft(a, "-")} },
 	}.scan(args[1:])

@@ -304,7 +304,7 @@ const runsPerPage = 50
 func (c *console) runs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.ListFilter{Status: q.Get("status"), Pipeline: q.Get("pipeline"), Before: q.Get("before"), Limit: runsPerPage}
-	if f.Status != "" && !slices.Contains(api.RunStatuses, f.Status) {
+	if f.Status != "" && !slices.Contains(api.RunStatuses(), f.Status) {
 		c.fail(w, r, http.StatusBadRequest, "Unknown status "+f.Status+": pick one from the list.")
 		return
 	}
@@ -318,7 +318,7 @@ func (c *console) runs(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d := runsData{Runs: runs, Costs: costs, Status: f.Status, Pipeline: f.Pipeline, Statuses: api.RunStatuses}
+	d := runsData{Runs: runs, Costs: costs, Status: f.Status, Pipeline: f.Pipeline, Statuses: api.RunStatuses()}
 	if len(runs) == runsPerPage {
 		d.Next = runs[len(runs)-1].ID
 	}

@@ -272,7 +272,9 @@ func (t *leaseTable) renew(ctx context.Context) {
 	}
 	held, err := store.RenewLeases(ctx, t.e.pool, t.e.cfg.ReplicaID, ids, t.e.cfg.LeaseTTL)
 	if err != nil {
-		t.e.logger.WarnContext(ctx, "renewing leases failed", slog.Any("error", err))
+		if ctx.Err() == nil {
+			t.e.logger.WarnContext(ctx, "renewing leases failed", slog.Any("error", err))
+		}
 		return
 	}
 	for _, id := range ids {

@@ -90,7 +90,7 @@ func (e *Engine) GetRun(ctx context.Context, id string) (api.RunView, error) {
 
 // ListRuns lists runs, newest first; an empty list is not nil. A filter
 // with an unknown status, a limit outside 0 to api.MaxListLimit (0 means
-// 50) or a NUL character is invalid.
+// api.DefaultListLimit) or a NUL character is invalid.
 func (e *Engine) ListRuns(ctx context.Context, f store.ListFilter) ([]api.Run, error) {
 	if err := checkListFilter(f); err != nil {
 		return nil, err
@@ -119,11 +119,11 @@ func checkListFilter(f store.ListFilter) error {
 			return invalid("%s must not contain a NUL character (U+0000)", p.name)
 		}
 	}
-	if f.Status != "" && !slices.Contains(api.RunStatuses, f.Status) {
-		return invalid("status %q is not one of %s", f.Status, strings.Join(api.RunStatuses, ", "))
+	if f.Status != "" && !slices.Contains(api.RunStatuses(), f.Status) {
+		return invalid("status %q is not one of %s", f.Status, strings.Join(api.RunStatuses(), ", "))
 	}
 	if f.Limit < 0 || f.Limit > api.MaxListLimit {
-		return invalid("limit %d is not from 1 to %d (0 means 50)", f.Limit, api.MaxListLimit)
+		return invalid("limit %d is not from 1 to %d (0 means %d)", f.Limit, api.MaxListLimit, api.DefaultListLimit)
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ package journeyview
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,8 +30,8 @@ type Client struct {
 
 // New checks cfg and returns a Client; it connects on the first call.
 func New(cfg Config) (*Client, error) {
-	if cfg.Endpoint == "" || cfg.Token == "" || len(cfg.Command) > 0 {
-		return nil, errors.New("journeyview: Endpoint and Token are required, and a Command is not taken")
+	if err := cfg.CheckHTTP(); err != nil {
+		return nil, fmt.Errorf("journeyview: %w", err)
 	}
 	conn, err := mcpconn.New(mcpconn.Config{Server: cfg, Name: "meshwork-console"})
 	if err != nil {

@@ -129,7 +129,8 @@ func LockRun(ctx context.Context, tx pgx.Tx, id string) (Run, error) {
 type ListFilter struct {
 	// Pipeline, Status, Thread and Caller match exactly when set.
 	Pipeline, Status, Thread, Caller string
-	// Limit bounds the result; 0 means 50, at most 1000.
+	// Limit bounds the result; 0 means api.DefaultListLimit, at most
+	// api.MaxListLimit.
 	Limit int
 	// Before pages: only runs created before this run (by created_at, id).
 	Before string
@@ -139,9 +140,9 @@ type ListFilter struct {
 func ListRuns(ctx context.Context, q Querier, f ListFilter) ([]api.Run, error) {
 	limit := f.Limit
 	if limit <= 0 {
-		limit = 50
+		limit = api.DefaultListLimit
 	}
-	limit = min(limit, 1000)
+	limit = min(limit, api.MaxListLimit)
 	if f.Before != "" && !validUUID(f.Before) {
 		return nil, fmt.Errorf("%w: before %q is not a run id", ErrNotFound, f.Before)
 	}

@@ -57,8 +57,8 @@ var _ executor.Executor = (*Executor)(nil)
 
 // New checks cfg and returns an Executor; it connects on the first call.
 func New(cfg Config) (*Executor, error) {
-	if cfg.Endpoint == "" || cfg.Token == "" || len(cfg.Command) > 0 {
-		return nil, errors.New("marketplace executor: Endpoint and Token are required, and a Command is not taken")
+	if err := cfg.CheckHTTP(); err != nil {
+		return nil, fmt.Errorf("marketplace executor: %w", err)
 	}
 	logger := cfg.Logger
 	if logger == nil {

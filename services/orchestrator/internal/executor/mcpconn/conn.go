@@ -49,6 +49,15 @@ type Server struct {
 	Logger *slog.Logger
 }
 
+// CheckHTTP refuses a server that is not an endpoint with a token: the
+// marketplace's clients reach it over HTTP only, and as a caller.
+func (s Server) CheckHTTP() error {
+	if s.Endpoint == "" || s.Token == "" || len(s.Command) > 0 || len(s.Env) > 0 {
+		return errors.New("an endpoint and a token are required, and a command or its environment is not taken")
+	}
+	return nil
+}
+
 // Config configures a Conn.
 type Config struct {
 	Server
