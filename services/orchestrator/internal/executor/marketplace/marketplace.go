@@ -60,20 +60,11 @@ func New(cfg Config) (*Executor, error) {
 	if err := cfg.CheckHTTP(); err != nil {
 		return nil, fmt.Errorf("marketplace executor: %w", err)
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	e := &Executor{logger: logger, journeys: map[string]*journey{}}
-	cfg.Logger = logger
-	conn, err := mcpconn.New(mcpconn.Config{
-		Server:  cfg,
-		Options: &mcp.ClientOptions{Logger: logger, ProgressNotificationHandler: e.progress.Handle},
-	})
-	if err != nil {
+	e := &Executor{journeys: map[string]*journey{}}
+	var err error
+	if e.conn, e.logger, err = mcpconn.NewWithProgress(cfg, e.progress.Handle); err != nil {
 		return nil, fmt.Errorf("marketplace executor: %w", err)
 	}
-	e.conn = conn
 	return e, nil
 }
 

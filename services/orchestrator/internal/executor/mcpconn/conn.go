@@ -58,6 +58,17 @@ func (s Server) CheckHTTP() error {
 	return nil
 }
 
+// NewWithProgress returns a Conn to s, as an executor keeps one, whose
+// progress notifications go to progress, and the logger it logs to: s's,
+// or one that discards.
+func NewWithProgress(s Server, progress func(context.Context, *mcp.ProgressNotificationClientRequest)) (*Conn, *slog.Logger, error) {
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, err := New(Config{Server: s, Options: &mcp.ClientOptions{Logger: s.Logger, ProgressNotificationHandler: progress}})
+	return c, s.Logger, err
+}
+
 // Config configures a Conn.
 type Config struct {
 	Server

@@ -55,20 +55,11 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Endpoint != "" && cfg.Token == "" {
 		return nil, errors.New("mesh executor: Token is required with Endpoint (mesh-exec requires a bearer token)")
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	e := &Executor{logger: logger}
-	cfg.Logger = logger
-	conn, err := mcpconn.New(mcpconn.Config{
-		Server:  cfg,
-		Options: &mcp.ClientOptions{Logger: logger, ProgressNotificationHandler: e.progress.Handle},
-	})
-	if err != nil {
+	e := &Executor{}
+	var err error
+	if e.conn, e.logger, err = mcpconn.NewWithProgress(cfg, e.progress.Handle); err != nil {
 		return nil, fmt.Errorf("mesh executor: %w", err)
 	}
-	e.conn = conn
 	return e, nil
 }
 
