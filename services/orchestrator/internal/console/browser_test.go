@@ -172,15 +172,21 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("after deciding in the browser: %s, by %q, outputs %v", v.Status, v.Interrupts[0].DecidedBy, v.Outputs)
 	}
 	var made, asks int
+	// One page a step: each step has its own deadline, which a loaded
+	// machine needs for a page and its screenshot.
 	step("after the decision",
 		chromedp.Navigate(s.url+"/runs/"+approval.ID),
 		chromedp.WaitVisible(`span.status.succeeded`),
 		chromedp.Evaluate(`document.querySelectorAll("button[value=approve]").length`, &asks),
 		shot("run-succeeded"),
+	)
+	step("the agent's hostile output",
 		chromedp.Navigate(s.url+"/runs/"+echo.ID),
 		chromedp.WaitVisible(`main pre`),
 		chromedp.Evaluate(`document.querySelectorAll("main script, main img").length`, &made),
 		shot("hostile-output"),
+	)
+	step("a narrow screen",
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(s.url+"/runs/"+approval.ID),
 		chromedp.WaitVisible(`h1`),
