@@ -142,15 +142,7 @@ func TestKeepWritesWhatTheBaseReaches(t *testing.T) {
 	if err := d.SetCommit(base, origin); err != nil {
 		t.Fatal(err)
 	}
-	uid := uuid.New()
-	rec, err := store.Keep(uid, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := store.Open(uid, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := keepAndOpen(t, store, d)
 	defer b.Close()
 	for h, want := range map[plumbing.Hash]bool{base: true, baseBlob: true, origin: true, originBlob: true, other: false, otherBlob: false} {
 		_, err := b.Storer().EncodedObject(plumbing.AnyObject, h)
@@ -187,18 +179,25 @@ func TestKeepTakesABrokenHistory(t *testing.T) {
 		if err := d.SetCommit(c, plumbing.ZeroHash); err != nil {
 			t.Fatal(err)
 		}
-		uid := uuid.New()
-		rec, err := store.Keep(uid, d)
-		if err != nil {
-			t.Fatalf("Keep with the parent %s: %v", parent, err)
-		}
-		b, err := store.Open(uid, rec)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := keepAndOpen(t, store, d)
 		if files, err := b.Files(); err != nil || len(files) != 1 {
 			t.Errorf("the base's files: %v, %v", files, err)
 		}
 		_ = b.Close()
 	}
+}
+
+// keepAndOpen keeps d as a new journey's base in store and opens it.
+func keepAndOpen(t *testing.T, store *Store, d *Draft) *Base {
+	t.Helper()
+	uid := uuid.New()
+	rec, err := store.Keep(uid, d)
+	if err != nil {
+		t.Fatalf("Keep: %v", err)
+	}
+	b, err := store.Open(uid, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
