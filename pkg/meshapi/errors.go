@@ -29,7 +29,9 @@ const (
 	// action did not run.
 	CodeNotLive Code = "not_live"
 	// CodeUnavailable: a dependency failed or is overloaded; the request
-	// may pass if tried again.
+	// may pass if tried again. An action whose worker stopped while it ran
+	// is answered so too: it may have partly run, and its journey is
+	// orphaned (resume it first).
 	CodeUnavailable Code = "unavailable"
 	// CodePermissionDenied: outside what the operator allows.
 	CodePermissionDenied Code = "permission_denied"

@@ -19,6 +19,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
+	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
 // ExecuteResult is the output of execute_in_worker.
@@ -117,6 +118,13 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 
 	out, cost, runErr := m.run(ctx, j, entry, &a, &rec.ToolCalls)
 	rec.CostUSD = cost // an agent's spend counts even when its run failed
+	if errors.Is(runErr, errChannelBroken) || errors.Is(runErr, errNoChannel) {
+		// Perhaps because the worker is gone: then the client is told so.
+		if ended := m.workerEnded(ctx, j); ended != nil {
+			m.logger.WarnContext(ctx, "the worker stopped under an action", slog.String("journey", j.UID.String()), slog.Any("error", runErr))
+			runErr = ended
+		}
+	}
 	if runErr != nil {
 		telemetry.Fail(span, runErr, errorType(runErr))
 		rec.Decision, rec.Error = store.DecisionFailed, runErr.Error()
@@ -255,7 +263,7 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 	}
 	c, err = openChannel(ctx, rt, handle(j), serverArgv(entry), frameLimit(&entry.Definition))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errNoChannel, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -270,11 +278,56 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 	return c, nil
 }
 
+// workerEnded explains an action whose channel broke, or could not be
+// opened, when the reason is that the journey's worker stopped (killed,
+// crashed, or its main process out of memory): the journey is then
+// orphaned (checkLive) and the client told how the worker ended and how to
+// go on, rather than what the transport saw. It returns nil when the
+// worker still runs, or when the runtime cannot say.
+func (m *Manager) workerEnded(ctx context.Context, j store.Journey) error {
+	// The action's deadline may be what ended it; the engine still gets a
+	// bound.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workerEndGrace+workerEndAsk)
+	defer cancel()
+	// The engine records a worker's end a moment after its streams close.
+	for deadline := time.Now().Add(workerEndGrace); m.checkLive(ctx, j); time.Sleep(workerEndPoll) {
+		if time.Now().After(deadline) {
+			return nil
+		}
+	}
+	how := "it is no longer running"
+	if rt, _, err := m.runtimeFor(j.IsolationLevel); err == nil {
+		if r, ok := rt.(workerruntime.ExitReporter); ok {
+			if e, ok, err := r.Exit(ctx, handle(j)); err == nil && ok {
+				how = e.String()
+			}
+		}
+	}
+	// Not not_live, which promises the action did not run: a client
+	// that resumes and retries on not_live must not run this one twice.
+	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf(
+		"the worker of journey %q stopped while the action ran: %s. The action may have partly run; spawn_worker with mode resume restarts the worker with its workspace",
+		j.ID, how)}
+}
+
+// How long workerEnded waits for a worker whose channel broke to be seen
+// stopped, how often it asks, and how long its last question may take.
+const (
+	workerEndGrace = 2 * time.Second
+	workerEndPoll  = 100 * time.Millisecond
+	workerEndAsk   = 5 * time.Second
+)
+
+// errNoChannel marks an action that failed because no channel to its
+// worker could be opened.
+var errNoChannel = errors.New("the worker's channel could not be opened")
+
 // openTo reports whether the journey has a channel to its current worker
 // container whose session goes on and that no call has found broken. A
 // worker that dies between that check and the call fails the call on the
 // transport: the action is answered unavailable (it may have reached the
-// worker), the channel dropped, and the next action asks the runtime.
+// worker), saying how the worker ended, and the journey orphaned
+// (workerEnded).
 func (m *Manager) openTo(j store.Journey) bool {
 	m.mu.Lock()
 	c := m.channels[j.UID]

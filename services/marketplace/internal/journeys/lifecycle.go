@@ -468,8 +468,13 @@ func (m *Manager) orphan(ctx context.Context, uid uuid.UUID) error {
 	if !j.State.Live() || m.checkLive(ctx, j) {
 		return nil
 	}
+	// checkLive orphaned it if it had a worker; a spawn that died before
+	// recording one is orphaned here.
+	if ok, err := m.cfg.Store.Orphan(ctx, uid, j.ContainerID); err != nil || !ok {
+		return err
+	}
 	m.logger.WarnContext(ctx, "journey has no running worker; orphaned", slog.String("journey", uid.String()))
-	return m.cfg.Store.SetState(ctx, uid, store.StateOrphaned)
+	return nil
 }
 
 // StopIdle stops the workers of journeys idle past their definition's

@@ -717,7 +717,9 @@ func (m *Manager) checkLive(ctx context.Context, j store.Journey) bool {
 	}
 	m.dropChannel(j.UID)
 	m.egressRevoke(j.UID)
-	if err := m.cfg.Store.SetState(ctx, j.UID, store.StateOrphaned); err == nil {
+	// Only if it is still this worker's live journey: a stop_worker may
+	// have ended it while it was checked.
+	if ok, err := m.cfg.Store.Orphan(ctx, j.UID, j.ContainerID); err == nil && ok {
 		m.logger.WarnContext(ctx, "worker is gone; journey orphaned", slog.String("journey", j.UID.String()), slog.String("runtime_state", string(st)))
 	}
 	return false

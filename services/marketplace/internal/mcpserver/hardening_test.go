@@ -110,6 +110,16 @@ func hardening(t *testing.T, ociRuntime string) {
 		}
 	}
 
+	// The probe is built once before the subtests: its first build
+	// compiles the standard library into the workspace's empty build cache,
+	// which under gVisor on a loaded machine takes most of the worker's
+	// exec timeout (60 s). Built here, each subtest's go test only links
+	// and runs it, well within the timeout, so a subtest's timeout is its
+	// probe's result and not the build's.
+	if out, stdout := goTest(t, "^$"); out["timed_out"] == true || out["exit_code"] != float64(0) {
+		t.Fatalf("building the probe: exit %v, timed out %v:\n%s\n%s", out["exit_code"], out["timed_out"], stdout, out["stderr"])
+	}
+
 	t.Run("server cannot be traced, read or written to", func(t *testing.T) {
 		if ociRuntime == "runsc" {
 			// Measured: Debian's runsc (20221219) lets a process open

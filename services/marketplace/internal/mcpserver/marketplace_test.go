@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -261,6 +262,72 @@ func TestRestartAndOrphans(t *testing.T) {
 	st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "keep"})
 	if st["action_count"].(float64) != 3 {
 		t.Errorf("action count %v, want 3 (counters survive restarts)", st["action_count"])
+	}
+}
+
+// A worker that stops while an action runs in it (killed here; its memory
+// limit or a crash do the same): the action is answered with how the
+// worker ended, not with what the broken channel saw, and the journey is
+// orphaned, to be resumed. The code is unavailable, not not_live: the
+// action may have partly run, and a client that retries on not_live must
+// not run it twice.
+func TestWorkerStoppedUnderAnAction(t *testing.T) {
+	t.Parallel()
+	requireImage(t, "meshwork/shell-worker:latest")
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	files := map[string]string{
+		"go.mod":       "module slow\n\ngo 1.19\n",
+		"slow_test.go": "package slow\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestSlow(t *testing.T) { time.Sleep(10 * time.Minute) }\n",
+	}
+	b64, sum := tarGz(t, []*tar.Header{
+		{Name: "go.mod", Typeflag: tar.TypeReg}, {Name: "slow_test.go", Typeflag: tar.TypeReg},
+	}, files)
+	sp := must(t, cs, "spawn_worker", map[string]any{
+		"worker_id": "shell_v1", "journey_id": "slow",
+		"source": map[string]any{"archive": map[string]any{"tar_gz_base64": b64, "sha256": sum}},
+	})
+	type answer struct {
+		r   result
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		// go test builds, then sleeps: the action runs until the kill
+		// (the worker's exec timeout is a minute).
+		r, err := tryCall(cs, "execute_in_worker", execArgs("slow", map[string]any{"type": "exec", "command": []string{"go", "test", "."}}))
+		answered <- answer{r, err}
+	}()
+	// Killed once the command runs: the action is then past the check
+	// that its worker is live.
+	container := sp["container_id"].(string)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		top, _ := exec.Command("docker", "top", container, "-eo", "pid,args").CombinedOutput()
+		if strings.Contains(string(top), "go test") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("go test did not start in a minute:\n%s", top)
+		}
+	}
+	dockertest.Docker(t, "kill", container)
+	var r result
+	select {
+	case a := <-answered:
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		r = a.r
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the action was not answered after its worker was killed")
+	}
+	e, _ := r.out["error"].(map[string]any)
+	if !r.isError || e["code"] != "unavailable" || !strings.Contains(r.text, "stopped while the action ran: it was killed by signal 9 (exit code 137)") || !strings.Contains(r.text, "resume") {
+		t.Errorf("the action whose worker was killed: %+v", r)
+	}
+	t.Logf("answer: %s", r.text)
+	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "slow"}); st["state"] != "orphaned" {
+		t.Errorf("state %v, want orphaned", st["state"])
 	}
 }
 

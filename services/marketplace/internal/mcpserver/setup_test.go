@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -59,6 +60,11 @@ func (c *countingRuntime) State(ctx context.Context, h workerruntime.Handle) (wo
 func (c *countingRuntime) Exec(ctx context.Context, h workerruntime.Handle, argv []string) (workerruntime.Session, error) {
 	c.execs.Add(1)
 	return c.Runtime.Exec(ctx, h, argv)
+}
+
+// How a stopped worker ended, as the Docker runtime says.
+func (c *countingRuntime) Exit(ctx context.Context, h workerruntime.Handle) (workerruntime.Exit, bool, error) {
+	return c.Runtime.(workerruntime.ExitReporter).Exit(ctx, h)
 }
 
 // The Docker runtime's internal networks, for egress workers.
@@ -217,9 +223,19 @@ type result struct {
 
 func call(t testing.TB, cs *mcp.ClientSession, tool string, args any) result {
 	t.Helper()
+	r, err := tryCall(cs, tool, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// tryCall is call for a goroutine other than the test's: a protocol error
+// is returned.
+func tryCall(cs *mcp.ClientSession, tool string, args any) (result, error) {
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
-		t.Fatalf("%s: protocol error: %v", tool, err)
+		return result{}, fmt.Errorf("%s: protocol error: %w", tool, err)
 	}
 	r := result{isError: res.IsError}
 	for _, c := range res.Content {
@@ -231,7 +247,7 @@ func call(t testing.TB, cs *mcp.ClientSession, tool string, args any) result {
 		raw, _ := json.Marshal(res.StructuredContent)
 		_ = json.Unmarshal(raw, &r.out)
 	}
-	return r
+	return r, nil
 }
 
 // must calls a tool that has to succeed.

@@ -279,6 +279,19 @@ func (s *Store) SetState(ctx context.Context, uid uuid.UUID, state JourneyState)
 		stopped_at = CASE WHEN $2 IN ('stopped', 'orphaned', 'failed', 'deleted') THEN now() ELSE NULL END WHERE uid = $1`, uid, string(state))
 }
 
+// Orphan marks a live journey orphaned if its worker is still containerID,
+// and reports whether it did. A journey stopped, deleted or given another
+// worker since it was read (a stop_worker that raced the check, another
+// marketplace's spawn) is left as it is.
+func (s *Store) Orphan(ctx context.Context, uid uuid.UUID, containerID string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE journeys SET state = 'orphaned', stopped_at = now()
+		WHERE uid = $1 AND state IN ('starting', 'active') AND container_id IS NOT DISTINCT FROM NULLIF($2, '')`, uid, containerID)
+	if err != nil {
+		return false, fmt.Errorf("orphaning journey: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // Reset starts caller's journey over (spawn mode fresh), if q admits it
 // (a *QuotaError if not; a live journey is always admitted): new worker,
 // counters, agent session and base cleared (until the new base is recorded,

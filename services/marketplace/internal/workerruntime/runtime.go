@@ -12,6 +12,7 @@ package workerruntime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -121,6 +122,40 @@ type Networker interface {
 	EnsureInternalNetwork(ctx context.Context, name string, labels map[string]string) (gateway string, err error)
 	// Address is a worker's address on network.
 	Address(ctx context.Context, h Handle, network string) (string, error)
+}
+
+// Exit is how a stopped worker ended, as far as its runtime knows.
+type Exit struct {
+	// Code is the exit status of the worker's main process; 128+N when a
+	// signal N killed it.
+	Code int
+	// OOMKilled: the kernel killed it for passing its memory limit.
+	OOMKilled bool
+	// Error is what the runtime said went wrong starting or running it.
+	Error string
+}
+
+// String says how the worker ended, for a client's error message.
+func (e Exit) String() string {
+	switch {
+	case e.OOMKilled:
+		return "it ran out of memory (isolation.resources.memory) and was killed"
+	case e.Error != "":
+		return "its runtime reported: " + e.Error
+	case e.Code > 128 && e.Code < 128+65:
+		return fmt.Sprintf("it was killed by signal %d (exit code %d)", e.Code-128, e.Code)
+	default:
+		return fmt.Sprintf("it exited with code %d", e.Code)
+	}
+}
+
+// ExitReporter is what a runtime that can say how a stopped worker ended
+// also does. The Docker runtime is one; the process runtime, whose workers
+// have no main process, is not.
+type ExitReporter interface {
+	// Exit says how the stopped worker h ended. ok is false when h is
+	// running, missing, or its end is not known.
+	Exit(ctx context.Context, h Handle) (e Exit, ok bool, err error)
 }
 
 // Runtime creates and runs workers.

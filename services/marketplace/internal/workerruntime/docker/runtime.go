@@ -274,22 +274,46 @@ func (r *Runtime) Remove(ctx context.Context, h workerruntime.Handle, opts worke
 // State implements workerruntime.Runtime. A paused or restarting container counts
 // as stopped: nothing can be exec'd in it.
 func (r *Runtime) State(ctx context.Context, h workerruntime.Handle) (workerruntime.State, error) {
-	if h.ID == "" {
+	s, err := r.inspectState(ctx, h)
+	switch {
+	case err != nil:
+		return "", err
+	case s == nil:
 		return workerruntime.StateMissing, nil
-	}
-	res, err := r.engine.ContainerInspect(ctx, h.ID, client.ContainerInspectOptions{})
-	if cerrdefs.IsNotFound(err) {
-		return workerruntime.StateMissing, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("inspecting container %s: %w", h.ID, err)
-	}
-	s := res.Container.State
-	if s != nil && s.Running && !s.Paused && !s.Restarting {
+	case s.Running && !s.Paused && !s.Restarting:
 		return workerruntime.StateRunning, nil
 	}
 	return workerruntime.StateStopped, nil
 }
+
+// inspectState is the state of h's container; nil when there is none.
+func (r *Runtime) inspectState(ctx context.Context, h workerruntime.Handle) (*container.State, error) {
+	if h.ID == "" {
+		return nil, nil
+	}
+	res, err := r.engine.ContainerInspect(ctx, h.ID, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inspecting container %s: %w", h.ID, err)
+	}
+	if res.Container.State == nil {
+		return &container.State{}, nil // stopped, as far as anyone can say
+	}
+	return res.Container.State, nil
+}
+
+// Exit implements workerruntime.ExitReporter from the container's state.
+func (r *Runtime) Exit(ctx context.Context, h workerruntime.Handle) (workerruntime.Exit, bool, error) {
+	s, err := r.inspectState(ctx, h)
+	if err != nil || s == nil || s.Running || s.Restarting || s.Status == container.StateCreated {
+		return workerruntime.Exit{}, false, err
+	}
+	return workerruntime.Exit{Code: s.ExitCode, OOMKilled: s.OOMKilled, Error: s.Error}, true, nil
+}
+
+var _ workerruntime.ExitReporter = (*Runtime)(nil)
 
 // List implements workerruntime.Runtime. Only containers are listed: a workspace
 // volume without a container is a stopped journey's, not a worker.

@@ -387,25 +387,62 @@ func TestJourneysMountOnlyTheirOwnVolume(t *testing.T) {
 	}
 }
 
+// waitStopped waits up to a minute for the worker h to stop.
+func waitStopped(t *testing.T, rt *docker.Runtime, h workerruntime.Handle) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := rt.State(t.Context(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == workerruntime.StateStopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker is still %s after a minute", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Exit says how a stopped worker ended, and nothing of a running one.
+func TestExitOfAStoppedWorker(t *testing.T) {
+	b := setup(t)
+	running := b.create(t, b.spec())
+	if e, ok, err := b.rt.Exit(t.Context(), running); err != nil || ok {
+		t.Errorf("Exit of a running worker: %+v, %v, %v; want not ok", e, ok, err)
+	}
+	if _, err := b.c.ContainerKill(t.Context(), running.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, b.rt, running)
+	e, ok, err := b.rt.Exit(t.Context(), running)
+	if err != nil || !ok || e.Code != 137 || e.OOMKilled {
+		t.Errorf("Exit of a killed worker: %+v, %v, %v; want code 137", e, ok, err)
+	}
+	if want := "it was killed by signal 9 (exit code 137)"; e.String() != want {
+		t.Errorf("Exit of a killed worker says %q, want %q", e, want)
+	}
+
+	spec := b.spec()
+	spec.Cmd = []string{"version"} // prints one line and exits
+	done := b.create(t, spec)
+	waitStopped(t, b.rt, done)
+	if e, ok, err := b.rt.Exit(t.Context(), done); err != nil || !ok || e.Code != 0 {
+		t.Errorf("Exit of a worker that exited: %+v, %v, %v; want code 0", e, ok, err)
+	}
+	if e, ok, err := b.rt.Exit(t.Context(), workerruntime.Handle{ID: "meshwork-no-such-container"}); err != nil || ok {
+		t.Errorf("Exit of a missing worker: %+v, %v, %v; want not ok", e, ok, err)
+	}
+}
+
 func TestLogsOfTheMainProcess(t *testing.T) {
 	b := setup(t)
 	spec := b.spec()
 	spec.Cmd = []string{"version"} // prints one line and exits
 	h := b.create(t, spec)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		st, err := b.rt.State(t.Context(), h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st == workerruntime.StateStopped {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("meshworker version still %s after a minute", st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitStopped(t, b.rt, h)
 	logs, err := b.rt.Logs(t.Context(), h, 10)
 	if err != nil {
 		t.Fatal(err)
