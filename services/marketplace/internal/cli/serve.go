@@ -30,6 +30,7 @@ import (
 	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/mcpserver"
+	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime/docker"
@@ -211,6 +212,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	}()
 
 	if cfg.Transport == "stdio" {
+		warnCredentialCallers(ctx, logger, sources, func(c string) bool { return c == cfg.Caller })
 		logger.InfoContext(ctx, "serving MCP on stdio", slog.String("caller", cfg.Caller))
 		srv := mcpserver.New(mgr, catalog, meshapi.Delegating(meshapi.FixedCaller(cfg.Caller), nil), logger)
 		// Room for the largest action, JSON-escaped inside the request.
@@ -238,6 +240,9 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	if err := st.RevokeConfiguredExcept(ctx, keep); err != nil {
 		return err
 	}
+	if cfg.Delegates == "" { // a delegate may act for a caller of any name
+		warnCredentialCallers(ctx, logger, sources, func(c string) bool { _, ok := tokens.HashOf(c); return ok })
+	}
 
 	srv := mcpserver.New(mgr, catalog, meshapi.Delegating(meshapi.TokenCaller, splitList(cfg.Delegates)), logger)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
@@ -247,6 +252,17 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	handler := mcpserver.NewHTTPHandler(srv, st, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), telemetry.ServerName("marketplace", ln.Addr()))
 	logger.InfoContext(ctx, "serving MCP over HTTP", slog.String("addr", ln.Addr().String()))
 	return mcphttp.Serve(ctx, ln, handler, logger)
+}
+
+// warnCredentialCallers logs each caller that the source credentials name
+// and that cannot call (known says who can): a typo there would otherwise
+// leave the caller it meant fetching without credentials, unsaid.
+func warnCredentialCallers(ctx context.Context, logger *slog.Logger, sources source.Policy, known func(string) bool) {
+	for _, c := range sources.CredentialCallers() {
+		if !known(c) {
+			logger.WarnContext(ctx, "source-credentials-file names a caller that cannot call this marketplace: its credentials there serve no spawn", slog.String("caller", c))
+		}
+	}
 }
 
 // poolDrainTimeout bounds the removal of the pools' members at stop, within

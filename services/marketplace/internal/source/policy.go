@@ -81,6 +81,18 @@ func (p *Policy) credential(host, caller string) (Credential, bool) {
 	return *all, true
 }
 
+// CredentialCallers are the callers the credentials name, sorted, each once.
+func (p *Policy) CredentialCallers() []string {
+	var out []string
+	for _, creds := range p.Credentials {
+		for _, c := range creds {
+			out = append(out, c.Callers...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // DefaultMaxArchiveBytes is MaxArchiveBytes's default.
 const DefaultMaxArchiveBytes = 32 << 20
 

@@ -28,6 +28,10 @@ git.internal:8443 ci ci-token carol
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
+	p := source.Policy{Credentials: got}
+	if callers := p.CredentialCallers(); !reflect.DeepEqual(callers, []string{"alice", "bob", "carol"}) {
+		t.Errorf("CredentialCallers() = %q, want alice, bob, carol", callers)
+	}
 	for _, tt := range []struct{ file, want string }{
 		{"git.example.com bot", "line 1: want HOST USERNAME PASSWORD [CALLER,CALLER...], got 2 fields"},
 		{"h u SECRET a b", "got 5 fields"},
