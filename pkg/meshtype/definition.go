@@ -115,8 +115,11 @@ type Constraints struct {
 	// other programs are checked by prefix only.
 	Commands   []string `yaml:"commands,omitempty" json:"commands,omitempty" jsonschema:"exec allowlist: each entry is an argv prefix written as words, e.g. 'go test'; for go and git the rest of the argv may use only the subcommands and flags the gate knows (not -vettool, -exec, -toolexec, --ext-diff, --no-index, --output, ...), and packages, paths and output files must be relative without '..'; other programs are checked by prefix only"`
 	MaxActions int64    `yaml:"max_actions,omitempty" json:"max_actions,omitempty" jsonschema:"actions allowed per journey (0: no limit)"`
-	MaxCostUSD float64  `yaml:"max_cost_usd,omitempty" json:"max_cost_usd,omitempty" jsonschema:"agent spend allowed per journey in US dollars (0: no limit)"`
-	Rules      []Rule   `yaml:"rules,omitempty" json:"rules,omitempty" jsonschema:"user rules in CEL"`
+	// ActionTimeout bounds one action: a command (exec), an agent's task,
+	// an MCP tool call. Zero: the marketplace's defaults.
+	ActionTimeout Duration `yaml:"action_timeout,omitempty" json:"action_timeout,omitzero" jsonschema:"longest one action may run: a command, an agent's task or a tool call (default: 1m for a command, 4m30s for an agent's task, 5m for the rest; from 1s to 1h)"`
+	MaxCostUSD    float64  `yaml:"max_cost_usd,omitempty" json:"max_cost_usd,omitempty" jsonschema:"agent spend allowed per journey in US dollars (0: no limit)"`
+	Rules         []Rule   `yaml:"rules,omitempty" json:"rules,omitempty" jsonschema:"user rules in CEL"`
 }
 
 // Rule is a user policy rule written in CEL, shaped like a Kubernetes

@@ -213,6 +213,8 @@ func TestLoadErrorsHavePositions(t *testing.T) {
 		{"negative duration", map[string]string{"a.yaml": ok + "isolation:\n  idle_timeout: -5m\n"}, "a.yaml:7:17: isolation.idle_timeout: invalid duration \"-5m\": must not be negative"},
 		{"pool too big", map[string]string{"a.yaml": ok + "pool: {size: 65}\n"}, "a.yaml:6:14: pool.size must be from 0 to 64, got 65"},
 		{"pool max_age too short", map[string]string{"a.yaml": ok + "pool: {size: 2, max_age: 30s}\n"}, "a.yaml:6:26: pool.max_age must be at least 1m, got 30s"},
+		{"action_timeout too long", map[string]string{"a.yaml": ok + "constraints: {action_timeout: 3h}\n"}, "a.yaml:6:31: constraints.action_timeout must be from 1s to 1h0m0s, got 3h0m0s"},
+		{"action_timeout too short", map[string]string{"a.yaml": ok + "constraints: {action_timeout: 500ms}\n"}, "a.yaml:6:31: constraints.action_timeout must be from 1s to 1h0m0s, got 500ms"},
 		{"pool of a process worker", map[string]string{"a.yaml": ok + "isolation: {level: process}\npool: {size: 2}\n"}, "a.yaml:7:14: a pool needs isolation.level container (it is process)"},
 		{"list for scalar", map[string]string{"a.yaml": ok + "name: [a]\n"}, ""},
 		{"scalar for list", map[string]string{"a.yaml": "id: ok_v1\nname: OK\nkind: builtin\nimage: x\ntools: read\n"}, "a.yaml:5:8: tools: want a list, got \"read\""},

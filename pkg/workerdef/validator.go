@@ -232,9 +232,16 @@ func (v *validator) validatePool(d *meshtype.Definition) {
 	}
 }
 
+// MaxActionTimeout bounds a definition's constraints.action_timeout: an
+// agent worker's mesh-exec caps a task at an hour too.
+const MaxActionTimeout = time.Hour
+
 func (v *validator) validateConstraints(c *meshtype.Constraints) {
 	if c.MaxFileSize < 0 {
 		v.fail("constraints.max_file_size", "constraints.max_file_size must not be negative")
+	}
+	if t := time.Duration(c.ActionTimeout); t != 0 && (t < time.Second || t > MaxActionTimeout) {
+		v.fail("constraints.action_timeout", "constraints.action_timeout must be from 1s to %s, got %s", MaxActionTimeout, c.ActionTimeout)
 	}
 	v.validateGlobs("constraints.allowed_paths", c.AllowedPaths)
 	v.validateGlobs("constraints.denied_paths", c.DeniedPaths)

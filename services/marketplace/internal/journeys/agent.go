@@ -62,9 +62,13 @@ func agentTask(a *meshtype.Action) string {
 // agent container, resuming the journey's agent session, and records the
 // session the agent reports.
 func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]meshtype.ToolDecision) (any, float64, error) {
-	// mesh-exec stops the agent before the marketplace gives up on the call,
-	// so a run that times out still returns its cost and session.
-	agentTimeout := max(m.cfg.ActionTimeout-30*time.Second, m.cfg.ActionTimeout/2)
+	// mesh-exec stops the agent before the marketplace gives up on the call
+	// (actionBound), so a run that times out still returns its cost and
+	// session.
+	agentTimeout := time.Duration(entry.Definition.Constraints.ActionTimeout)
+	if agentTimeout == 0 {
+		agentTimeout = max(m.cfg.ActionTimeout-actionGrace, m.cfg.ActionTimeout/2)
+	}
 	args := map[string]any{
 		"repository": workerruntime.WorkspacePath,
 		"task":       agentTask(a),

@@ -194,7 +194,7 @@ func toolCall(a *meshtype.Action) (string, any) {
 // An agent's own tool calls, as the gate in its worker decided them, go to
 // toolCalls, also when the run failed.
 func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]meshtype.ToolDecision) (any, float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.ActionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.actionBound(&entry.Definition))
 	defer cancel()
 	if entry.Definition.Kind == meshtype.KindAgent {
 		return m.runAgent(ctx, j, entry, a, toolCalls)
@@ -220,6 +220,21 @@ func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Ent
 		out = map[string]any{"text": toolText(res)}
 	}
 	return filterDenied(entry.Gate, out), 0, nil
+}
+
+// actionGrace is how long the marketplace waits past a definition's
+// action_timeout: the worker stops the command or the agent at the
+// timeout, and its answer (the output so far, the agent's cost and
+// session) still has to come back.
+const actionGrace = 30 * time.Second
+
+// actionBound is how long the marketplace waits for one action of d: its
+// action_timeout and the grace, or the marketplace's own bound.
+func (m *Manager) actionBound(d *meshtype.Definition) time.Duration {
+	if t := time.Duration(d.Constraints.ActionTimeout); t > 0 {
+		return t + actionGrace
+	}
+	return m.cfg.ActionTimeout
 }
 
 func idempotent(t meshtype.ActionType) bool {

@@ -659,6 +659,9 @@ func serverArgv(e *workerdef.Entry) []string {
 		return append(argv, quotaArgs(d)...)
 	}
 	argv := []string{MeshworkerPath, "serve", "--root", workerruntime.WorkspacePath}
+	if t := time.Duration(d.Constraints.ActionTimeout); t > 0 {
+		argv = append(argv, "--exec-timeout", t.String())
+	}
 	if d.Constraints.MaxFileSize > 0 {
 		argv = append(argv, "--max-file-size", strconv.FormatInt(int64(d.Constraints.MaxFileSize), 10))
 	}

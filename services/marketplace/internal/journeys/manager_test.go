@@ -3,6 +3,7 @@ package journeys
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/workerdef"
@@ -17,14 +18,15 @@ func TestServerArgvBuiltin(t *testing.T) {
 		Kind:  meshtype.KindBuiltin,
 		Tools: []string{"read", "exec"},
 		Constraints: meshtype.Constraints{
-			MaxFileSize:  1000,
-			Readonly:     true,
-			AllowedPaths: []string{"src/**", "-odd"},
-			DeniedPaths:  []string{"**/.env", ".git/**"},
+			MaxFileSize:   1000,
+			Readonly:      true,
+			ActionTimeout: meshtype.Duration(10 * time.Minute),
+			AllowedPaths:  []string{"src/**", "-odd"},
+			DeniedPaths:   []string{"**/.env", ".git/**"},
 		},
 	}}
 	want := []string{
-		MeshworkerPath, "serve", "--root", "/workspace", "--max-file-size", "1000", "--readonly", "--allow-exec",
+		MeshworkerPath, "serve", "--root", "/workspace", "--exec-timeout", "10m0s", "--max-file-size", "1000", "--readonly", "--allow-exec",
 		"--allowed-path=src/**", "--allowed-path=-odd", "--denied-path=**/.env", "--denied-path=.git/**",
 	}
 	if got := serverArgv(e); !slices.Equal(got, want) {

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/dockertest"
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -265,6 +267,50 @@ func TestRestartAndOrphans(t *testing.T) {
 	}
 }
 
+// spawnSlow spawns a shell_v1 journey on a Go module whose one test sleeps
+// for ten minutes: `go test .` in it runs until it is stopped.
+func spawnSlow(t *testing.T, cs *mcp.ClientSession, journey string) map[string]any {
+	t.Helper()
+	files := map[string]string{
+		"go.mod":       "module slow\n\ngo 1.19\n",
+		"slow_test.go": "package slow\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestSlow(t *testing.T) { time.Sleep(10 * time.Minute) }\n",
+	}
+	b64, sum := tarGz(t, []*tar.Header{
+		{Name: "go.mod", Typeflag: tar.TypeReg}, {Name: "slow_test.go", Typeflag: tar.TypeReg},
+	}, files)
+	return must(t, cs, "spawn_worker", map[string]any{
+		"worker_id": "shell_v1", "journey_id": journey,
+		"source": map[string]any{"archive": map[string]any{"tar_gz_base64": b64, "sha256": sum}},
+	})
+}
+
+// A definition's action_timeout bounds its commands, in place of the
+// worker's default minute: the command is stopped and the action answered
+// with timed_out.
+func TestActionTimeoutOfADefinition(t *testing.T) {
+	t.Parallel()
+	requireImage(t, "meshwork/shell-worker:latest")
+	b := setupWith(t, &bundle{adjust: func(d *meshtype.Definition) {
+		if d.ID == "shell_v1" {
+			d.Constraints.ActionTimeout = meshtype.Duration(3 * time.Second)
+		}
+	}})
+	cs := b.client(t, aliceToken)
+	spawnSlow(t, cs, "bounded")
+	start := time.Now()
+	r := must(t, cs, "execute_in_worker", execArgs("bounded", map[string]any{"type": "exec", "command": []string{"go", "test", "."}}))
+	took := time.Since(start)
+	out, _ := r["output"].(map[string]any)
+	if out["timed_out"] != true {
+		t.Errorf("go test of a ten-minute test under a 3 s action_timeout: %v", r)
+	}
+	// The worker's default would have let it run a minute.
+	if took > 45*time.Second {
+		t.Errorf("the command was stopped after %s, want about 3 s", took)
+	}
+	t.Logf("stopped after %s: exit %v, timed_out %v", took.Round(time.Millisecond), out["exit_code"], out["timed_out"])
+}
+
 // A worker that stops while an action runs in it (killed here; its memory
 // limit or a crash do the same): the action is answered with how the
 // worker ended, not with what the broken channel saw, and the journey is
@@ -276,17 +322,7 @@ func TestWorkerStoppedUnderAnAction(t *testing.T) {
 	requireImage(t, "meshwork/shell-worker:latest")
 	b := setup(t)
 	cs := b.client(t, aliceToken)
-	files := map[string]string{
-		"go.mod":       "module slow\n\ngo 1.19\n",
-		"slow_test.go": "package slow\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestSlow(t *testing.T) { time.Sleep(10 * time.Minute) }\n",
-	}
-	b64, sum := tarGz(t, []*tar.Header{
-		{Name: "go.mod", Typeflag: tar.TypeReg}, {Name: "slow_test.go", Typeflag: tar.TypeReg},
-	}, files)
-	sp := must(t, cs, "spawn_worker", map[string]any{
-		"worker_id": "shell_v1", "journey_id": "slow",
-		"source": map[string]any{"archive": map[string]any{"tar_gz_base64": b64, "sha256": sum}},
-	})
+	sp := spawnSlow(t, cs, "slow")
 	type answer struct {
 		r   result
 		err error
