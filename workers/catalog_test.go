@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"go.yaml.in/yaml/v4"
@@ -108,6 +109,32 @@ func TestCatalogPolicies(t *testing.T) {
 		}
 		if !slices.Equal(got, c.refused) {
 			t.Errorf("%s %+v: violations %v, want %v", c.worker, c.action.Type, got, c.refused)
+		}
+	}
+}
+
+// The catalog's workers that run long actions say so: a repository's tests
+// and an agent's task need more than the marketplace's defaults. The agent
+// workers that extend claude_code_assistant_v1 inherit its timeout.
+func TestCatalogActionTimeouts(t *testing.T) {
+	t.Parallel()
+	cat, err := workers.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for worker, want := range map[string]time.Duration{
+		"shell_v1":                 10 * time.Minute,
+		"claude_code_assistant_v1": 30 * time.Minute,
+		"claude_code_reviewer_v1":  30 * time.Minute,
+		"codex_assistant_v1":       30 * time.Minute,
+		"filesystem_write_v1":      0, // the defaults
+	} {
+		e, ok := cat.Lookup(worker)
+		if !ok {
+			t.Fatalf("no %s", worker)
+		}
+		if got := time.Duration(e.Definition.Constraints.ActionTimeout); got != want {
+			t.Errorf("%s: action_timeout %s, want %s", worker, got, want)
 		}
 	}
 }

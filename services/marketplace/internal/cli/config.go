@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
+	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
 
 // serveConfig is `marketplace serve`'s configuration. Precedence: flag >
@@ -74,6 +75,10 @@ type serveConfig struct {
 	// MaxJourneys is the most live journeys of all callers together; at
 	// least 1. Defaults to 200.
 	MaxJourneys int
+	// MaxRunningActions is how many actions (and spawns, diffs, stops) this
+	// marketplace runs at once: each holds a database connection for its
+	// journey's lock while it runs. At least 1. Defaults to 32.
+	MaxRunningActions int
 	// EgressProxyAddr is where the egress proxy of egress workers listens;
 	// it must be reachable from the egress network (workers are told the
 	// port it got). It serves only the addresses of egress workers. Empty
@@ -105,7 +110,8 @@ func defaultServeConfig() serveConfig {
 	return serveConfig{
 		Transport: "stdio", Addr: ":8080", Caller: "local", IdleCheck: time.Minute, ChannelIdle: journeys.DefaultChannelIdle,
 		MaxJourneysPerCaller: journeys.DefaultMaxJourneysPerCaller, MaxJourneys: journeys.DefaultMaxJourneys,
-		EgressProxyAddr: ":0", EgressNetwork: journeys.DefaultEgressNetwork,
+		MaxRunningActions: store.DefaultLockConns,
+		EgressProxyAddr:   ":0", EgressNetwork: journeys.DefaultEgressNetwork,
 		MaxPoolMembers: journeys.DefaultMaxPoolMembers,
 	}
 }
@@ -148,6 +154,7 @@ func (c *serveConfig) fields() []configField {
 		{flag: "source-ca-file", usage: "extra PEM certificates to trust for source hosts", str: &c.SourceCAFile},
 		{flag: "max-journeys-per-caller", usage: "most live journeys (holding a worker) one caller may have; spawns past it are refused", num: &c.MaxJourneysPerCaller},
 		{flag: "max-journeys", usage: "most live journeys of all callers together, in the database every replica shares", num: &c.MaxJourneys},
+		{flag: "max-running-actions", usage: "most actions this marketplace runs at once, each holding a database connection (its journey's lock); more wait", num: &c.MaxRunningActions},
 		{flag: "egress-proxy-addr", usage: "where the egress proxy listens, reachable from the egress network (empty: off, egress workers refused)", str: &c.EgressProxyAddr},
 		{flag: "egress-network", usage: "the internal Docker network of egress workers (meshwork-...), created when missing", str: &c.EgressNetwork},
 		{flag: "egress-proxy-host", usage: "the egress proxy's host as egress workers reach it (default: the egress network's gateway)", str: &c.EgressProxyHost},

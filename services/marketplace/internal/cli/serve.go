@@ -115,7 +115,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	if err := otelpgx.RecordStats(pool); err != nil {
 		logger.WarnContext(ctx, "database pool metrics are off", slog.Any("error", err))
 	}
-	st := store.New(pool)
+	st := store.New(pool).WithLockConns(cfg.MaxRunningActions)
 	defer st.Close()
 	if err := st.Ping(ctx); err != nil {
 		return fmt.Errorf("connecting to the database: %w", err)

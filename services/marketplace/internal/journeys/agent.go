@@ -58,6 +58,15 @@ func agentTask(a *meshtype.Action) string {
 	return a.Task
 }
 
+// agentTaskTimeout is how long an agent's task may run: d's
+// action_timeout, or what leaves the grace within the marketplace's bound.
+func (m *Manager) agentTaskTimeout(d *meshtype.Definition) time.Duration {
+	if t := time.Duration(d.Constraints.ActionTimeout); t > 0 {
+		return t
+	}
+	return max(m.cfg.ActionTimeout-actionGrace, m.cfg.ActionTimeout/2)
+}
+
 // runAgent runs an action as a task through mesh_execute in the journey's
 // agent container, resuming the journey's agent session, and records the
 // session the agent reports.
@@ -65,10 +74,7 @@ func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerde
 	// mesh-exec stops the agent before the marketplace gives up on the call
 	// (actionBound), so a run that times out still returns its cost and
 	// session.
-	agentTimeout := time.Duration(entry.Definition.Constraints.ActionTimeout)
-	if agentTimeout == 0 {
-		agentTimeout = max(m.cfg.ActionTimeout-actionGrace, m.cfg.ActionTimeout/2)
-	}
+	agentTimeout := m.agentTaskTimeout(&entry.Definition)
 	args := map[string]any{
 		"repository": workerruntime.WorkspacePath,
 		"task":       agentTask(a),

@@ -229,12 +229,19 @@ func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Ent
 const actionGrace = 30 * time.Second
 
 // actionBound is how long the marketplace waits for one action of d: its
-// action_timeout and the grace, or the marketplace's own bound.
+// action_timeout and the grace (a builtin or agent worker stops its
+// command or agent at the timeout and answers), or action_timeout itself
+// for an MCP server, which is told no timeout; else the marketplace's own
+// bound.
 func (m *Manager) actionBound(d *meshtype.Definition) time.Duration {
-	if t := time.Duration(d.Constraints.ActionTimeout); t > 0 {
-		return t + actionGrace
+	t := time.Duration(d.Constraints.ActionTimeout)
+	switch {
+	case t == 0:
+		return m.cfg.ActionTimeout
+	case d.Kind == meshtype.KindMCP:
+		return t
 	}
-	return m.cfg.ActionTimeout
+	return t + actionGrace
 }
 
 func idempotent(t meshtype.ActionType) bool {

@@ -38,3 +38,30 @@ func TestServerArgvBuiltin(t *testing.T) {
 		t.Errorf("argv without constraints = %q, want %q", got, want)
 	}
 }
+
+// A definition's action_timeout bounds its actions: the marketplace waits
+// for it and the grace in which the worker answers (an MCP server, told no
+// timeout, gets none), and an agent's task runs for it; without one, the
+// marketplace's bound holds, and an agent's task leaves the grace in it.
+func TestActionTimeouts(t *testing.T) {
+	t.Parallel()
+	m := &Manager{cfg: Config{ActionTimeout: 5 * time.Minute}}
+	for _, tc := range []struct {
+		kind          meshtype.Kind
+		actionTimeout time.Duration
+		bound, task   time.Duration
+	}{
+		{meshtype.KindBuiltin, 0, 5 * time.Minute, 4*time.Minute + 30*time.Second},
+		{meshtype.KindBuiltin, 10 * time.Minute, 10*time.Minute + 30*time.Second, 10 * time.Minute},
+		{meshtype.KindAgent, 30 * time.Minute, 30*time.Minute + 30*time.Second, 30 * time.Minute},
+		{meshtype.KindMCP, 20 * time.Second, 20 * time.Second, 20 * time.Second},
+	} {
+		d := &meshtype.Definition{Kind: tc.kind, Constraints: meshtype.Constraints{ActionTimeout: meshtype.Duration(tc.actionTimeout)}}
+		if got := m.actionBound(d); got != tc.bound {
+			t.Errorf("%s worker, action_timeout %s: the marketplace waits %s, want %s", tc.kind, tc.actionTimeout, got, tc.bound)
+		}
+		if got := m.agentTaskTimeout(d); got != tc.task {
+			t.Errorf("%s worker, action_timeout %s: an agent's task runs %s, want %s", tc.kind, tc.actionTimeout, got, tc.task)
+		}
+	}
+}

@@ -264,7 +264,7 @@ func toStrings(v any) []string {
 }
 
 // stop_worker stops an agent in the middle of its task: it does not wait
-// for the task (which would run until the action timeout, 5 minutes here),
+// for the task (which would run until its action_timeout, 30 minutes here),
 // and the task's call ends with an error rather than a result.
 func TestStopDuringATask(t *testing.T) {
 	t.Parallel()

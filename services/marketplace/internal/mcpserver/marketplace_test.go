@@ -330,7 +330,7 @@ func TestWorkerStoppedUnderAnAction(t *testing.T) {
 	answered := make(chan answer, 1)
 	go func() {
 		// go test builds, then sleeps: the action runs until the kill
-		// (the worker's exec timeout is a minute).
+		// (shell_v1's action_timeout is ten minutes).
 		r, err := tryCall(cs, "execute_in_worker", execArgs("slow", map[string]any{"type": "exec", "command": []string{"go", "test", "."}}))
 		answered <- answer{r, err}
 	}()

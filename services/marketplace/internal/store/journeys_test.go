@@ -3,6 +3,9 @@ package store_test
 import (
 	"testing"
 
+	"github.com/google/uuid"
+
+	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 )
 
@@ -34,4 +37,27 @@ func TestOrphan(t *testing.T) {
 	if ok, err := s.Orphan(ctx, j.UID, "c1"); err != nil || ok || state() != store.StateStopped {
 		t.Errorf("Orphan of a stopped journey: %v, %v, state %s; want not done, stopped", ok, err, state())
 	}
+}
+
+// A try for a journey's lock while every lock connection is taken (by
+// actions that may run for an hour) says busy at once rather than queue.
+func TestTryLockWithNoConnectionFree(t *testing.T) {
+	t.Parallel()
+	s := store.New(pgtest.Pool(t)).WithLockConns(1)
+	t.Cleanup(s.Close)
+	ctx := t.Context()
+	unlock, err := s.LockJourney(ctx, uuid.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := uuid.New()
+	if _, ok, err := s.TryLockJourney(ctx, other); ok || err != nil {
+		t.Fatalf("TryLockJourney with the one connection taken: ok %v, err %v; want busy", ok, err)
+	}
+	unlock()
+	held, ok, err := s.TryLockJourney(ctx, other)
+	if !ok || err != nil {
+		t.Fatalf("TryLockJourney with the connection free: ok %v, err %v", ok, err)
+	}
+	held()
 }

@@ -11,10 +11,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// LockConns bounds the connections that hold journey locks at once, per
-// marketplace: each action under way holds one for its duration, on a pool
-// of their own so that holders never starve the queries they make.
-const LockConns = 32
+// DefaultLockConns bounds the connections that hold journey locks at once,
+// per marketplace (WithLockConns changes it): each action under way holds
+// one for its duration, on a pool of their own so that holders never starve
+// the queries they make. An action past it waits for one to be free.
+const DefaultLockConns = 32
+
+// tryAcquireWait is how long TryLockJourney waits for a free connection
+// before it says the lock is busy: a try must not queue behind actions
+// that may run for an hour.
+const tryAcquireWait = 100 * time.Millisecond
 
 // The first keys of the marketplace's advisory locks
 // (pg_advisory_lock(int, int), a key space apart from one-key locks such as
@@ -36,7 +42,7 @@ func lockKey(b []byte) int32 {
 // marketplace on the database (the egress network), which two marketplaces
 // starting at once would otherwise both create; as LockJourney.
 func (s *Store) LockNetwork(ctx context.Context, network string) (unlock func(), err error) {
-	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte("network/"+network)), `SELECT true FROM pg_advisory_lock($1, $2)`)
+	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte("network/"+network)), false)
 }
 
 // lockPool is the pool journey locks are held on, made on first use with
@@ -44,7 +50,7 @@ func (s *Store) LockNetwork(ctx context.Context, network string) (unlock func(),
 func (s *Store) lockPool(ctx context.Context) (*pgxpool.Pool, error) {
 	s.locksOnce.Do(func() {
 		cfg := s.pool.Config()
-		cfg.MaxConns, cfg.MinConns = LockConns, 0
+		cfg.MaxConns, cfg.MinConns = s.lockConns, 0
 		s.locks, s.locksErr = pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
 	})
 	return s.locks, s.locksErr
@@ -56,28 +62,45 @@ func (s *Store) lockPool(ctx context.Context) (*pgxpool.Pool, error) {
 // It is what keeps one action at a time on a journey across replicas, and
 // its counters read and written by one holder at a time.
 func (s *Store) LockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), err error) {
-	return s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), `SELECT true FROM pg_advisory_lock($1, $2)`)
+	return s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), false)
 }
 
 // TryLockJourney is LockJourney without the wait: ok is false while
 // another holds the lock.
+// Every connection taken by other locks counts as busy too.
 func (s *Store) TryLockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
-	unlock, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), `SELECT pg_try_advisory_lock($1, $2)`)
-	if errors.Is(err, errLockHeld) {
+	unlock, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), true)
+	if errors.Is(err, errLockHeld) || errors.Is(err, errNoLockConn) {
 		return nil, false, nil
 	}
 	return unlock, err == nil, err
 }
 
-var errLockHeld = errors.New("journey lock held")
+var (
+	errLockHeld   = errors.New("journey lock held")
+	errNoLockConn = errors.New("no lock connection free")
+)
 
-func (s *Store) advisoryLock(ctx context.Context, class, key int32, query string) (func(), error) {
+// advisoryLock takes the lock (class, key) on a connection of the lock
+// pool, waiting for it, or with try not waiting: errLockHeld when another
+// holds it, errNoLockConn when no connection is free.
+func (s *Store) advisoryLock(ctx context.Context, class, key int32, try bool) (func(), error) {
 	pool, err := s.lockPool(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("advisory lock: %w", err)
 	}
-	c, err := pool.Acquire(ctx)
+	query, acquireCtx := `SELECT true FROM pg_advisory_lock($1, $2)`, ctx
+	if try {
+		query = `SELECT pg_try_advisory_lock($1, $2)`
+		var cancel context.CancelFunc
+		acquireCtx, cancel = context.WithTimeout(ctx, tryAcquireWait)
+		defer cancel()
+	}
+	c, err := pool.Acquire(acquireCtx)
 	if err != nil {
+		if ctx.Err() == nil && acquireCtx.Err() != nil {
+			return nil, errNoLockConn
+		}
 		return nil, fmt.Errorf("advisory lock: %w", err)
 	}
 	var got bool

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -27,14 +28,26 @@ var (
 type Store struct {
 	pool *pgxpool.Pool
 
-	// locks holds the journey locks (locks.go), made on first use.
+	// locks holds the journey locks (locks.go), made on first use, on at
+	// most lockConns connections.
 	locksOnce sync.Once
 	locks     *pgxpool.Pool
 	locksErr  error
+	lockConns int32
 }
 
 // New returns a store on pool. The schema comes from the migrations module.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, lockConns: DefaultLockConns} }
+
+// WithLockConns sets how many journey locks (actions, spawns, diffs under
+// way) the store may hold at once; n <= 0 keeps DefaultLockConns. Set it
+// before the store's first lock.
+func (s *Store) WithLockConns(n int) *Store {
+	if n > 0 {
+		s.lockConns = int32(min(n, math.MaxInt32)) //nolint:gosec // bounded just before
+	}
+	return s
+}
 
 // Ping checks the database is reachable.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
