@@ -17,10 +17,11 @@ import (
 // the queries they make. An action past it waits for one to be free.
 const DefaultLockConns = 32
 
-// tryAcquireWait is how long TryLockJourney waits for a free connection
-// before it says the lock is busy: a try must not queue behind actions
-// that may run for an hour.
-const tryAcquireWait = 100 * time.Millisecond
+// tryAcquireWait bounds TryLockJourney's wait for a connection: a try must
+// not queue behind actions that may run for an hour. With every connection
+// taken it does not wait at all; the bound is for the connection that the
+// check saw free going to another, and for dialling a new one.
+const tryAcquireWait = 2 * time.Second
 
 // The first keys of the marketplace's advisory locks
 // (pg_advisory_lock(int, int), a key space apart from one-key locks such as
@@ -66,8 +67,8 @@ func (s *Store) LockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), 
 }
 
 // TryLockJourney is LockJourney without the wait: ok is false while
-// another holds the lock.
-// Every connection taken by other locks counts as busy too.
+// another holds the lock, and while every connection of the lock pool is
+// taken (by actions, which may run for an hour).
 func (s *Store) TryLockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
 	unlock, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), true)
 	if errors.Is(err, errLockHeld) || errors.Is(err, errNoLockConn) {
@@ -91,6 +92,9 @@ func (s *Store) advisoryLock(ctx context.Context, class, key int32, try bool) (f
 	}
 	query, acquireCtx := `SELECT true FROM pg_advisory_lock($1, $2)`, ctx
 	if try {
+		if st := pool.Stat(); st.AcquiredConns() >= st.MaxConns() {
+			return nil, errNoLockConn
+		}
 		query = `SELECT pg_try_advisory_lock($1, $2)`
 		var cancel context.CancelFunc
 		acquireCtx, cancel = context.WithTimeout(ctx, tryAcquireWait)
