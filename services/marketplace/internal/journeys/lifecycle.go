@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
+	"github.com/meshwork/meshwork/pkg/meshtype"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
@@ -296,9 +297,14 @@ func (m *Manager) archive(ctx context.Context, rt workerruntime.Runtime, j store
 	}
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
-	cw := &countingWriter{w: io.MultiWriter(tmp, h)}
+	limit := m.archiveLimit(j)
+	cw := &countingWriter{w: &capped{w: io.MultiWriter(tmp, h), left: limit}}
 	if err := rt.ExportWorkspace(ctx, handle(j), cw); err != nil {
 		_ = tmp.Close()
+		if errors.Is(err, errExportTooLarge) {
+			return "", 0, "", &Error{Code: CodeResourceExhausted, Message: fmt.Sprintf(
+				"journey %q: the archive of its workspace passes %d bytes (its quota, isolation.resources.workspace, and room for the files' headers); nothing was removed: delete files in it, or stop it with workspace keep", j.ID, limit)}
+		}
 		return "", 0, "", unavailable("archiving the workspace: %v", err)
 	}
 	if err := tmp.Close(); err != nil {
@@ -310,6 +316,26 @@ func (m *Manager) archive(ctx context.Context, rt workerruntime.Runtime, j store
 	}
 	return path, cw.n, hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// archiveLimit bounds a stop's archive of j's workspace: the workspace
+// quota of its worker's definition, a quarter more (a command may pass the
+// quota before it is stopped, and an MCP worker's server keeps none), and
+// 1 KiB of tar headers for each file the quota allows. A worker no longer
+// in the catalog is held to the default quota.
+func (m *Manager) archiveLimit(j store.Journey) int64 {
+	r := meshtype.Resources{Workspace: defaultArchiveQuota, WorkspaceFiles: defaultArchiveFiles}
+	if e, ok := m.cfg.Catalog.Lookup(j.WorkerID); ok {
+		r = e.Definition.Isolation.Resources
+	}
+	return int64(r.Workspace) + int64(r.Workspace)/4 + r.WorkspaceFiles<<10
+}
+
+// The workspace quota of pkg/workerdef/defaults.yaml, for a worker no longer
+// in the catalog.
+const (
+	defaultArchiveQuota = 2 << 30
+	defaultArchiveFiles = 200_000
+)
 
 type countingWriter struct {
 	w io.Writer

@@ -2,12 +2,15 @@ package mcpserver_test
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -451,6 +454,41 @@ func TestStopModesAndFresh(t *testing.T) {
 	again := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "k"})
 	if again["state"] != "active" {
 		t.Errorf("re-spawning a deleted journey's id: %v", again)
+	}
+}
+
+// A stop's archive is bounded by the worker's workspace quota (and room for
+// headers): a workspace past it (here filled behind the worker's back, as
+// an MCP worker, which keeps no quota, could) is refused with
+// resource_exhausted, and nothing is removed or half written.
+func TestArchiveIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, &bundle{adjust: func(d *meshtype.Definition) {
+		if d.ID == "filesystem_write_v1" {
+			d.Isolation.Resources.Workspace = 1 << 20 // the archive's bound: 1.27 MiB
+			d.Isolation.Resources.WorkspaceFiles = 16
+		}
+	}})
+	cs := b.client(t, aliceToken)
+	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "big"})
+	big := filepath.Join(t.TempDir(), "big.bin")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 2<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dockertest.Docker(t, "cp", big, sp["container_id"].(string)+":/workspace/big.bin")
+	r := call(t, cs, "stop_worker", map[string]any{"journey_id": "big", "workspace": "archive"})
+	if e, _ := r.out["error"].(map[string]any); !r.isError || e["code"] != "resource_exhausted" || !strings.Contains(r.text, "nothing was removed") {
+		t.Fatalf("archiving a workspace past its bound: %+v", r)
+	}
+	t.Logf("archive refused: %s", r.text)
+	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "big"}); st["state"] != "active" {
+		t.Errorf("after the refused archive: state %v, want active", st["state"])
+	}
+	if partial, _ := filepath.Glob(filepath.Join(b.archiveDir, "*")); len(partial) != 0 {
+		t.Errorf("the refused archive left %q", partial)
+	}
+	if s := must(t, cs, "stop_worker", map[string]any{"journey_id": "big", "workspace": "delete"}); s["state"] != "deleted" {
+		t.Errorf("stop after the refused archive: %v", s)
 	}
 }
 

@@ -92,6 +92,8 @@ type bundle struct {
 	// across restarts of the manager.
 	sources source.Policy
 	baseDir string
+	// archiveDir is where stops with workspace archive write.
+	archiveDir string
 	// adjust changes catalog definitions before the marketplace starts
 	// (a smaller quota, say).
 	adjust func(*meshtype.Definition)
@@ -121,7 +123,7 @@ func setupWith(t testing.TB, b *bundle) *bundle {
 	b.pool, b.labels = pgtest.Pool(t), map[string]string{"meshwork.test": "mcpserver-" + uuid.NewString()[:8]}
 	b.store = store.New(b.pool)
 	b.rt = &countingRuntime{Runtime: dockerRuntime(t)}
-	b.baseDir = t.TempDir()
+	b.baseDir, b.archiveDir = t.TempDir(), t.TempDir()
 	t.Cleanup(func() { removeLabelled(t, b.labels["meshwork.test"]) })
 	for token, caller := range map[string]string{aliceToken: "alice", bobToken: "bob"} {
 		if err := b.store.PutToken(context.Background(), caller, bearer.Hash(token), nil); err != nil {
@@ -165,7 +167,7 @@ func (b *bundle) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	cfg := journeys.Config{
-		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: t.TempDir(),
+		Catalog: catalog, Store: b.store, Labels: b.labels, ArchiveDir: b.archiveDir,
 		Runtimes: map[meshtype.IsolationLevel]workerruntime.Runtime{meshtype.IsolationContainer: b.rt},
 		AgentEnv: b.agentEnv, NestedMCPURL: nested, Metrics: reg,
 		Bases: baseStore, Sources: b.sources, MaxJourneysPerCaller: b.maxPerCaller, MaxJourneys: b.maxTotal,
