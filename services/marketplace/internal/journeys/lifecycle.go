@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -227,7 +228,11 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 			return StopResult{}, conflict("journey %q has no workspace to archive", j.ID)
 		}
 		if res.Archive, res.Bytes, res.SHA256, err = m.archive(ctx, rt, j); err != nil {
-			return StopResult{}, err // nothing removed: the workspace is still there
+			// Nothing removed: the worker and its workspace are still
+			// there, and an egress worker gets its way out back (the next
+			// action opens a channel again).
+			m.regrantEgress(context.WithoutCancel(ctx), rt, j)
+			return StopResult{}, err
 		}
 	}
 	if h.ID != "" || h.Workspace != "" {
@@ -327,7 +332,10 @@ func (m *Manager) archiveLimit(j store.Journey) int64 {
 	if e, ok := m.cfg.Catalog.Lookup(j.WorkerID); ok {
 		r = e.Definition.Isolation.Resources
 	}
-	return int64(r.Workspace) + int64(r.Workspace)/4 + r.WorkspaceFiles<<10
+	// Saturating: a definition may set quotas near the int64 range.
+	const most = math.MaxInt64 / 4
+	bytes, files := min(int64(r.Workspace), most), min(r.WorkspaceFiles, most>>10)
+	return bytes + bytes/4 + files<<10
 }
 
 // The workspace quota of pkg/workerdef/defaults.yaml, for a worker no longer

@@ -487,8 +487,11 @@ func TestArchiveIsBounded(t *testing.T) {
 	if partial, _ := filepath.Glob(filepath.Join(b.archiveDir, "*")); len(partial) != 0 {
 		t.Errorf("the refused archive left %q", partial)
 	}
-	if s := must(t, cs, "stop_worker", map[string]any{"journey_id": "big", "workspace": "delete"}); s["state"] != "deleted" {
-		t.Errorf("stop after the refused archive: %v", s)
+	// The journey goes on (its next action opens a channel again), and
+	// once the file is deleted, as the refusal says, the archive is taken.
+	must(t, cs, "execute_in_worker", execArgs("big", map[string]any{"type": "delete", "target": "big.bin"}))
+	if s := must(t, cs, "stop_worker", map[string]any{"journey_id": "big", "workspace": "archive"}); s["state"] != "deleted" || s["archive"] == "" {
+		t.Errorf("archive once the file was deleted: %v", s)
 	}
 }
 

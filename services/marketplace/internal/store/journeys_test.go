@@ -1,7 +1,10 @@
 package store_test
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -39,9 +42,11 @@ func TestOrphan(t *testing.T) {
 	}
 }
 
-// A try for a journey's lock while every lock connection is taken (by
-// actions that may run for an hour) says busy at once rather than queue.
-func TestTryLockWithNoConnectionFree(t *testing.T) {
+// Tries for a journey's lock (the idle stopper, warm pool claims) are not
+// starved by waiting locks (actions, which may run for an hour): with the
+// one waiting lock allowed held, a try still takes another journey's lock,
+// and a second waiting lock waits for the first to end.
+func TestTryLocksAreNotStarvedByWaitingLocks(t *testing.T) {
 	t.Parallel()
 	s := store.New(pgtest.Pool(t)).WithLockConns(1)
 	t.Cleanup(s.Close)
@@ -50,14 +55,20 @@ func TestTryLockWithNoConnectionFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := uuid.New()
-	if _, ok, err := s.TryLockJourney(ctx, other); ok || err != nil {
-		t.Fatalf("TryLockJourney with the one connection taken: ok %v, err %v; want busy", ok, err)
-	}
-	unlock()
-	held, ok, err := s.TryLockJourney(ctx, other)
+	held, ok, err := s.TryLockJourney(ctx, uuid.New())
 	if !ok || err != nil {
-		t.Fatalf("TryLockJourney with the connection free: ok %v, err %v", ok, err)
+		t.Fatalf("TryLockJourney beside the one waiting lock allowed: ok %v, err %v; want the lock", ok, err)
 	}
 	held()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := s.LockJourney(short, uuid.New()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second waiting lock with one allowed: %v, want it to wait (deadline exceeded)", err)
+	}
+	unlock()
+	again, err := s.LockJourney(ctx, uuid.New())
+	if err != nil {
+		t.Fatalf("a waiting lock once the first ended: %v", err)
+	}
+	again()
 }

@@ -11,17 +11,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// DefaultLockConns bounds the connections that hold journey locks at once,
-// per marketplace (WithLockConns changes it): each action under way holds
-// one for its duration, on a pool of their own so that holders never starve
-// the queries they make. An action past it waits for one to be free.
+// DefaultLockConns bounds the locks that wait (actions, spawns, diffs)
+// held at once, per marketplace (WithLockConns changes it): each holds a
+// database connection for its duration, on a pool of their own so that
+// holders never starve the queries they make. One past it waits for one to
+// end.
 const DefaultLockConns = 32
 
-// tryAcquireWait bounds TryLockJourney's wait for a connection: a try must
-// not queue behind actions that may run for an hour. With every connection
-// taken it does not wait at all; the bound is for the connection that the
-// check saw free going to another, and for dialling a new one.
-const tryAcquireWait = 2 * time.Second
+// tryConns are the lock pool's connections past the waiting locks' share,
+// kept for tries (TryLockJourney: the idle stopper, the idle-channel
+// closer, warm pool claims, reconciliation), which take a lock for a moment
+// or not at all: they are never starved by actions that may run an hour.
+const tryConns = 4
 
 // The first keys of the marketplace's advisory locks
 // (pg_advisory_lock(int, int), a key space apart from one-key locks such as
@@ -51,8 +52,9 @@ func (s *Store) LockNetwork(ctx context.Context, network string) (unlock func(),
 func (s *Store) lockPool(ctx context.Context) (*pgxpool.Pool, error) {
 	s.locksOnce.Do(func() {
 		cfg := s.pool.Config()
-		cfg.MaxConns, cfg.MinConns = s.lockConns, 0
+		cfg.MaxConns, cfg.MinConns = s.lockConns+tryConns, 0
 		s.locks, s.locksErr = pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
+		s.waiting = make(chan struct{}, s.lockConns)
 	})
 	return s.locks, s.locksErr
 }
@@ -67,44 +69,40 @@ func (s *Store) LockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), 
 }
 
 // TryLockJourney is LockJourney without the wait: ok is false while
-// another holds the lock, and while every connection of the lock pool is
-// taken (by actions, which may run for an hour).
+// another holds the lock. It does not count against the waiting locks'
+// share of connections (DefaultLockConns).
 func (s *Store) TryLockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
 	unlock, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), true)
-	if errors.Is(err, errLockHeld) || errors.Is(err, errNoLockConn) {
+	if errors.Is(err, errLockHeld) {
 		return nil, false, nil
 	}
 	return unlock, err == nil, err
 }
 
-var (
-	errLockHeld   = errors.New("journey lock held")
-	errNoLockConn = errors.New("no lock connection free")
-)
+var errLockHeld = errors.New("journey lock held")
 
 // advisoryLock takes the lock (class, key) on a connection of the lock
-// pool, waiting for it, or with try not waiting: errLockHeld when another
-// holds it, errNoLockConn when no connection is free.
+// pool, waiting for it, or with try not waiting (errLockHeld when another
+// holds it). A waiting lock first takes a place among the lockConns that
+// may be held at once; a try uses the connections left.
 func (s *Store) advisoryLock(ctx context.Context, class, key int32, try bool) (func(), error) {
 	pool, err := s.lockPool(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("advisory lock: %w", err)
 	}
-	query, acquireCtx := `SELECT true FROM pg_advisory_lock($1, $2)`, ctx
-	if try {
-		if st := pool.Stat(); st.AcquiredConns() >= st.MaxConns() {
-			return nil, errNoLockConn
+	query, leave := `SELECT pg_try_advisory_lock($1, $2)`, func() {}
+	if !try {
+		query = `SELECT true FROM pg_advisory_lock($1, $2)`
+		select {
+		case s.waiting <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("advisory lock: waiting for one of the %d held at once to end: %w", cap(s.waiting), ctx.Err())
 		}
-		query = `SELECT pg_try_advisory_lock($1, $2)`
-		var cancel context.CancelFunc
-		acquireCtx, cancel = context.WithTimeout(ctx, tryAcquireWait)
-		defer cancel()
+		leave = func() { <-s.waiting }
 	}
-	c, err := pool.Acquire(acquireCtx)
+	c, err := pool.Acquire(ctx)
 	if err != nil {
-		if ctx.Err() == nil && acquireCtx.Err() != nil {
-			return nil, errNoLockConn
-		}
+		leave()
 		return nil, fmt.Errorf("advisory lock: %w", err)
 	}
 	var got bool
@@ -112,6 +110,7 @@ func (s *Store) advisoryLock(ctx context.Context, class, key int32, try bool) (f
 		// Cancelled, the lock may have been granted all the same: the
 		// connection goes, and its locks with it.
 		_ = c.Hijack().Close(context.WithoutCancel(ctx))
+		leave()
 		return nil, fmt.Errorf("advisory lock: %w", err)
 	}
 	if !got {
@@ -119,6 +118,7 @@ func (s *Store) advisoryLock(ctx context.Context, class, key int32, try bool) (f
 		return nil, errLockHeld
 	}
 	return func() {
+		defer leave()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var released bool

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -34,17 +33,24 @@ type Store struct {
 	locks     *pgxpool.Pool
 	locksErr  error
 	lockConns int32
+	// waiting holds a place for each waiting lock held (LockJourney,
+	// LockNetwork): at most lockConns, so that tries always find one of
+	// the pool's tryConns.
+	waiting chan struct{}
 }
 
 // New returns a store on pool. The schema comes from the migrations module.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, lockConns: DefaultLockConns} }
 
-// WithLockConns sets how many journey locks (actions, spawns, diffs under
-// way) the store may hold at once; n <= 0 keeps DefaultLockConns. Set it
-// before the store's first lock.
+// maxLockConns bounds WithLockConns: far past what a database serves.
+const maxLockConns = 1 << 16
+
+// WithLockConns sets how many waiting journey locks (actions, spawns,
+// diffs under way) the store may hold at once; n <= 0 keeps
+// DefaultLockConns. Set it before the store's first lock.
 func (s *Store) WithLockConns(n int) *Store {
 	if n > 0 {
-		s.lockConns = int32(min(n, math.MaxInt32)) //nolint:gosec // bounded just before
+		s.lockConns = int32(min(n, maxLockConns)) //nolint:gosec // bounded just before
 	}
 	return s
 }
