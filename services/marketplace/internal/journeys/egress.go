@@ -158,8 +158,9 @@ func (l *refusalLimiter) allow(uid uuid.UUID, now time.Time) bool {
 	return l.counts[uid] <= maxAuditedRefusals
 }
 
-// regrantEgress gives the proxy the grants of running egress workers again,
-// after a restart of the marketplace.
+// regrantEgress gives the proxy a running egress worker's grant again:
+// after a restart of the marketplace, or a stop that was refused after it
+// revoked it.
 func (m *Manager) regrantEgress(ctx context.Context, rt workerruntime.Runtime, j store.Journey) {
 	e, ok := m.cfg.Catalog.Lookup(j.WorkerID)
 	if !ok || e.Definition.Isolation.Network != meshtype.NetworkEgress {

@@ -118,9 +118,11 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 
 	out, cost, runErr := m.run(ctx, j, entry, &a, &rec.ToolCalls)
 	rec.CostUSD = cost // an agent's spend counts even when its run failed
-	if errors.Is(runErr, errChannelBroken) || errors.Is(runErr, errNoChannel) {
+	if broke := errors.Is(runErr, errChannelBroken); broke || errors.Is(runErr, errNoChannel) {
 		// Perhaps because the worker is gone: then the client is told so.
-		if ended := m.workerEnded(ctx, j); ended != nil {
+		// A read may have been retried on a new channel after the first
+		// broke (run): it did not change anything either way.
+		if ended := m.workerEnded(ctx, j, broke && !idempotent(a.Type)); ended != nil {
 			m.logger.WarnContext(ctx, "the worker stopped under an action", slog.String("journey", j.UID.String()), slog.Any("error", runErr))
 			runErr = ended
 		}
@@ -301,29 +303,38 @@ func (m *Manager) channel(ctx context.Context, j store.Journey, entry *workerdef
 }
 
 // workerEnded explains an action whose channel broke, or could not be
-// opened, when the reason is that the journey's worker stopped (killed,
-// crashed, or its main process out of memory): the journey is then
-// orphaned (checkLive) and the client told how the worker ended and how to
-// go on, rather than what the transport saw. It returns nil when the
-// worker still runs, or when the runtime cannot say.
-func (m *Manager) workerEnded(ctx context.Context, j store.Journey) error {
+// opened (ran is false: the action did not reach the worker), when the
+// reason is that the journey's worker stopped (killed, crashed, or its
+// main process out of memory): the journey is then orphaned (checkLive)
+// and the client told how the worker ended and how to go on, rather than
+// what the transport saw. It returns nil when the worker still runs.
+func (m *Manager) workerEnded(ctx context.Context, j store.Journey, ran bool) error {
 	// The action's deadline may be what ended it; the engine still gets a
 	// bound.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workerEndGrace+workerEndAsk)
 	defer cancel()
-	// The engine records a worker's end a moment after its streams close.
-	for deadline := time.Now().Add(workerEndGrace); m.checkLive(ctx, j); time.Sleep(workerEndPoll) {
-		if time.Now().After(deadline) {
-			return nil
-		}
-	}
 	how := "it is no longer running"
 	if rt, _, err := m.runtimeFor(j.IsolationLevel); err == nil {
 		if r, ok := rt.(workerruntime.ExitReporter); ok {
-			if e, ok, err := r.Exit(ctx, handle(j)); err == nil && ok {
-				how = e.String()
+			// The engine records a worker's end a moment after its
+			// streams close: asked again until it says, or the grace ends.
+			for deadline := time.Now().Add(workerEndGrace); ; time.Sleep(workerEndPoll) {
+				e, stopped, err := r.Exit(ctx, handle(j))
+				if stopped {
+					how = e.String()
+				}
+				if stopped || err != nil || time.Now().After(deadline) {
+					break
+				}
 			}
 		}
+	}
+	if m.checkLive(ctx, j) { // orphans the journey when its worker is gone
+		return nil
+	}
+	if !ran {
+		return &Error{Code: CodeNotLive, Message: fmt.Sprintf(
+			"the worker of journey %q has stopped: %s. The action did not run; spawn_worker with mode resume restarts the worker with its workspace", j.ID, how)}
 	}
 	// Not not_live, which promises the action did not run: a client
 	// that resumes and retries on not_live must not run this one twice.

@@ -23,6 +23,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 
+	"github.com/meshwork/meshwork/services/marketplace/internal/meshworker"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
@@ -219,14 +220,14 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 	if err != nil {
 		return StopResult{}, err
 	}
+	h := handle(j)
+	if mode == "archive" && h.Workspace == "" {
+		return StopResult{}, conflict("journey %q has no workspace to archive", j.ID)
+	}
 	m.dropChannel(j.UID)
 	m.egressRevoke(j.UID)
 	res.JourneyID = j.ID
-	h := handle(j)
 	if mode == "archive" {
-		if h.Workspace == "" {
-			return StopResult{}, conflict("journey %q has no workspace to archive", j.ID)
-		}
 		if res.Archive, res.Bytes, res.SHA256, err = m.archive(ctx, rt, j); err != nil {
 			// Nothing removed: the worker and its workspace are still
 			// there, and an egress worker gets its way out back (the next
@@ -328,7 +329,7 @@ func (m *Manager) archive(ctx context.Context, rt workerruntime.Runtime, j store
 // 1 KiB of tar headers for each file the quota allows. A worker no longer
 // in the catalog is held to the default quota.
 func (m *Manager) archiveLimit(j store.Journey) int64 {
-	r := meshtype.Resources{Workspace: defaultArchiveQuota, WorkspaceFiles: defaultArchiveFiles}
+	r := meshtype.Resources{Workspace: meshworker.DefaultMaxWorkspaceBytes, WorkspaceFiles: meshworker.DefaultMaxWorkspaceFiles}
 	if e, ok := m.cfg.Catalog.Lookup(j.WorkerID); ok {
 		r = e.Definition.Isolation.Resources
 	}
@@ -337,13 +338,6 @@ func (m *Manager) archiveLimit(j store.Journey) int64 {
 	bytes, files := min(int64(r.Workspace), most), min(r.WorkspaceFiles, most>>10)
 	return bytes + bytes/4 + files<<10
 }
-
-// The workspace quota of pkg/workerdef/defaults.yaml, for a worker no longer
-// in the catalog.
-const (
-	defaultArchiveQuota = 2 << 30
-	defaultArchiveFiles = 200_000
-)
 
 type countingWriter struct {
 	w io.Writer
@@ -504,7 +498,10 @@ func (m *Manager) orphan(ctx context.Context, uid uuid.UUID) error {
 	}
 	// checkLive orphaned it if it had a worker; a spawn that died before
 	// recording one is orphaned here.
-	if ok, err := m.cfg.Store.Orphan(ctx, uid, j.ContainerID); err != nil || !ok {
+	if j.ContainerID != "" {
+		return nil
+	}
+	if ok, err := m.cfg.Store.Orphan(ctx, uid, ""); err != nil || !ok {
 		return err
 	}
 	m.logger.WarnContext(ctx, "journey has no running worker; orphaned", slog.String("journey", uid.String()))

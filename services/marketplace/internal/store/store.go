@@ -28,7 +28,7 @@ type Store struct {
 	pool *pgxpool.Pool
 
 	// locks holds the journey locks (locks.go), made on first use, on at
-	// most lockConns connections.
+	// most lockConns+tryConns connections.
 	locksOnce sync.Once
 	locks     *pgxpool.Pool
 	locksErr  error

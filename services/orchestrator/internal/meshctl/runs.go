@@ -19,9 +19,6 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 )
 
-// defaultListLimit is the server's page size when no limit is given.
-const defaultListLimit = 50
-
 func (a *app) runsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
@@ -105,7 +102,7 @@ func (a *app) runsList() *cobra.Command {
 			if err := tw.done(); err != nil {
 				return err
 			}
-			if limit := orDefault(f.Limit, defaultListLimit); len(runs) == limit {
+			if limit := orDefault(f.Limit, api.DefaultListLimit); len(runs) == limit {
 				note(cmd.ErrOrStderr(), "More runs may follow: add --before %s\n", runs[len(runs)-1].ID)
 			}
 			return nil

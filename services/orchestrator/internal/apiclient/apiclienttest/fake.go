@@ -287,7 +287,7 @@ func (f *Fake) takeNext(w http.ResponseWriter) (api.RunView, bool) {
 
 func (f *Fake) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := 50
+	limit := api.DefaultListLimit
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
