@@ -304,7 +304,7 @@ func (m *Manager) archive(ctx context.Context, rt workerruntime.Runtime, j store
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
 	limit := m.archiveLimit(j)
-	cw := &countingWriter{w: &capped{w: io.MultiWriter(tmp, h), left: limit}}
+	cw := &capped{w: io.MultiWriter(tmp, h), left: limit}
 	if err := rt.ExportWorkspace(ctx, handle(j), cw); err != nil {
 		_ = tmp.Close()
 		if errors.Is(err, errExportTooLarge) {
@@ -320,7 +320,7 @@ func (m *Manager) archive(ctx context.Context, rt workerruntime.Runtime, j store
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", 0, "", fmt.Errorf("writing the archive: %w", err)
 	}
-	return path, cw.n, hex.EncodeToString(h.Sum(nil)), nil
+	return path, limit - cw.left, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // archiveLimit bounds a stop's archive of j's workspace: the workspace
@@ -337,17 +337,6 @@ func (m *Manager) archiveLimit(j store.Journey) int64 {
 	const most = math.MaxInt64 / 4
 	bytes, files := min(int64(r.Workspace), most), min(r.WorkspaceFiles, most>>10)
 	return bytes + bytes/4 + files<<10
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // LogsResult is the output of worker_logs.
