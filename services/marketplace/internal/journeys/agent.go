@@ -58,23 +58,14 @@ func agentTask(a *meshtype.Action) string {
 	return a.Task
 }
 
-// agentTaskTimeout is how long an agent's task may run: d's
-// action_timeout, or what leaves the grace within the marketplace's bound.
-func (m *Manager) agentTaskTimeout(d *meshtype.Definition) time.Duration {
-	if t := time.Duration(d.Constraints.ActionTimeout); t > 0 {
-		return t
-	}
-	return max(m.cfg.ActionTimeout-actionGrace, m.cfg.ActionTimeout/2)
-}
-
 // runAgent runs an action as a task through mesh_execute in the journey's
 // agent container, resuming the journey's agent session, and records the
 // session the agent reports.
 func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]meshtype.ToolDecision) (any, float64, error) {
 	// mesh-exec stops the agent before the marketplace gives up on the call
-	// (actionBound), so a run that times out still returns its cost and
+	// (actionTimeouts), so a run that times out still returns its cost and
 	// session.
-	agentTimeout := m.agentTaskTimeout(&entry.Definition)
+	agentTimeout, _ := m.actionTimeouts(&entry.Definition)
 	args := map[string]any{
 		"repository": workerruntime.WorkspacePath,
 		"task":       agentTask(a),

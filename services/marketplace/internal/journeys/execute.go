@@ -196,7 +196,8 @@ func toolCall(a *meshtype.Action) (string, any) {
 // An agent's own tool calls, as the gate in its worker decided them, go to
 // toolCalls, also when the run failed.
 func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]meshtype.ToolDecision) (any, float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.actionBound(&entry.Definition))
+	_, wait := m.actionTimeouts(&entry.Definition)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if entry.Definition.Kind == meshtype.KindAgent {
 		return m.runAgent(ctx, j, entry, a, toolCalls)
@@ -230,20 +231,22 @@ func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Ent
 // session) still has to come back.
 const actionGrace = 30 * time.Second
 
-// actionBound is how long the marketplace waits for one action of d: its
-// action_timeout and the grace (a builtin or agent worker stops its
-// command or agent at the timeout and answers), or action_timeout itself
-// for an MCP server, which is told no timeout; else the marketplace's own
-// bound.
-func (m *Manager) actionBound(d *meshtype.Definition) time.Duration {
+// actionTimeouts reads d's action_timeout once for both sides of an
+// action. task is how long an agent's task may run: the timeout, or what
+// leaves the grace within the marketplace's bound. wait is how long the
+// marketplace waits for the action: the timeout and the grace (a builtin
+// or agent worker stops its command or agent at the timeout and answers),
+// the timeout itself for an MCP server, which is told none, or the
+// marketplace's own bound.
+func (m *Manager) actionTimeouts(d *meshtype.Definition) (task, wait time.Duration) {
 	t := time.Duration(d.Constraints.ActionTimeout)
 	switch {
 	case t == 0:
-		return m.cfg.ActionTimeout
+		return max(m.cfg.ActionTimeout-actionGrace, m.cfg.ActionTimeout/2), m.cfg.ActionTimeout
 	case d.Kind == meshtype.KindMCP:
-		return t
+		return t, t
 	}
-	return t + actionGrace
+	return t, t + actionGrace
 }
 
 func idempotent(t meshtype.ActionType) bool {

@@ -57,11 +57,12 @@ func TestActionTimeouts(t *testing.T) {
 		{meshtype.KindMCP, 20 * time.Second, 20 * time.Second, 20 * time.Second},
 	} {
 		d := &meshtype.Definition{Kind: tc.kind, Constraints: meshtype.Constraints{ActionTimeout: meshtype.Duration(tc.actionTimeout)}}
-		if got := m.actionBound(d); got != tc.bound {
-			t.Errorf("%s worker, action_timeout %s: the marketplace waits %s, want %s", tc.kind, tc.actionTimeout, got, tc.bound)
+		task, wait := m.actionTimeouts(d)
+		if wait != tc.bound {
+			t.Errorf("%s worker, action_timeout %s: the marketplace waits %s, want %s", tc.kind, tc.actionTimeout, wait, tc.bound)
 		}
-		if got := m.agentTaskTimeout(d); got != tc.task {
-			t.Errorf("%s worker, action_timeout %s: an agent's task runs %s, want %s", tc.kind, tc.actionTimeout, got, tc.task)
+		if task != tc.task {
+			t.Errorf("%s worker, action_timeout %s: an agent's task runs %s, want %s", tc.kind, tc.actionTimeout, task, tc.task)
 		}
 	}
 }

@@ -38,8 +38,7 @@ type Config = mcpconn.Server
 // the marketplace, opened on the first call, and spawns each journey once
 // per process. It is safe for concurrent use.
 type Executor struct {
-	conn   *mcpconn.Conn
-	logger *slog.Logger
+	conn *mcpconn.Conn
 
 	mu       sync.Mutex
 	journeys map[string]*journey // by journey id
@@ -62,7 +61,7 @@ func New(cfg Config) (*Executor, error) {
 	}
 	e := &Executor{journeys: map[string]*journey{}}
 	var err error
-	if e.conn, e.logger, err = mcpconn.NewWithProgress(cfg, e.progress.Handle); err != nil {
+	if e.conn, err = mcpconn.NewWithProgress(cfg, e.progress.Handle); err != nil {
 		return nil, fmt.Errorf("marketplace executor: %w", err)
 	}
 	return e, nil
@@ -154,7 +153,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	if err != nil {
 		return executor.Result{}, err
 	}
-	log := e.logger.With(slog.String("run", req.RunID), slog.String("node", req.NodeID), slog.String("journey", id))
+	log := e.conn.Logger().With(slog.String("run", req.RunID), slog.String("node", req.NodeID), slog.String("journey", id))
 	if req.Item != "" {
 		log = log.With(slog.String("item", req.Item))
 	}

@@ -59,15 +59,13 @@ func (s Server) CheckHTTP() error {
 }
 
 // NewWithProgress returns a Conn to s, as an executor keeps one, whose
-// progress notifications go to progress, and the logger it logs to: s's,
-// or one that discards.
-func NewWithProgress(s Server, progress func(context.Context, *mcp.ProgressNotificationClientRequest)) (*Conn, *slog.Logger, error) {
-	if s.Logger == nil {
-		s.Logger = slog.New(slog.DiscardHandler)
-	}
-	c, err := New(Config{Server: s, Options: &mcp.ClientOptions{Logger: s.Logger, ProgressNotificationHandler: progress}})
-	return c, s.Logger, err
+// progress notifications go to progress.
+func NewWithProgress(s Server, progress func(context.Context, *mcp.ProgressNotificationClientRequest)) (*Conn, error) {
+	return New(Config{Server: s, Options: &mcp.ClientOptions{Logger: s.Logger, ProgressNotificationHandler: progress}})
 }
+
+// Logger is what c logs to: its Server's logger, or one that discards.
+func (c *Conn) Logger() *slog.Logger { return c.logger }
 
 // Config configures a Conn.
 type Config struct {

@@ -42,8 +42,7 @@ type Config = mcpconn.Server
 // Executor runs nodes with mesh_execute. It keeps one MCP session to
 // mesh-exec, opened on the first call. It is safe for concurrent use.
 type Executor struct {
-	conn   *mcpconn.Conn
-	logger *slog.Logger
+	conn *mcpconn.Conn
 
 	progress executor.Progress
 }
@@ -57,7 +56,7 @@ func New(cfg Config) (*Executor, error) {
 	}
 	e := &Executor{}
 	var err error
-	if e.conn, e.logger, err = mcpconn.NewWithProgress(cfg, e.progress.Handle); err != nil {
+	if e.conn, err = mcpconn.NewWithProgress(cfg, e.progress.Handle); err != nil {
 		return nil, fmt.Errorf("mesh executor: %w", err)
 	}
 	return e, nil
@@ -108,7 +107,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 
 	params := &mcp.CallToolParams{Name: ToolName, Arguments: in}
 	params.SetProgressToken(token)
-	log := e.logger.With(slog.String("run", req.RunID), slog.String("node", req.NodeID), slog.String("role", req.RoleName))
+	log := e.conn.Logger().With(slog.String("run", req.RunID), slog.String("node", req.NodeID), slog.String("role", req.RoleName))
 	log.DebugContext(ctx, "calling mesh_execute", slog.Bool("resume", req.SessionID != ""), slog.Int64("timeout_ms", in.Timeout))
 	// Never made twice, even when mesh-exec restarts during the call
 	// (mcpconn.ErrSessionLost): the agent may have run, and the engine's
