@@ -36,6 +36,21 @@ func mustCompile(tb testing.TB, def *meshtype.Definition) *gate.Gate {
 	return g
 }
 
+// wantCompileError checks that Compile refuses def with a *CompileError at
+// wantPath whose message contains wantMsg: the path is what points a
+// definition's author at the field to fix.
+func wantCompileError(t *testing.T, def *meshtype.Definition, wantPath, wantMsg string) {
+	t.Helper()
+	_, err := gate.Compile(def)
+	var ce *gate.CompileError
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v, want a *CompileError", err)
+	}
+	if ce.Path != wantPath || !strings.Contains(ce.Msg, wantMsg) {
+		t.Errorf("got %q: %q, want %q containing %q", ce.Path, ce.Msg, wantPath, wantMsg)
+	}
+}
+
 func ids(vs []meshtype.Violation) []string {
 	out := []string{}
 	for _, v := range vs {
@@ -206,14 +221,7 @@ func TestCompileErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := gate.Compile(&meshtype.Definition{ID: "x_v1", Tools: []string{"read"}, Constraints: tt.c})
-			var ce *gate.CompileError
-			if !errors.As(err, &ce) {
-				t.Fatalf("got %v, want a *CompileError", err)
-			}
-			if ce.Path != tt.wantPath || !strings.Contains(ce.Msg, tt.wantMsg) {
-				t.Errorf("got %q: %q, want %q containing %q", ce.Path, ce.Msg, tt.wantPath, tt.wantMsg)
-			}
+			wantCompileError(t, &meshtype.Definition{ID: "x_v1", Tools: []string{"read"}, Constraints: tt.c}, tt.wantPath, tt.wantMsg)
 		})
 	}
 }

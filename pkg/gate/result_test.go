@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -37,14 +36,31 @@ func renamed(from, to string) meshtype.ChangedFile {
 	return meshtype.ChangedFile{Path: to, OldPath: from, Status: meshtype.ChangeRenamed, Mode: "100644"}
 }
 
+// resultCase is a change summary and the violations EvaluateResult must
+// report for it, exactly and in order.
+type resultCase struct {
+	name string
+	c    *meshtype.ChangeSummary
+	want []meshtype.Violation
+}
+
+// checkEvaluateResult runs each case against g as a parallel subtest.
+func checkEvaluateResult(t *testing.T, g *gate.Gate, cases []resultCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := g.EvaluateResult(tt.c); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestEvaluateResultBuiltins(t *testing.T) {
 	t.Parallel()
 	g := mustCompile(t, resultDef())
-	tests := []struct {
-		name string
-		c    *meshtype.ChangeSummary
-		want []meshtype.Violation
-	}{
+	checkEvaluateResult(t, g, []resultCase{
 		{"allowed", summary(modified("main.go"), modified("docs/a.md")), nil},
 		{"empty change", &meshtype.ChangeSummary{}, nil},
 		{"files at limit", summary(modified("a"), modified("b"), modified("c")), nil},
@@ -127,15 +143,7 @@ func TestEvaluateResultBuiltins(t *testing.T) {
 			{ConstraintID: gate.ConstraintResultPathSafety, Violated: true, Message: `change to "a//b" is refused: the path is not in canonical form ("a/b")`},
 			{ConstraintID: gate.ConstraintResultDenied, Violated: true, Message: `change to "app/.env" is refused: it matches denied path "**/.env"`},
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := g.EvaluateResult(tt.c); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got  %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 // Without a result block, path safety and the action gate's denied globs
@@ -177,11 +185,7 @@ func TestEvaluateResultRules(t *testing.T) {
 	bin.Binary, bin.LinesAdded, bin.LinesDeleted = true, 0, 0
 	exe := modified("run.sh")
 	exe.Mode = "100755"
-	tests := []struct {
-		name string
-		c    *meshtype.ChangeSummary
-		want []meshtype.Violation
-	}{
+	checkEvaluateResult(t, g, []resultCase{
 		{"all true", summary(modified("main.go"), renamed("a.go", "b.go")), nil},
 		{"nil files", &meshtype.ChangeSummary{}, nil},
 		{"counter", summary(meshtype.ChangedFile{Path: "big.go", Status: meshtype.ChangeAdded, LinesAdded: 101}), []meshtype.Violation{
@@ -202,15 +206,7 @@ func TestEvaluateResultRules(t *testing.T) {
 		{"mode", summary(exe), []meshtype.Violation{
 			{ConstraintID: "no_executables", Violated: true, Message: "executable files are refused"},
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := g.EvaluateResult(tt.c); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got  %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 // Rules see the file count the limit was checked against, never a smaller
@@ -293,14 +289,7 @@ func TestCompileResultErrors(t *testing.T) {
 			t.Parallel()
 			def := writerDef()
 			def.Result = tt.r
-			_, err := gate.Compile(def)
-			var ce *gate.CompileError
-			if !errors.As(err, &ce) {
-				t.Fatalf("got %v, want a *CompileError", err)
-			}
-			if ce.Path != tt.wantPath || !strings.Contains(ce.Msg, tt.wantMsg) {
-				t.Errorf("got %q: %q, want %q containing %q", ce.Path, ce.Msg, tt.wantPath, tt.wantMsg)
-			}
+			wantCompileError(t, def, tt.wantPath, tt.wantMsg)
 		})
 	}
 }

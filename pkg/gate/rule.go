@@ -22,19 +22,30 @@ import (
 // (a regex over a big content, a comprehension over many arguments) can take.
 const RuleCostLimit = 1_000_000
 
+// newRuleEnv makes a rule environment over the Go types rules read, with
+// their fields named as in their JSON (the spelling definitions and the API
+// use), the given variables and the strings extension: what action and
+// result rules have in common.
+func newRuleEnv(types []reflect.Type, variables ...cel.EnvOption) (*cel.Env, error) {
+	native := make([]any, 0, len(types)+1)
+	for _, t := range types {
+		native = append(native, t)
+	}
+	native = append(native, ext.ParseStructTag("json"))
+	opts := []cel.EnvOption{ext.NativeTypes(native...)}
+	opts = append(opts, variables...)
+	opts = append(opts, ext.Strings())
+	return cel.NewEnv(opts...)
+}
+
 // ruleEnv declares what action rules may use: `action` (the action, fields
 // named as in its JSON) and `journey` (action_count, cost_usd), plus the
 // strings extension.
 var ruleEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(
-		ext.NativeTypes(
-			reflect.TypeFor[meshtype.Action](),
-			reflect.TypeFor[meshtype.JourneyState](),
-			ext.ParseStructTag("json"),
-		),
+	return newRuleEnv(
+		[]reflect.Type{reflect.TypeFor[meshtype.Action](), reflect.TypeFor[meshtype.JourneyState]()},
 		cel.Variable("action", cel.ObjectType("meshtype.Action")),
 		cel.Variable("journey", cel.ObjectType("meshtype.JourneyState")),
-		ext.Strings(),
 	)
 })
 
@@ -43,14 +54,9 @@ var ruleEnv = sync.OnceValues(func() (*cel.Env, error) {
 // strings extension. It is a separate environment so that a result rule
 // cannot name an action, and an action rule cannot name a result.
 var resultRuleEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(
-		ext.NativeTypes(
-			reflect.TypeFor[meshtype.ChangeSummary](),
-			reflect.TypeFor[meshtype.ChangedFile](),
-			ext.ParseStructTag("json"),
-		),
+	return newRuleEnv(
+		[]reflect.Type{reflect.TypeFor[meshtype.ChangeSummary](), reflect.TypeFor[meshtype.ChangedFile]()},
 		cel.Variable("result", cel.ObjectType("meshtype.ChangeSummary")),
-		ext.Strings(),
 	)
 })
 

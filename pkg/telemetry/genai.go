@@ -70,6 +70,21 @@ func StartTool(ctx context.Context, tool string, attrs ...attribute.KeyValue) (c
 	return Tracer().Start(ctx, OperationExecuteTool+" "+tool, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 }
 
+// NonEmpty returns kvs without the string attributes whose value is empty:
+// for a span's optional attributes (a conversation id known only on a
+// resumed session, a model left to the agent's default, the worker of a
+// role that runs in none), which are left off rather than recorded empty.
+func NonEmpty(kvs ...attribute.KeyValue) []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, len(kvs))
+	for _, kv := range kvs {
+		if kv.Value.Type() == attribute.STRING && kv.Value.AsString() == "" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
 // RecordUsage puts an agent run's usage on its span.
 func RecordUsage(span trace.Span, inputTokens, outputTokens int64, costUSD float64, turns int) {
 	span.SetAttributes(AttrUsageInputTokens.Int64(inputTokens), AttrUsageOutputTokens.Int64(outputTokens),

@@ -45,9 +45,7 @@ func startAction(ctx context.Context, j store.Journey, entry *workerdef.Entry, a
 		telemetry.AttrActionType.String(actionType),
 	}
 	if entry.Definition.Kind == meshtype.KindAgent {
-		if j.AgentSessionID != "" {
-			attrs = append(attrs, telemetry.AttrConversationID.String(j.AgentSessionID))
-		}
+		attrs = append(attrs, telemetry.NonEmpty(telemetry.AttrConversationID.String(j.AgentSessionID))...)
 		return telemetry.StartAgent(ctx, entry.Definition.ID, attrs...)
 	}
 	return telemetry.StartTool(ctx, actionType, attrs...)

@@ -363,7 +363,7 @@ func BenchmarkGVisorVsRunc(b *testing.B) {
 			start = time.Now()
 			res := must(b, s.cs, "execute_in_worker", execArgs(id, map[string]any{"type": "read", "target": "1k.txt"}))
 			s.read += time.Since(start)
-			if out, _ := res["output"].(map[string]any); out["content"] != content {
+			if readContent(res) != content {
 				b.Fatalf("%s read: %v", s.name, res)
 			}
 			must(b, s.cs, "stop_worker", map[string]any{"journey_id": id, "workspace": "delete"})

@@ -30,6 +30,13 @@ func execArgs(journey string, action any) map[string]any {
 	return map[string]any{"journey_id": journey, "action": action}
 }
 
+// readContent is a read action's file content.
+func readContent(res map[string]any) string {
+	out, _ := res["output"].(map[string]any)
+	content, _ := out["content"].(string)
+	return content
+}
+
 // Normal use: spawn filesystem_write_v1, write a file, read it back, list, search.
 func TestNormalUse(t *testing.T) {
 	t.Parallel()
@@ -49,7 +56,7 @@ func TestNormalUse(t *testing.T) {
 		t.Fatalf("write: %v", w)
 	}
 	r := must(t, cs, "execute_in_worker", execArgs("notes", map[string]any{"type": "read", "target": "docs/today.md"}))
-	if out := r["output"].(map[string]any); out["content"] != "hello meshwork\nsecond line\n" {
+	if readContent(r) != "hello meshwork\nsecond line\n" {
 		t.Errorf("read back: %v", r)
 	}
 	l := must(t, cs, "execute_in_worker", execArgs("notes", map[string]any{"type": "list", "target": "docs"}))
@@ -244,7 +251,7 @@ func TestRestartAndOrphans(t *testing.T) {
 	b.start(t) // a new marketplace over the same database and Docker
 	cs = b.client(t, aliceToken)
 	r := must(t, cs, "execute_in_worker", execArgs("keep", map[string]any{"type": "read", "target": "kept.txt"}))
-	if r["output"].(map[string]any)["content"] != "still here" {
+	if readContent(r) != "still here" {
 		t.Fatalf("after restart: %v", r)
 	}
 
@@ -260,7 +267,7 @@ func TestRestartAndOrphans(t *testing.T) {
 		t.Errorf("resume: %v (was %v)", back, sp)
 	}
 	r = must(t, cs, "execute_in_worker", execArgs("keep", map[string]any{"type": "read", "target": "kept.txt"}))
-	if r["output"].(map[string]any)["content"] != "still here" {
+	if readContent(r) != "still here" {
 		t.Errorf("after resume: %v", r)
 	}
 	// The counters survive the restart, the kill and the resume.
@@ -404,7 +411,7 @@ func TestKilledUnderAnOpenChannel(t *testing.T) {
 		t.Errorf("state %v, %v actions; want orphaned, 4", st["state"], st["action_count"])
 	}
 	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "k", "mode": "resume"})
-	if r := must(t, cs, "execute_in_worker", execArgs("k", map[string]any{"type": "read", "target": "a.txt"})); r["output"].(map[string]any)["content"] != "before" {
+	if r := must(t, cs, "execute_in_worker", execArgs("k", map[string]any{"type": "read", "target": "a.txt"})); readContent(r) != "before" {
 		t.Errorf("after resume: %v", r)
 	}
 }
@@ -426,7 +433,7 @@ func TestStopModesAndFresh(t *testing.T) {
 		t.Errorf("after stop: %v", st)
 	}
 	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "k", "mode": "resume"})
-	if r := must(t, cs, "execute_in_worker", execArgs("k", map[string]any{"type": "read", "target": "a.txt"})); r["output"].(map[string]any)["content"] != "data of a.txt" {
+	if r := must(t, cs, "execute_in_worker", execArgs("k", map[string]any{"type": "read", "target": "a.txt"})); readContent(r) != "data of a.txt" {
 		t.Errorf("kept workspace: %v", r)
 	}
 
@@ -614,7 +621,7 @@ func TestReconcileAndIdleStop(t *testing.T) {
 		t.Errorf("idle journey: %v, want stopped", st["state"])
 	}
 	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "idle", "mode": "resume"})
-	if r := must(t, cs, "execute_in_worker", execArgs("idle", map[string]any{"type": "read", "target": "kept.txt"})); r["output"].(map[string]any)["content"] != "kept" {
+	if r := must(t, cs, "execute_in_worker", execArgs("idle", map[string]any{"type": "read", "target": "kept.txt"})); readContent(r) != "kept" {
 		t.Errorf("workspace after an idle stop: %v", r)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
@@ -28,6 +26,21 @@ func withPool(size int) func(*meshtype.Definition) {
 			d.Pool.Size = size
 		}
 	}
+}
+
+// fillPools fills b's warm pools, as its filler does, and returns the
+// pool's members (by uid, their workers' ids), failing the test unless
+// there are want of them.
+func fillPools(t *testing.T, b *bundle, want int) map[uuid.UUID]string {
+	t.Helper()
+	if err := b.mgr.FillPools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	members := poolRows(t, b)
+	if len(members) != want {
+		t.Fatalf("%d pool members after a fill, want %d", len(members), want)
+	}
+	return members
 }
 
 // poolRows returns the pool's members as the database has them: uid ->
@@ -76,13 +89,7 @@ func TestPoolHandsEachMemberToOneJourney(t *testing.T) {
 	const size, spawns = 4, 20
 	a := setupWith(t, &bundle{adjust: withPool(size), maxPerCaller: 2 * spawns})
 	b := a.replica(t)
-	if err := a.mgr.FillPools(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	members := poolRows(t, a)
-	if len(members) != size {
-		t.Fatalf("the pool has %d members after a fill, want %d", len(members), size)
-	}
+	members := fillPools(t, a, size)
 	memberContainers := map[string]bool{}
 	for _, id := range members {
 		if id == "" {
@@ -90,16 +97,11 @@ func TestPoolHandsEachMemberToOneJourney(t *testing.T) {
 		}
 		memberContainers[id] = true
 	}
-	if body := metrics(t, a); !strings.Contains(body, fmt.Sprintf(`meshwork_pool_members{state="ready",worker=%q} %d`+"\n", poolWorker, size)) {
+	if body := scrape(t, a); !strings.Contains(body, fmt.Sprintf(`meshwork_pool_members{state="ready",worker=%q} %d`+"\n", poolWorker, size)) {
 		t.Errorf("/metrics does not count the pool's %d ready members", size)
 	}
 	// Another fill finds the pool full, here or on the other marketplace.
-	if err := b.mgr.FillPools(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(poolRows(t, a)); n != size {
-		t.Fatalf("a second fill (another marketplace) left %d members, want %d", n, size)
-	}
+	fillPools(t, b, size)
 
 	type spawned struct {
 		journey, container string
@@ -108,11 +110,7 @@ func TestPoolHandsEachMemberToOneJourney(t *testing.T) {
 	results := make(chan spawned, spawns)
 	var wg sync.WaitGroup
 	for i := range spawns {
-		replica := a
-		if i%2 == 1 {
-			replica = b
-		}
-		cs := replica.client(t, aliceToken)
+		cs := takeTurns(i, a, b).client(t, aliceToken)
 		wg.Go(func() {
 			id := fmt.Sprintf("burst-%d", i)
 			res, err := cs.CallTool(context.Background(), toolParams("spawn_worker", map[string]any{"worker_id": poolWorker, "journey_id": id}))
@@ -160,7 +158,7 @@ func TestPoolHandsEachMemberToOneJourney(t *testing.T) {
 	// that made them.
 	var counted int
 	for _, m := range []*bundle{a, b} {
-		for line := range strings.Lines(metrics(t, m)) {
+		for line := range strings.Lines(scrape(t, m)) {
 			if strings.HasPrefix(line, `meshwork_spawn_duration_seconds_count{outcome="pooled",worker="`+poolWorker+`"} `) {
 				var n int
 				_, _ = fmt.Sscanf(strings.TrimSpace(line[strings.LastIndexByte(line, ' '):]), "%d", &n)
@@ -201,13 +199,7 @@ func TestPoolHandsEachMemberToOneJourney(t *testing.T) {
 	}
 
 	// Refilled: new workers, none of them a journey's.
-	if err := b.mgr.FillPools(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	refilled := poolRows(t, a)
-	if len(refilled) != size {
-		t.Fatalf("%d members after the refill, want %d", len(refilled), size)
-	}
+	refilled := fillPools(t, b, size)
 	for uid, id := range refilled {
 		if _, taken := seen[id]; taken || memberContainers[id] {
 			t.Errorf("member %s reuses worker %s", uid, id)
@@ -233,28 +225,6 @@ func TestPoolHandsEachMemberToOneJourney(t *testing.T) {
 	}
 }
 
-// metrics is a marketplace's /metrics page.
-func metrics(t *testing.T, b *bundle) string {
-	t.Helper()
-	resp, err := http.Get(b.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(body)
-}
-
-// readContent is a read action's file content.
-func readContent(res map[string]any) string {
-	out, _ := res["output"].(map[string]any)
-	content, _ := out["content"].(string)
-	return content
-}
-
 // A restart leaves no pool member unaccounted for: a worker whose row is
 // gone is removed, a row whose worker is gone is dropped, a member left
 // half-made by a dead marketplace is dropped, and the healthy members are
@@ -264,13 +234,7 @@ func TestPoolRestartLeavesNoOrphan(t *testing.T) {
 	const size = 4
 	a := setupWith(t, &bundle{adjust: withPool(size)})
 	ctx := context.Background()
-	if err := a.mgr.FillPools(ctx); err != nil {
-		t.Fatal(err)
-	}
-	members := poolRows(t, a)
-	if len(members) != size {
-		t.Fatalf("%d members, want %d", len(members), size)
-	}
+	members := fillPools(t, a, size)
 	var uids []uuid.UUID
 	for uid := range members {
 		uids = append(uids, uid)
@@ -475,13 +439,7 @@ func TestPoolMembersOfOldSettingsAreRetired(t *testing.T) {
 	const size = 2
 	a := setupWith(t, &bundle{adjust: withPool(size)})
 	ctx := context.Background()
-	if err := a.mgr.FillPools(ctx); err != nil {
-		t.Fatal(err)
-	}
-	old := poolRows(t, a)
-	if len(old) != size {
-		t.Fatalf("%d members, want %d", len(old), size)
-	}
+	old := fillPools(t, a, size)
 	a.labels["meshwork.settings"] = "second"
 	a.start(t) // a restart with new settings
 	if err := a.mgr.FillPools(ctx); err != nil {

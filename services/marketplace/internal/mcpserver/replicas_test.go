@@ -47,11 +47,7 @@ func TestReplicasShareJourneyLimits(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, clients*perClient)
 	for c := range clients {
-		replica := a
-		if c%2 == 1 {
-			replica = b
-		}
-		cs := replica.client(t, aliceToken)
+		cs := takeTurns(c, a, b).client(t, aliceToken)
 		wg.Go(func() {
 			for i := range perClient {
 				j := (c + i) % journeys
@@ -122,6 +118,16 @@ func (b *bundle) replica(t *testing.T) *bundle {
 	t.Cleanup(r.store.Close)
 	r.start(t)
 	return &r
+}
+
+// takeTurns returns a for an even i and b for an odd one: the replica the
+// i-th of many concurrent callers uses, so that they spread evenly over the
+// two.
+func takeTurns(i int, a, b *bundle) *bundle {
+	if i%2 == 1 {
+		return b
+	}
+	return a
 }
 
 // decodeStructured decodes a result's structured content (a refused

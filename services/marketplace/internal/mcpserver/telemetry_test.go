@@ -292,6 +292,7 @@ func callCtx(ctx context.Context, t *testing.T, cs *mcp.ClientSession, tool stri
 	return out
 }
 
+// scrape is a marketplace's /metrics page.
 func scrape(t *testing.T, b *bundle) string {
 	t.Helper()
 	resp, err := http.Get(b.url + "/metrics")
@@ -299,7 +300,10 @@ func scrape(t *testing.T, b *bundle) string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/metrics: %s", resp.Status)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -24,12 +25,11 @@ var errNotRepository = errors.New("not a git repository")
 // bound to it, so neither the working tree nor .git can lead outside. It is
 // opened per call: a command may have run "git init" since the last one.
 func (w *worker) openRepo() (*git.Repository, *git.Worktree, error) {
-	wtfs := osfs.New(w.absRoot, osfs.WithBoundOS())
-	dot, err := wtfs.Chroot(git.GitDirName)
+	storage, wtfs, err := w.repoStorage()
 	if err != nil {
 		return nil, nil, errNotRepository
 	}
-	repo, err := git.Open(filesystem.NewStorage(dot, cache.NewObjectLRUDefault()), wtfs)
+	repo, err := git.Open(storage, wtfs)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		return nil, nil, errNotRepository
 	}
@@ -41,6 +41,20 @@ func (w *worker) openRepo() (*git.Repository, *git.Worktree, error) {
 		return nil, nil, fmt.Errorf("opening the git working tree: %w", err)
 	}
 	return repo, wt, nil
+}
+
+// repoStorage returns the workspace as go-git sees it: the working tree and
+// the storage in its .git directory, both on a billy filesystem bound to the
+// workspace root (osfs.WithBoundOS), so no path or link in either can lead
+// outside. Opening and creating the repository both go through it, so the
+// bound is set in one place.
+func (w *worker) repoStorage() (*filesystem.Storage, billy.Filesystem, error) {
+	wtfs := osfs.New(w.absRoot, osfs.WithBoundOS())
+	dot, err := wtfs.Chroot(git.GitDirName)
+	if err != nil {
+		return nil, nil, err
+	}
+	return filesystem.NewStorage(dot, cache.NewObjectLRUDefault()), wtfs, nil
 }
 
 type gitStatusIn struct{}
@@ -128,12 +142,9 @@ type gitLogOut struct {
 }
 
 func (w *worker) gitLog(_ context.Context, in gitLogIn) (gitLogOut, error) {
-	limit := in.Max
-	switch {
-	case limit < 0:
-		return gitLogOut{}, errors.New("max must not be negative")
-	case limit == 0:
-		limit = defaultMaxCommits
+	limit, err := countLimit("max", in.Max, defaultMaxCommits)
+	if err != nil {
+		return gitLogOut{}, err
 	}
 	w.gitMu.Lock()
 	defer w.gitMu.Unlock()
@@ -281,12 +292,11 @@ func (w *worker) gitInit(_ context.Context, in gitInitIn) (gitInitOut, error) {
 		}
 		return gitInitOut{Branch: branch, Created: false}, nil
 	}
-	wtfs := osfs.New(w.absRoot, osfs.WithBoundOS())
-	dot, err := wtfs.Chroot(git.GitDirName)
+	storage, wtfs, err := w.repoStorage()
 	if err != nil {
 		return gitInitOut{}, fmt.Errorf("creating .git: %w", err)
 	}
-	if _, err := git.InitWithOptions(filesystem.NewStorage(dot, cache.NewObjectLRUDefault()), wtfs, git.InitOptions{DefaultBranch: ref}); err != nil {
+	if _, err := git.InitWithOptions(storage, wtfs, git.InitOptions{DefaultBranch: ref}); err != nil {
 		return gitInitOut{}, fmt.Errorf("initialising the repository: %w", err)
 	}
 	return gitInitOut{Branch: branch, Created: true}, nil

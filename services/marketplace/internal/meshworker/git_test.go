@@ -172,6 +172,7 @@ func TestGit(t *testing.T) {
 	b.fails(t, "git_add", map[string]any{"paths": []string{}}, "paths is required")
 	b.fails(t, "git_commit", map[string]any{"message": " "}, "message is required")
 	b.fails(t, "git_diff", map[string]any{"path": "/x"}, "is absolute")
+	b.fails(t, "git_log", map[string]any{"max": -1}, "max must not be negative")
 }
 
 func TestGitNotARepository(t *testing.T) {

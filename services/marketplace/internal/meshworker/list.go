@@ -34,12 +34,9 @@ func (w *worker) list(ctx context.Context, in listIn) (listOut, error) {
 	if err != nil {
 		return listOut{}, err
 	}
-	limit := in.MaxEntries
-	switch {
-	case limit < 0:
-		return listOut{}, errors.New("max_entries must not be negative")
-	case limit == 0:
-		limit = defaultMaxEntries
+	limit, err := countLimit("max_entries", in.MaxEntries, defaultMaxEntries)
+	if err != nil {
+		return listOut{}, err
 	}
 	resolved, err := w.guard("list", p, true)
 	if err != nil {

@@ -27,12 +27,7 @@ func TestList(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tests := []struct {
-		name          string
-		args          map[string]any
-		want          []string
-		wantTruncated bool
-	}{
+	testListCases(t, b, []listCase{
 		{
 			name: "root, not recursive",
 			args: map[string]any{},
@@ -64,23 +59,7 @@ func TestList(t *testing.T) {
 			args: map[string]any{"max_entries": 6},
 			want: []string{"a", "a-b", "a.txt", "b.md", "link", "sub"},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var r listResult
-			b.ok(t, "list", tt.args, &r)
-			if got := r.paths(); !slices.Equal(got, tt.want) {
-				t.Errorf("paths = %q, want %q", got, tt.want)
-			}
-			if !slices.IsSorted(r.paths()) {
-				t.Errorf("not sorted: %q", r.paths())
-			}
-			if r.Truncated != tt.wantTruncated {
-				t.Errorf("truncated = %v, want %v", r.Truncated, tt.wantTruncated)
-			}
-		})
-	}
+	})
 
 	t.Run("types and sizes", func(t *testing.T) {
 		t.Parallel()
@@ -106,6 +85,37 @@ func TestList(t *testing.T) {
 		b.fails(t, "list", map[string]any{"path": "missing"}, "no such file")
 		b.fails(t, "list", map[string]any{"path": "../"}, "escapes")
 		b.fails(t, "list", map[string]any{"path": "/"}, "is absolute")
-		b.fails(t, "list", map[string]any{"max_entries": -1}, "negative")
+		b.fails(t, "list", map[string]any{"max_entries": -1}, "max_entries must not be negative")
 	})
+}
+
+// listCase is one call of the list tool and the listing it must return.
+type listCase struct {
+	name          string
+	args          map[string]any
+	want          []string
+	wantTruncated bool
+}
+
+// testListCases runs each case as a parallel subtest against b: list must
+// return exactly the wanted paths, sorted by path, and say it was truncated
+// only where the case says so.
+func testListCases(t *testing.T, b *bundle, tests []listCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var r listResult
+			b.ok(t, "list", tt.args, &r)
+			if got := r.paths(); !slices.Equal(got, tt.want) {
+				t.Errorf("paths = %q, want %q", got, tt.want)
+			}
+			if !slices.IsSorted(r.paths()) {
+				t.Errorf("not sorted: %q", r.paths())
+			}
+			if r.Truncated != tt.wantTruncated {
+				t.Errorf("truncated = %v, want %v", r.Truncated, tt.wantTruncated)
+			}
+		})
+	}
 }

@@ -64,12 +64,9 @@ func (w *worker) search(ctx context.Context, in searchIn) (searchOut, error) {
 	if err != nil {
 		return searchOut{}, fmt.Errorf("invalid pattern: %w", err)
 	}
-	limit := in.MaxMatches
-	switch {
-	case limit < 0:
-		return searchOut{}, errors.New("max_matches must not be negative")
-	case limit == 0:
-		limit = defaultMaxMatches
+	limit, err := countLimit("max_matches", in.MaxMatches, defaultMaxMatches)
+	if err != nil {
+		return searchOut{}, err
 	}
 
 	// Checked before anything is read: the walk leaves out what the worker

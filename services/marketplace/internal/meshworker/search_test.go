@@ -83,6 +83,7 @@ func TestSearch(t *testing.T) {
 		b.fails(t, "search", map[string]any{"pattern": ``}, "pattern is required")
 		b.fails(t, "search", map[string]any{"path": "../", "pattern": `x`}, "escapes")
 		b.fails(t, "search", map[string]any{"path": "missing", "pattern": `x`}, "no such file")
+		b.fails(t, "search", map[string]any{"pattern": `x`, "max_matches": -1}, "max_matches must not be negative")
 	})
 }
 

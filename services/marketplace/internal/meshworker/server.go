@@ -107,6 +107,19 @@ func (c Config) MaxLineLength() int {
 // errReadonly refuses every change to a read-only workspace.
 var errReadonly = errors.New("the workspace is read-only: this worker may not change files")
 
+// countLimit is the cap a tool applies to what it returns, from the request's
+// field (named for the error): zero, as when the field is left out, means
+// def, and a negative value is refused rather than read as no cap at all.
+func countLimit(field string, n, def int) (int, error) {
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("%s must not be negative", field)
+	case n == 0:
+		return def, nil
+	}
+	return n, nil
+}
+
 // worker holds what the tools share: the confined workspace and the limits.
 type worker struct {
 	cfg     Config

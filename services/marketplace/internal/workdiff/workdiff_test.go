@@ -76,15 +76,7 @@ func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 		"docs/old.md":    "# Old\nunchanged text\n",
 		"docs/remove.md": "bye\n",
 	})
-	pol := &source.Policy{Roots: []string{root}}
-	if err := pol.CheckRoots(); err != nil {
-		t.Fatal(err)
-	}
-	d := bases.NewDraft(bases.Limits{})
-	rec, err := pol.Git(context.Background(), "alice", &source.GitSpec{URL: "file://" + repo}, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, rec := fetchGit(t, root, "file://"+repo)
 	head := gittest.Head(t, repo)
 	if rec.Commit != head || rec.Files != 4 {
 		t.Fatalf("record %+v, want commit %s and 4 files", rec, head)
@@ -93,21 +85,9 @@ func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	journey := uuid.New()
-	brec, err := store.Keep(journey, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := store.Open(journey, brec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seed bytes.Buffer
-	if err := base.WriteTar(&seed, bases.Owner{UID: os.Getuid(), GID: os.Getgid()}); err != nil {
-		t.Fatal(err)
-	}
+	base := keepAndOpen(t, store, d)
 	ws := filepath.Join(root, "ws")
-	untar(t, &seed, ws)
+	seedWorkspace(t, base, ws)
 
 	// The worker's work: a fix, a new file, a deletion, a rename, and a
 	// rewritten .git that must not matter.
@@ -178,15 +158,7 @@ func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 	if _, err := source.Patch(base, "first", string(ch.Patch), d2); err != nil {
 		t.Fatal(err)
 	}
-	j2 := uuid.New()
-	rec2, err := store.Keep(j2, d2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base2, err := store.Open(j2, rec2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base2 := keepAndOpen(t, store, d2)
 	ch2, err := workdiff.Compute(base2, tarDir(t, ws), workdiff.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -210,18 +182,35 @@ func keep(t *testing.T, files map[string]string, links map[string]string) (*base
 		gittest.Run(t, repo, "add", "-A")
 		gittest.Run(t, repo, "commit", "-q", "-m", "links")
 	}
+	d, _ := fetchGit(t, root, repo)
+	store, err := bases.NewStore(filepath.Join(root, "bases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keepAndOpen(t, store, d), repo
+}
+
+// fetchGit fetches the repository at url, which must lie under root, into a
+// new draft the way spawn_worker's git source does, and returns the draft
+// and the source's record.
+func fetchGit(t *testing.T, root, url string) (*bases.Draft, source.Record) {
+	t.Helper()
 	pol := &source.Policy{Roots: []string{root}}
 	if err := pol.CheckRoots(); err != nil {
 		t.Fatal(err)
 	}
 	d := bases.NewDraft(bases.Limits{})
-	if _, err := pol.Git(context.Background(), "alice", &source.GitSpec{URL: repo}, d); err != nil {
-		t.Fatal(err)
-	}
-	store, err := bases.NewStore(filepath.Join(root, "bases"))
+	rec, err := pol.Git(context.Background(), "alice", &source.GitSpec{URL: url}, d)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d, rec
+}
+
+// keepAndOpen keeps d in store as a new journey's base and opens it; the
+// base is closed when the test ends.
+func keepAndOpen(t *testing.T, store *bases.Store, d *bases.Draft) *bases.Base {
+	t.Helper()
 	j := uuid.New()
 	rec, err := store.Keep(j, d)
 	if err != nil {
@@ -232,7 +221,18 @@ func keep(t *testing.T, files map[string]string, links map[string]string) (*base
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	return b, repo
+	return b
+}
+
+// seedWorkspace unpacks base into the directory ws, as a worker's workspace
+// is seeded from its journey's base.
+func seedWorkspace(t *testing.T, base *bases.Base, ws string) {
+	t.Helper()
+	var seed bytes.Buffer
+	if err := base.WriteTar(&seed, bases.Owner{UID: os.Getuid(), GID: os.Getgid()}); err != nil {
+		t.Fatal(err)
+	}
+	untar(t, &seed, ws)
 }
 
 // Type changes (a file becoming a link and back), binary files, private
@@ -241,11 +241,7 @@ func TestChangeKinds(t *testing.T) {
 	t.Parallel()
 	base, repo := keep(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n", "bin.dat": "x\x00y", "docs/c.md": "c\n"}, map[string]string{"link": "a.txt"})
 	ws := t.TempDir()
-	var seed bytes.Buffer
-	if err := base.WriteTar(&seed, bases.Owner{UID: os.Getuid(), GID: os.Getgid()}); err != nil {
-		t.Fatal(err)
-	}
-	untar(t, &seed, ws)
+	seedWorkspace(t, base, ws)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/google/uuid"
 )
 
 // codex plays `codex exec --json [resume ID] PROMPT` (docs/exec.md).
 type codex struct{ items int }
 
 func (c *codex) name() string  { return "codex" }
-func (c *codex) newID() string { return uuid4() }
+func (c *codex) newID() string { return uuid.NewString() }
 
 func (c *codex) parse(args []string) (invocation, error) {
 	var inv invocation

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // gemini plays `gemini --output-format stream-json [--resume ID] --prompt P`
@@ -13,7 +15,7 @@ import (
 type gemini struct{ calls int }
 
 func (g *gemini) name() string  { return "gemini" }
-func (g *gemini) newID() string { return uuid4() }
+func (g *gemini) newID() string { return uuid.NewString() }
 
 func (g *gemini) parse(args []string) (invocation, error) {
 	var inv invocation

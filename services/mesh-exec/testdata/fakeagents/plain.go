@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // plain plays a user's own agent for the command backend:
@@ -16,7 +18,7 @@ import (
 type plain struct{}
 
 func (p *plain) name() string  { return "command" }
-func (p *plain) newID() string { return uuid4() }
+func (p *plain) newID() string { return uuid.NewString() }
 
 func (p *plain) parse(args []string) (invocation, error) {
 	var inv invocation

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -230,15 +229,6 @@ var (
 
 // defaultModel is what init reports without --model.
 const defaultModel = "claude-opus-5-5"
-
-// newUUID returns a random (version 4) UUID.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
 
 // newToolUseID returns an id in the API's toolu_ form.
 func newToolUseID() string {

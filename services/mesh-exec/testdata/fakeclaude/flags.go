@@ -113,6 +113,16 @@ func (o *options) list(name string) *[]string {
 	}[name]
 }
 
+// jsonValue is the JSON an option such as --settings or --mcp-config names:
+// the CLI takes either the JSON itself, a value that starts with "{", or the
+// path of a file that holds it.
+func jsonValue(v string) ([]byte, error) {
+	if strings.HasPrefix(strings.TrimSpace(v), "{") {
+		return []byte(v), nil
+	}
+	return os.ReadFile(v)
+}
+
 // looksLikeOption is commander's test: "-" followed by anything.
 func looksLikeOption(arg string) bool { return len(arg) > 1 && arg[0] == '-' }
 

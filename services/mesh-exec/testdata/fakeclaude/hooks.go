@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/interp"
 	"mvdan.cc/sh/v3/syntax"
@@ -47,12 +48,9 @@ type hookMatcher struct {
 func loadHooks(values []string) (map[string][]hookMatcher, error) {
 	hooks := map[string][]hookMatcher{}
 	for _, v := range values {
-		data := []byte(v)
-		if !strings.HasPrefix(strings.TrimSpace(v), "{") {
-			var err error
-			if data, err = os.ReadFile(v); err != nil {
-				return nil, fmt.Errorf("Settings file not found: %s", v)
-			}
+		data, err := jsonValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("Settings file not found: %s", v)
 		}
 		var s struct {
 			Hooks map[string][]hookMatcher `json:"hooks"`
@@ -119,10 +117,10 @@ func (t *turn) runHooks(event, tool string, fields map[string]any) hookVerdict {
 			if h.Type != "command" {
 				continue
 			}
-			id := newUUID()
+			id := uuid.NewString()
 			if t.o.includeHookEvents {
 				t.out.event(map[string]any{"type": "system", "subtype": "hook_started", "hook_id": id, "hook_name": name,
-					"hook_event": event, "uuid": newUUID(), "session_id": t.sessionID})
+					"hook_event": event, "uuid": uuid.NewString(), "session_id": t.sessionID})
 			}
 			r := t.runHook(h, stdin)
 			outcome := "success"
@@ -132,7 +130,7 @@ func (t *turn) runHooks(event, tool string, fields map[string]any) hookVerdict {
 			if t.o.includeHookEvents {
 				t.out.event(map[string]any{"type": "system", "subtype": "hook_response", "hook_id": id, "hook_name": name,
 					"hook_event": event, "output": r.stdout + r.stderr, "stdout": r.stdout, "stderr": r.stderr,
-					"exit_code": r.exitCode, "outcome": outcome, "uuid": newUUID(), "session_id": t.sessionID})
+					"exit_code": r.exitCode, "outcome": outcome, "uuid": uuid.NewString(), "session_id": t.sessionID})
 			}
 			if v.blocked {
 				continue

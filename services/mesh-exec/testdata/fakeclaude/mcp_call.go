@@ -29,12 +29,9 @@ type mcpServer struct {
 func loadMCPConfigs(values []string) (map[string]mcpServer, error) {
 	servers := map[string]mcpServer{}
 	for _, v := range values {
-		data := []byte(v)
-		if !strings.HasPrefix(strings.TrimSpace(v), "{") {
-			var err error
-			if data, err = os.ReadFile(v); err != nil {
-				return nil, fmt.Errorf("MCP config file not found: %s", v)
-			}
+		data, err := jsonValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("MCP config file not found: %s", v)
 		}
 		var cfg struct {
 			MCPServers map[string]mcpServer `json:"mcpServers"`

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // store holds sessions as the real CLI does: one JSONL transcript per
@@ -112,7 +114,7 @@ type transcriptMessage struct {
 func (s *store) appendTurn(path, sessionID, cwd, prompt string) error {
 	line, err := json.Marshal(transcriptLine{
 		Type: "user", Message: transcriptMessage{Role: "user", Content: prompt},
-		UUID: newUUID(), SessionID: sessionID, Cwd: cwd, Timestamp: timestamp(), Version: version,
+		UUID: uuid.NewString(), SessionID: sessionID, Cwd: cwd, Timestamp: timestamp(), Version: version,
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // turn is one headless run: one prompt, one turn of a session.
@@ -85,7 +87,7 @@ func (t *turn) run() (int, error) {
 	default:
 		t.sessionID = o.sessionID
 		if t.sessionID == "" {
-			t.sessionID = newUUID()
+			t.sessionID = uuid.NewString()
 		} else if _, taken := t.store.find(t.cwd, t.sessionID); taken {
 			return 0, fail(1, "Error: Session ID %s is already in use.", t.sessionID)
 		}
@@ -118,7 +120,7 @@ func (t *turn) existing(id, path string) error {
 	}
 	t.sessionID = t.o.sessionID
 	if t.sessionID == "" {
-		t.sessionID = newUUID()
+		t.sessionID = uuid.NewString()
 	}
 	t.transcript = t.store.path(t.cwd, t.sessionID)
 	if t.o.noPersist {
@@ -155,7 +157,7 @@ func (t *turn) steps() int {
 		case st.UnknownEvent:
 			t.out.event(map[string]any{
 				"type": "fake_unknown_event", "subtype": "from_the_future",
-				"detail": "an event type no parser knows", "session_id": t.sessionID, "uuid": newUUID(),
+				"detail": "an event type no parser knows", "session_id": t.sessionID, "uuid": uuid.NewString(),
 			})
 		case st.Event != nil:
 			t.out.raw(st.Event)
@@ -217,7 +219,7 @@ func (t *turn) apiError(text, kind string) int {
 	stop := "stop_sequence"
 	msg := t.assistant([]contentBlock{{Type: "text", Text: text}}, stop)
 	msg.Message.Model = "<synthetic>"
-	msg.Message.ID = newUUID()
+	msg.Message.ID = uuid.NewString()
 	msg.Message.StopSequence = ""
 	msg.Message.Usage.InputTokens, msg.Message.Usage.OutputTokens = 0, 0
 	msg.Message.Usage.ServiceTier = nil
@@ -240,7 +242,7 @@ func (t *turn) unknownSession(id string) int {
 	t.out.final(errorResultEvent{
 		Type: "result", Subtype: "error_during_execution", IsError: true, SessionID: id,
 		Usage: newResultUsage(0, 0), ModelUsage: map[string]any{}, PermissionDenials: []any{},
-		UUID: newUUID(), Errors: []string{msg},
+		UUID: uuid.NewString(), Errors: []string{msg},
 	}, "")
 	return 1
 }
@@ -255,7 +257,7 @@ func (t *turn) onSIGTERM() {
 		interrupted := userEvent{
 			Type:      "user",
 			Message:   userMessage{Role: "user", Content: []contentBlock{{Type: "text", Text: "[Request interrupted by user]"}}},
-			SessionID: t.sessionID, UUID: newUUID(), Timestamp: timestamp(),
+			SessionID: t.sessionID, UUID: uuid.NewString(), Timestamp: timestamp(),
 		}
 		r := t.resultEvent(true, "error_during_execution", "")
 		r.TerminalReason = "aborted_streaming"
@@ -284,7 +286,7 @@ func (t *turn) toolResult(id string, content any, isError bool, toolUseResult an
 		Message: userMessage{Role: "user", Content: []contentBlock{
 			{ToolUseID: id, Type: "tool_result", Content: content, IsError: &isError},
 		}},
-		SessionID: t.sessionID, UUID: newUUID(), Timestamp: timestamp(), ToolUseResult: toolUseResult,
+		SessionID: t.sessionID, UUID: uuid.NewString(), Timestamp: timestamp(), ToolUseResult: toolUseResult,
 	})
 }
 
@@ -299,7 +301,7 @@ func (t *turn) assistant(content []contentBlock, stopReason string) assistantEve
 			},
 			Content: content,
 		},
-		SessionID: t.sessionID, UUID: newUUID(), Timestamp: timestamp(),
+		SessionID: t.sessionID, UUID: uuid.NewString(), Timestamp: timestamp(),
 	}
 }
 
@@ -310,7 +312,7 @@ func (t *turn) resultEvent(isError bool, subtype, text string) resultEvent {
 		ModelUsage: map[string]any{}, PermissionDenials: []any{},
 		FastModeState: "off", FastModeDisabledReason: "sdk_opt_in_required",
 		SubagentStats: json.RawMessage(subagentStats), IsError: isError, NumTurns: 1,
-		Subtype: subtype, Result: text, Type: "result", DurationMS: ms, UUID: newUUID(),
+		Subtype: subtype, Result: text, Type: "result", DurationMS: ms, UUID: uuid.NewString(),
 	}
 	if !isError {
 		r.DurationAPIMS = ms
@@ -343,7 +345,7 @@ func (t *turn) initEvent() initEvent {
 		MCPServers: servers, Model: t.model, PermissionMode: mode, SlashCommands: slashCmds,
 		TerminalSlashCommands: terminalCmds, APIKeySource: keySource, ClaudeCodeVersion: version,
 		OutputStyle: "default", Agents: agents, Skills: skills, Plugins: plugins,
-		Capabilities: capabilities, ServedByAnthropic: true, UUID: newUUID(),
+		Capabilities: capabilities, ServedByAnthropic: true, UUID: uuid.NewString(),
 		MemoryPaths: map[string]string{"auto": filepath.Join(t.store.projectDir(t.cwd), "memory") + "/"},
 		OriginalCwd: t.cwd, AdditionalDirectories: dirs,
 		MessagingSocketPath: fmt.Sprintf("/tmp/claude-socks/%d.sock", os.Getpid()),

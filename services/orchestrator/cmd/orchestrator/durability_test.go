@@ -24,6 +24,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
 )
 
@@ -162,12 +163,8 @@ func newCluster(t *testing.T, script any) *cluster {
 	if testing.Short() {
 		t.Skip("needs Postgres and subprocesses")
 	}
-	c := &cluster{dsn: pgtest.DSN(t), pipeDir: t.TempDir()}
-	var err error
-	if c.pool, err = pgxpool.New(context.Background(), c.dsn); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.pool.Close)
+	c := &cluster{pipeDir: t.TempDir()}
+	c.pool, c.dsn = enginetest.Database(t)
 	if err := os.WriteFile(filepath.Join(c.pipeDir, "relay.yaml"), []byte(crashPipeline), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -207,59 +207,38 @@ func collect(t *testing.T, c *apiclient.Client, after int) ([]api.Event, error) 
 func TestEvents(t *testing.T) {
 	t.Parallel()
 
-	t.Run("Whole", func(t *testing.T) {
-		t.Parallel()
-		c, b := setup(t)
-		b.fake.AddRun(waitingRun())
-		b.fake.SetStream(runID, &apiclienttest.Stream{Events: script()})
-		got, err := collect(t, c, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, script()) {
-			t.Errorf("events:\n got %+v\nwant %+v", got, script())
-		}
-		if afters := b.fake.StreamAfters(runID); !reflect.DeepEqual(afters, []string{""}) {
-			t.Errorf("afters = %q", afters)
-		}
-	})
-
-	t.Run("After", func(t *testing.T) {
-		t.Parallel()
-		c, b := setup(t)
-		b.fake.AddRun(waitingRun())
-		b.fake.SetStream(runID, &apiclienttest.Stream{Events: script()})
-		got, err := collect(t, c, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := []api.Event{script()[1], script()[3], script()[4]}; !reflect.DeepEqual(got, want) {
-			t.Errorf("events:\n got %+v\nwant %+v", got, want)
-		}
-		if afters := b.fake.StreamAfters(runID); !reflect.DeepEqual(afters, []string{"1"}) {
-			t.Errorf("afters = %q", afters)
-		}
-	})
-
-	t.Run("Reconnects", func(t *testing.T) {
-		t.Parallel()
-		c, b := setup(t)
-		b.fake.AddRun(waitingRun())
-		// The first connection drops after the start and the attempt,
-		// the second at once; the third runs to the end. The data come
-		// over several lines.
-		b.fake.SetStream(runID, &apiclienttest.Stream{Events: script(), Drops: []int{2, 0}, Indent: true})
-		got, err := collect(t, c, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, script()) {
-			t.Errorf("events (each once, in order):\n got %+v\nwant %+v", got, script())
-		}
-		if afters := b.fake.StreamAfters(runID); !reflect.DeepEqual(afters, []string{"", "0", "0"}) {
-			t.Errorf("afters = %q, want a reconnection after the last checkpoint seen", afters)
-		}
-	})
+	for _, tt := range []struct {
+		name   string
+		after  int
+		drops  []int // by connection, after how many events the fake cuts it
+		indent bool  // each event's data over several lines
+		want   []api.Event
+		afters []string // the after parameter of each connection
+	}{
+		{name: "Whole", after: -1, want: script(), afters: []string{""}},
+		{name: "After", after: 1, want: []api.Event{script()[1], script()[3], script()[4]}, afters: []string{"1"}},
+		// The first connection drops after the start and the attempt, the
+		// second at once; the third runs to the end, with every event once,
+		// in order, each connection after the last checkpoint seen.
+		{name: "Reconnects", after: -1, drops: []int{2, 0}, indent: true, want: script(), afters: []string{"", "0", "0"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, b := setup(t)
+			b.fake.AddRun(waitingRun())
+			b.fake.SetStream(runID, &apiclienttest.Stream{Events: script(), Drops: tt.drops, Indent: tt.indent})
+			got, err := collect(t, c, tt.after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("events:\n got %+v\nwant %+v", got, tt.want)
+			}
+			if afters := b.fake.StreamAfters(runID); !reflect.DeepEqual(afters, tt.afters) {
+				t.Errorf("afters = %q, want %q", afters, tt.afters)
+			}
+		})
+	}
 
 	t.Run("GivesUp", func(t *testing.T) {
 		t.Parallel()

@@ -9,12 +9,13 @@ import (
 	"testing/iotest"
 )
 
-func readAll(t testing.TB, stream string) ([]sseEvent, error) {
-	t.Helper()
-	r := newSSEReader(strings.NewReader(stream))
+// readEvents reads the events of a stream from r until the first error,
+// which it returns: io.EOF at the end of the stream.
+func readEvents(r io.Reader) ([]sseEvent, error) {
+	sr := newSSEReader(r)
 	var out []sseEvent
 	for {
-		ev, err := r.Next()
+		ev, err := sr.Next()
 		if err != nil {
 			return out, err
 		}
@@ -44,7 +45,7 @@ func TestSSEReader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := readAll(t, tt.stream)
+			got, err := readEvents(strings.NewReader(tt.stream))
 			if !errors.Is(err, io.EOF) {
 				t.Fatalf("err = %v", err)
 			}
@@ -52,15 +53,7 @@ func TestSSEReader(t *testing.T) {
 				t.Errorf("got %q\nwant %q", got, tt.want)
 			}
 			// Byte by byte, a CR at the end of a read must wait for an LF.
-			r := newSSEReader(iotest.OneByteReader(strings.NewReader(tt.stream)))
-			var slow []sseEvent
-			for {
-				ev, err := r.Next()
-				if err != nil {
-					break
-				}
-				slow = append(slow, ev)
-			}
+			slow, _ := readEvents(iotest.OneByteReader(strings.NewReader(tt.stream)))
 			if !reflect.DeepEqual(slow, tt.want) {
 				t.Errorf("byte by byte: got %q\nwant %q", slow, tt.want)
 			}
@@ -87,16 +80,8 @@ func FuzzSSEReader(f *testing.F) {
 	f.Add(": ping\r\ndata:a\rdata\n\n\n")
 	f.Add("id: \x00\ndata: x\r")
 	f.Fuzz(func(t *testing.T, stream string) {
-		whole, _ := readAll(t, stream)
-		r := newSSEReader(iotest.OneByteReader(strings.NewReader(stream)))
-		var slow []sseEvent
-		for {
-			ev, err := r.Next()
-			if err != nil {
-				break
-			}
-			slow = append(slow, ev)
-		}
+		whole, _ := readEvents(strings.NewReader(stream))
+		slow, _ := readEvents(iotest.OneByteReader(strings.NewReader(stream)))
 		if !reflect.DeepEqual(whole, slow) {
 			t.Errorf("whole %q\nbyte by byte %q", whole, slow)
 		}

@@ -363,20 +363,7 @@ func TestServeRefuses(t *testing.T) {
 func TestMCPStdio(t *testing.T) {
 	t.Parallel()
 	eb := enginetest.Start(t) // migrates the database; its engine works nothing here
-	dir := t.TempDir()
-	for name, f := range enginetest.Pipelines {
-		if err := os.WriteFile(filepath.Join(dir, name), f.Data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	cmd := newMCPCommand(slog.New(slog.DiscardHandler), env{"DATABASE_URL": eb.DSN, "ORCHESTRATOR_CALLER": "dana"}.get)
-	cmd.SetArgs([]string{"--transport", "stdio", "--pipelines", dir})
-	cmd.SetIn(inR)
-	cmd.SetOut(outW)
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(context.Background()) }()
+	outR, inW, done := startMCPStdio(eb.DSN, pipelinesDir(t))
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -408,4 +395,37 @@ func TestMCPStdio(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("mcp did not stop when its client left")
 	}
+}
+
+// pipelinesDir writes the test pipelines (enginetest.Pipelines) to a
+// directory of the test's own, for --pipelines.
+func pipelinesDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, f := range enginetest.Pipelines {
+		if err := os.WriteFile(filepath.Join(dir, name), f.Data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// startMCPStdio runs orchestrator mcp over stdio on dsn's database with the
+// pipelines in dir, as the caller dana, the way a client starts it as a
+// subprocess. It returns the command's stdout and stdin, and its result,
+// sent once it returns and has closed its stdout; closing stdin ends it.
+func startMCPStdio(dsn, dir string) (stdout *io.PipeReader, stdin *io.PipeWriter, done <-chan error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	cmd := newMCPCommand(slog.New(slog.DiscardHandler), env{"DATABASE_URL": dsn, "ORCHESTRATOR_CALLER": "dana"}.get)
+	cmd.SetArgs([]string{"--transport", "stdio", "--pipelines", dir})
+	cmd.SetIn(inR)
+	cmd.SetOut(outW)
+	result := make(chan error, 1)
+	go func() {
+		err := cmd.ExecuteContext(context.Background())
+		_ = outW.Close()
+		result <- err
+	}()
+	return outR, inW, result
 }

@@ -1,11 +1,7 @@
 package cli
 
 import (
-	"context"
 	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -21,26 +17,10 @@ import (
 func TestMCPStdioThirdPartyClient(t *testing.T) {
 	t.Parallel()
 	eb := enginetest.Start(t)
-	dir := t.TempDir()
-	for name, f := range enginetest.Pipelines {
-		if err := os.WriteFile(filepath.Join(dir, name), f.Data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := pipelinesDir(t)
 	connect := func(t testing.TB) transport.Interface {
 		t.Helper()
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		cmd := newMCPCommand(slog.New(slog.DiscardHandler), env{"DATABASE_URL": eb.DSN, "ORCHESTRATOR_CALLER": "dana"}.get)
-		cmd.SetArgs([]string{"--transport", "stdio", "--pipelines", dir})
-		cmd.SetIn(inR)
-		cmd.SetOut(outW)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = cmd.ExecuteContext(context.Background())
-			_ = outW.Close()
-		}()
+		outR, inW, done := startMCPStdio(eb.DSN, dir)
 		t.Cleanup(func() {
 			_ = inW.Close()
 			<-done

@@ -23,7 +23,7 @@ import (
 // once.
 func TestStoppedReplicaHandsTheFirstNodeOver(t *testing.T) {
 	t.Parallel()
-	pool, _ := testDatabase(t)
+	pool, _ := enginetest.Database(t)
 	cat := loadTestCatalog(t)
 	exA := &enginetest.InstantExecutor{Record: true}
 	release := exA.Hold("one:") // until the call's context ends
@@ -64,7 +64,7 @@ func TestStoppedReplicaHandsTheFirstNodeOver(t *testing.T) {
 // starts itself and those River hands out share it.
 func TestMaxWorkersBoundsChainsAndJobs(t *testing.T) {
 	t.Parallel()
-	pool, _ := testDatabase(t)
+	pool, _ := enginetest.Database(t)
 	var inFlight, most atomic.Int32
 	ex := &enginetest.InstantExecutor{Reply: func(req executor.Request) (string, error) {
 		n := inFlight.Add(1)

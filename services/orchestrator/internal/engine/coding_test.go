@@ -11,12 +11,10 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/marketplacetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
-	"github.com/meshwork/meshwork/services/orchestrator/pipelines"
 )
 
 // shellWorkerImage is the catalog's shell_v1 image: Go and git (make
@@ -37,20 +35,11 @@ func TestCodingPipeline(t *testing.T) {
 	requireImage(t, fakeAgentImage)
 	requireImage(t, shellWorkerImage)
 	ctx := context.Background()
-	pool, dsn := testDatabase(t)
+	pool, dsn := enginetest.Database(t)
 	root := t.TempDir()
 	repo := gittest.Repo(t, filepath.Join(root, "calc"), gittest.BuggyModule(t))
-	mp := startMarketplace(t, dsn, "--source-roots", root)
-	mpEx, err := marketplace.New(marketplace.Config{Endpoint: mp.Endpoint, Token: marketplacetest.Token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mpEx.Close() })
-	cat, err := pipelines.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := startEngine(t, pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMarketplace: mpEx}, "")
+	mpEx := startMarketplace(t, dsn, "--source-roots", root)
+	eng := startEngine(t, pool, shippedCatalog(t), map[pipeline.Via]executor.Executor{pipeline.ViaMarketplace: mpEx}, "")
 
 	run := start(t, eng, "coding_pipeline", map[string]any{
 		"repository": map[string]any{"git": map[string]any{"url": repo}},
@@ -84,7 +73,7 @@ func TestCodingPipeline(t *testing.T) {
 	// What the implementer's agent did is in the run's events: each Edit,
 	// checked by the gate in its worker before it ran.
 	var edits []string
-	err = eng.Watch(ctx, run.ID, -1, func(ev engine.Event) error {
+	err := eng.Watch(ctx, run.ID, -1, func(ev engine.Event) error {
 		if ev.Type == "agent" && ev.Agent.Kind == "pre_tool" && ev.Agent.Decision != nil && ev.Agent.Decision.Allowed {
 			edits = append(edits, ev.NodeID+": "+ev.Agent.Text)
 		}

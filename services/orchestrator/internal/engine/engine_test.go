@@ -381,10 +381,7 @@ func TestResumeRefusesAChangedPipeline(t *testing.T) {
 
 	changed := fstest.MapFS{"approval.yaml": {Data: []byte(strings.Replace(string(testPipelines["approval.yaml"].Data),
 		"publish with", "publish (v2) with", 1))}}
-	cat, err := pipeline.LoadDir(changed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := enginetest.CatalogOf(t, changed)
 	// The replica is replaced by one that loaded the new definition.
 	if err := b.eng.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -429,10 +426,7 @@ func TestResumeParkedRun(t *testing.T) {
 	run := start(t, b.eng, "linear", map[string]any{"task": "x"})
 
 	changed := fstest.MapFS{"linear.yaml": {Data: []byte(strings.Replace(string(testPipelines["linear.yaml"].Data), `"one: `, `"one (v2): `, 1))}}
-	cat, err := pipeline.LoadDir(changed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := enginetest.CatalogOf(t, changed)
 	v2 := startEngine(t, b.pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.exec}, "v2")
 	v := waitStatus(t, v2, run.ID, runstate.RunFailed)
 	if !contains(v.Error, "changed since the run started") {
@@ -454,7 +448,7 @@ func TestResumeParkedRun(t *testing.T) {
 // that can be resumed, once the run is resumed.
 func TestApprovalSurvivesAFailedRun(t *testing.T) {
 	t.Parallel()
-	cat, err := pipeline.LoadDir(fstest.MapFS{"gate.yaml": {Data: []byte(`
+	cat := enginetest.CatalogOf(t, fstest.MapFS{"gate.yaml": {Data: []byte(`
 name: gate
 roles:
   a: {via: mesh, repository: a}
@@ -463,9 +457,6 @@ nodes:
   - {id: approve, type: approval, needs: [draft]}
   - {id: deploy, role: a, needs: [draft], task: deploy}
 `)}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var fails atomic.Int32
 	ex := &enginetest.InstantExecutor{Record: true, Reply: func(r executor.Request) (string, error) {
 		if r.NodeID == "deploy" && fails.Add(1) == 1 {
@@ -473,12 +464,9 @@ nodes:
 		}
 		return "ok", nil
 	}}
-	b := setup(t, nil)
+	pool, _ := enginetest.Database(t)
 	ctx := context.Background()
-	if err := b.eng.Stop(ctx); err != nil { // its catalog has no gate pipeline
-		t.Fatal(err)
-	}
-	eng := startEngine(t, b.pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, "gate")
+	eng := startEngine(t, pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, "gate")
 	run := start(t, eng, "gate", nil)
 	v := waitStatus(t, eng, run.ID, runstate.RunFailed)
 	if v.Interrupts[0].Status != "cancelled" {
@@ -530,25 +518,18 @@ func TestNULCharacters(t *testing.T) {
 // deadline.
 func TestNodeTimeout(t *testing.T) {
 	t.Parallel()
-	cat, err := pipeline.LoadDir(fstest.MapFS{"slow.yaml": {Data: []byte(`
+	cat := enginetest.CatalogOf(t, fstest.MapFS{"slow.yaml": {Data: []byte(`
 name: slow
 roles:
   a: {via: mesh, repository: a}
 nodes:
   - {id: wait, role: a, task: wait, timeout: 200ms}
 `)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := setup(t, nil)
-	ctx := context.Background()
-	if err := b.eng.Stop(ctx); err != nil { // its catalog has no slow pipeline
-		t.Fatal(err)
-	}
+	pool, _ := enginetest.Database(t)
 	ex := &enginetest.InstantExecutor{Record: true}
 	release := ex.Hold("") // every call, until its context ends
 	defer release()
-	eng := startEngine(t, b.pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, "slow")
+	eng := startEngine(t, pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, "slow")
 	run := start(t, eng, "slow", nil)
 	v := waitStatus(t, eng, run.ID, runstate.RunFailed)
 	if !contains(v.Error, "deadline exceeded") {

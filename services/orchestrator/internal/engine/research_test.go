@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
@@ -35,30 +36,21 @@ func TestResearchPipeline(t *testing.T) {
 	t.Parallel()
 	requireImage(t, fakeAgentImage)
 	ctx := context.Background()
-	pool, dsn := testDatabase(t)
+	pool, dsn := enginetest.Database(t)
 
 	// Each fake session answers turn by turn: the reviewer's first review
 	// asks for changes, its second approves.
 	meshSrv := meshexectest.Start(t, meshexectest.Options{Script: map[string]any{
 		"turns": []any{map[string]any{"reply": "CHANGES: add figures"}, map[string]any{"reply": "APPROVED"}},
 	}})
-	mp := startMarketplace(t, dsn)
+	mpEx := startMarketplace(t, dsn)
 
 	meshEx, err := mesh.New(mesh.Config{Endpoint: meshSrv.Endpoint, Token: meshSrv.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = meshEx.Close() })
-	mpEx, err := marketplace.New(marketplace.Config{Endpoint: mp.Endpoint, Token: marketplacetest.Token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mpEx.Close() })
-	cat, err := pipelines.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := startEngine(t, pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: meshEx, pipeline.ViaMarketplace: mpEx}, "")
+	eng := startEngine(t, pool, shippedCatalog(t), map[pipeline.Via]executor.Executor{pipeline.ViaMesh: meshEx, pipeline.ViaMarketplace: mpEx}, "")
 
 	run := start(t, eng, "research_pipeline", map[string]any{"task": "the history of Go's scheduler"})
 	v := waitStatus(t, eng, run.ID, runstate.RunWaiting)
@@ -132,8 +124,26 @@ func requireImage(t *testing.T, image string) {
 }
 
 // startMarketplace runs the real marketplace on dsn's database, its Claude
-// Code worker on the fake agent image.
-func startMarketplace(t *testing.T, dsn string, extraArgs ...string) *marketplacetest.Marketplace {
+// Code worker on the fake agent image, and returns an executor connected to
+// it, closed when the test ends.
+func startMarketplace(t *testing.T, dsn string, extraArgs ...string) *marketplace.Executor {
 	t.Helper()
-	return marketplacetest.Start(t, dsn, marketplacetest.Options{Images: map[string]string{"claude_code_assistant_v1": fakeAgentImage}, Args: extraArgs})
+	mp := marketplacetest.Start(t, dsn, marketplacetest.Options{Images: map[string]string{"claude_code_assistant_v1": fakeAgentImage}, Args: extraArgs})
+	ex, err := marketplace.New(marketplace.Config{Endpoint: mp.Endpoint, Token: marketplacetest.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ex.Close() })
+	return ex
+}
+
+// shippedCatalog loads the orchestrator's shipped pipelines, which the end
+// to end tests run on real parts.
+func shippedCatalog(t *testing.T) *pipeline.Catalog {
+	t.Helper()
+	cat, err := pipelines.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat
 }

@@ -105,24 +105,7 @@ type bundle struct {
 
 func loadTestCatalog(t testing.TB) *pipeline.Catalog {
 	t.Helper()
-	cat, err := pipeline.LoadDir(testPipelines)
-	if err != nil {
-		t.Fatalf("loading the test pipelines: %v", err)
-	}
-	return cat
-}
-
-// testDatabase is a pool on a test database of the test's own, and its DSN
-// for the processes the test starts (the marketplace).
-func testDatabase(t *testing.T) (*pgxpool.Pool, string) {
-	t.Helper()
-	dsn := pgtest.DSN(t)
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool, dsn
+	return enginetest.CatalogOf(t, testPipelines)
 }
 
 // setup starts an engine on a fresh database with the test pipelines and
@@ -130,7 +113,7 @@ func testDatabase(t *testing.T) (*pgxpool.Pool, string) {
 // it is set.
 func setup(t *testing.T, reply func(executor.Request) (string, error)) *bundle {
 	t.Helper()
-	pool, dsn := testDatabase(t)
+	pool, dsn := enginetest.Database(t)
 	b := &bundle{pool: pool, dsn: dsn, exec: &enginetest.InstantExecutor{Record: true, Reply: reply}, cat: loadTestCatalog(t)}
 	b.eng = startEngine(t, pool, b.cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.exec}, "")
 	return b
@@ -148,19 +131,7 @@ func startEngineConfig(t testing.TB, cfg engine.Config) *engine.Engine {
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = 3 * time.Second
 	}
-	eng, err := engine.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = eng.Stop(ctx)
-	})
-	return eng
+	return enginetest.StartEngine(t, cfg)
 }
 
 // waitStatus waits until the run reaches one of the statuses.

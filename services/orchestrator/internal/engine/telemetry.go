@@ -71,15 +71,11 @@ func startNodeSpan(ctx context.Context, run store.Run, p *pipeline.Pipeline, a n
 		return telemetry.Tracer().Start(ctx, "node "+a.NodeID, trace.WithAttributes(attrs...))
 	}
 	attrs = append(attrs, attrNodeType.String(string(pipeline.TypeAgent)), attrRoleVia.String(string(role.Via)))
-	if session != "" {
-		attrs = append(attrs, telemetry.AttrConversationID.String(session))
-	}
-	if role.Model != "" {
-		attrs = append(attrs, telemetry.AttrRequestModel.String(role.Model))
-	}
-	if role.Worker != "" {
-		attrs = append(attrs, telemetry.AttrWorkerID.String(role.Worker))
-	}
+	attrs = append(attrs, telemetry.NonEmpty(
+		telemetry.AttrConversationID.String(session),
+		telemetry.AttrRequestModel.String(role.Model),
+		telemetry.AttrWorkerID.String(role.Worker),
+	)...)
 	return telemetry.StartAgent(ctx, n.Role, attrs...)
 }
 

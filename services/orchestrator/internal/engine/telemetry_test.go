@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/codes"
@@ -18,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -49,11 +47,7 @@ func spansOf(rec *tracetest.SpanRecorder, runID string) []sdktrace.ReadOnlySpan 
 func TestRunIsOneTrace(t *testing.T) {
 	rec := telemetrytest.Record(t) // global: not parallel
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, _ := enginetest.Database(t)
 	// The real mesh-exec (on the fake claude), exporting its spans to a
 	// collector of the test's.
 	otlp := telemetrytest.NewCollector(t)
@@ -180,12 +174,7 @@ func TestRunIsOneTrace(t *testing.T) {
 // catalog's names as labels, and a failed attempt's span is failed.
 func TestNodeMetricsAndFailedSpans(t *testing.T) {
 	rec := telemetrytest.Record(t) // global: not parallel
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, _ := enginetest.Database(t)
 	reg := prometheus.NewRegistry()
 	m := engine.NewMetrics(reg)
 	flaky := 0
@@ -199,20 +188,9 @@ func TestNodeMetricsAndFailedSpans(t *testing.T) {
 		}
 		return req.RoleName + ": " + req.Task, nil
 	}}
-	eng, err := engine.New(engine.Config{
+	eng := startEngineConfig(t, engine.Config{
 		Pool: pool, Catalog: loadTestCatalog(t), Executors: map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex},
 		LeaseTTL: 3 * time.Second, OnCommit: m.Observe,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = eng.Stop(stopCtx)
 	})
 
 	retried := start(t, eng, "retry", nil)

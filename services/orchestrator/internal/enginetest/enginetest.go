@@ -64,10 +64,13 @@ nodes:
 // Catalog loads Pipelines.
 func Catalog(tb testing.TB) *pipeline.Catalog {
 	tb.Helper()
-	return catalogOf(tb, Pipelines)
+	return CatalogOf(tb, Pipelines)
 }
 
-func catalogOf(tb testing.TB, pipelines fs.FS) *pipeline.Catalog {
+// CatalogOf loads a catalog of test pipelines, failing the test if one of
+// them does not load: every test that brings its own pipelines needs them
+// loaded before it can start an engine.
+func CatalogOf(tb testing.TB, pipelines fs.FS) *pipeline.Catalog {
 	tb.Helper()
 	cat, err := pipeline.LoadDir(pipelines)
 	if err != nil {
@@ -233,30 +236,49 @@ func StartWith(tb testing.TB, pipelines fs.FS) *Bundle {
 // makes patches, say), set up before the engine starts calling it.
 func StartWithExecutor(tb testing.TB, pipelines fs.FS, x *InstantExecutor) *Bundle {
 	tb.Helper()
+	pool, dsn := Database(tb)
+	b := &Bundle{Pool: pool, DSN: dsn, Executor: x}
+	b.Engine = StartEngine(tb, engine.Config{
+		Pool: pool, Catalog: CatalogOf(tb, pipelines),
+		Executors:         map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.Executor, pipeline.ViaMarketplace: b.Executor},
+		FetchPollInterval: 50 * time.Millisecond,
+	})
+	return b
+}
+
+// Database returns a pool on a fresh migrated database of the test's own,
+// closed when the test ends, and the database's URL, for the processes a
+// test starts on it (replicas, the marketplace).
+func Database(tb testing.TB) (*pgxpool.Pool, string) {
+	tb.Helper()
 	dsn := pgtest.DSN(tb)
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		tb.Fatalf("enginetest: connecting: %v", err)
 	}
 	tb.Cleanup(pool.Close)
-	b := &Bundle{Pool: pool, DSN: dsn, Executor: x}
-	b.Engine, err = engine.New(engine.Config{
-		Pool: pool, Catalog: catalogOf(tb, pipelines),
-		Executors:         map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.Executor, pipeline.ViaMarketplace: b.Executor},
-		FetchPollInterval: 50 * time.Millisecond,
-	})
+	return pool, dsn
+}
+
+// StartEngine starts an engine of cfg and stops it when the test ends,
+// giving its nodes up to 10 s to finish: a test's engine never outlives
+// the test, nor leaves a job running on its database. A failed stop fails
+// the test.
+func StartEngine(tb testing.TB, cfg engine.Config) *engine.Engine {
+	tb.Helper()
+	eng, err := engine.New(cfg)
 	if err != nil {
 		tb.Fatalf("enginetest: %v", err)
 	}
-	if err := b.Engine.Start(context.Background()); err != nil {
+	if err := eng.Start(context.Background()); err != nil {
 		tb.Fatalf("enginetest: %v", err)
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := b.Engine.Stop(ctx); err != nil {
+		if err := eng.Stop(ctx); err != nil {
 			tb.Errorf("enginetest: stopping the engine: %v", err)
 		}
 	})
-	return b
+	return eng
 }

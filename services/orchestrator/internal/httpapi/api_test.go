@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,12 +13,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/meshwork/meshwork/pkg/bearer"
-	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
@@ -212,8 +208,7 @@ func TestApproval(t *testing.T) {
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run api.Run
-	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
+	run := b.startEcho(t)
 
 	for _, tc := range []struct {
 		name, method, path string
@@ -326,8 +321,7 @@ func readEvents(t *testing.T, b *bundle, path string) []sseEvent {
 func TestEvents(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run api.Run
-	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
+	run := b.startEcho(t)
 
 	events := readEvents(t, b, "/v1/runs/"+run.ID+"/events?after=-1")
 	var seqs []int
@@ -383,8 +377,7 @@ func atoi(t *testing.T, s string) int {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var run api.Run
-	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
+	run := b.startEcho(t)
 	b.settle(t, run.ID)
 	// Methods are counted before routing and authentication: one that is
 	// not standard is OTHER, not a series of its own.
@@ -465,34 +458,17 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 func TestEventsEndOnShutdown(t *testing.T) {
 	t.Parallel()
 	// An API-only engine: the run never moves past its start.
-	eng, err := engine.New(engine.Config{Pool: pgtest.Pool(t), Catalog: enginetest.Catalog(t), WorkDisabled: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, _ := bearer.New(map[string]string{"alice": aliceToken})
-	server, err := New(Config{Engine: eng, Tokens: tokens})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(server)
-	t.Cleanup(srv.Close)
-	b := &bundle{api: server, srv: srv, eng: eng}
-	var run api.Run
-	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
+	b := setupAPIOnly(t, Config{})
+	run := b.startEcho(t)
 
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/v1/runs/"+run.ID+"/events", nil)
-	req.Header.Set("Authorization", "Bearer "+aliceToken)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := b.get(context.Background(), t, "/v1/runs/"+run.ID+"/events")
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	var lines []string
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 		if sc.Text() == "event: checkpoint" {
-			server.CloseStreams() // after the first event: the stream is open
+			b.api.CloseStreams() // after the first event: the stream is open
 		}
 	}
 	got := strings.Join(lines, "\n")

@@ -9,12 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/meshwork/meshwork/pkg/bearer"
-	"github.com/meshwork/meshwork/pkg/pgtest"
-	"github.com/meshwork/meshwork/services/orchestrator/api"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 )
 
 // deadlineWriter is a ResponseWriter that records the write deadlines set
@@ -81,33 +75,13 @@ func TestEventStreamWriteDeadline(t *testing.T) {
 func TestEventStreamLimit(t *testing.T) {
 	t.Parallel()
 	// An API-only engine: the run never moves past its start.
-	eng, err := engine.New(engine.Config{Pool: pgtest.Pool(t), Catalog: enginetest.Catalog(t), WorkDisabled: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, _ := bearer.New(map[string]string{"alice": aliceToken})
-	server, err := New(Config{Engine: eng, Tokens: tokens, MaxEventStreams: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(server)
-	t.Cleanup(func() {
-		server.CloseStreams()
-		srv.Close()
-	})
-	b := &bundle{api: server, srv: srv, eng: eng}
-	var run api.Run
-	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
+	b := setupAPIOnly(t, Config{MaxEventStreams: 1})
+	run := b.startEcho(t)
 	path := "/v1/runs/" + run.ID + "/events"
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+aliceToken)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := b.get(ctx, t, path)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("first stream: %d", resp.StatusCode)
@@ -128,12 +102,7 @@ func TestEventStreamLimit(t *testing.T) {
 	cancel() // the first client leaves
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+path, nil)
-		req.Header.Set("Authorization", "Bearer "+aliceToken)
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := b.get(context.Background(), t, path)
 		status := resp.StatusCode
 		resp.Body.Close()
 		if status == http.StatusOK {

@@ -41,6 +41,16 @@ func (a *API) startRun(w http.ResponseWriter, r *http.Request) {
 	a.started(w, r, run, err)
 }
 
+// reply answers a request with what its operation returned: 200 with v,
+// or the error.
+func (a *API) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 // started answers a request that started a run (a start or a fork): 201
 // with the run and its Location, or the error.
 func (a *API) started(w http.ResponseWriter, r *http.Request, run api.Run, err error) {
@@ -65,29 +75,17 @@ func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
 		f.Limit = n
 	}
 	runs, err := a.eng.ListRuns(r.Context(), f)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.RunList{Runs: runs})
+	a.reply(w, r, api.RunList{Runs: runs}, err)
 }
 
 func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
 	v, err := a.eng.GetRun(r.Context(), chi.URLParam(r, "id"))
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
+	a.reply(w, r, v, err)
 }
 
 func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 	cps, err := a.eng.Checkpoints(r.Context(), chi.URLParam(r, "id"))
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.CheckpointList{Checkpoints: cps})
+	a.reply(w, r, api.CheckpointList{Checkpoints: cps}, err)
 }
 
 type forkBody struct {
@@ -121,11 +119,7 @@ func (a *API) cancelRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := a.eng.Cancel(r.Context(), chi.URLParam(r, "id"))
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, run)
+	a.reply(w, r, run, err)
 }
 
 type resumeRunBody struct {
@@ -138,11 +132,7 @@ func (a *API) resumeRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := a.eng.Resume(r.Context(), engine.ResumeRequest{RunID: chi.URLParam(r, "id"), Migrate: body.Migrate, DecidedBy: callerFrom(r.Context())})
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, run)
+	a.reply(w, r, run, err)
 }
 
 type resumeInterruptBody struct {
@@ -162,11 +152,7 @@ func (a *API) resumeInterrupt(w http.ResponseWriter, r *http.Request) {
 	run, err := a.eng.Resume(r.Context(), engine.ResumeRequest{
 		InterruptID: chi.URLParam(r, "id"), Value: body.Value, Migrate: body.Migrate, DecidedBy: callerFrom(r.Context()),
 	})
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, run)
+	a.reply(w, r, run, err)
 }
 
 type pruneBody struct {
@@ -183,11 +169,7 @@ func (a *API) pruneRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := a.eng.Prune(r.Context(), chi.URLParam(r, "id"), keep)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.PruneResult{Deleted: n})
+	a.reply(w, r, api.PruneResult{Deleted: n}, err)
 }
 
 // requiredInt returns the named body field's value, or writes a 400 and

@@ -58,12 +58,47 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serve(t, api, eb.Engine)
+}
+
+// setupAPIOnly serves the API of cfg, as alice's, over an API-only engine
+// (WorkDisabled) on a fresh database with the test pipelines: its runs
+// never move past their start, so their event streams stay open.
+func setupAPIOnly(t *testing.T, cfg Config) *bundle {
+	t.Helper()
+	eng, err := engine.New(engine.Config{Pool: pgtest.Pool(t), Catalog: enginetest.Catalog(t), WorkDisabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tokens, err = bearer.New(map[string]string{"alice": aliceToken}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Engine = eng
+	api, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, api, eng)
+}
+
+// serve serves api on a test server until the test ends, then closes its
+// event streams before the server, which waits for open requests.
+func serve(t *testing.T, api *API, eng *engine.Engine) *bundle {
+	t.Helper()
 	srv := httptest.NewServer(api)
 	t.Cleanup(func() {
 		api.CloseStreams()
 		srv.Close()
 	})
-	return &bundle{api: api, srv: srv, eng: eb.Engine}
+	return &bundle{api: api, srv: srv, eng: eng}
+}
+
+// startEcho starts a run of the echo pipeline as alice.
+func (b *bundle) startEcho(t *testing.T) api.Run {
+	t.Helper()
+	var run api.Run
+	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}}, http.StatusCreated, &run)
+	return run
 }
 
 // do sends a request as the token's caller ("" for none); body is JSON
@@ -108,6 +143,22 @@ func (b *bundle) do(t *testing.T, method, path, token string, body any) (*respon
 		t.Fatal(err)
 	}
 	return &response{StatusCode: resp.StatusCode, Header: resp.Header}, data
+}
+
+// get sends a GET as alice and returns the response with its body unread,
+// for a stream the test reads as it comes; ctx ends the request.
+func (b *bundle) get(ctx context.Context, t *testing.T, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	resp, err := b.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // call sends a request as alice, checks the status and decodes the body

@@ -1,14 +1,11 @@
 package mcptools_test
 
 import (
-	"net/http/httptest"
 	"testing"
 
-	"github.com/meshwork/meshwork/pkg/bearer"
 	"github.com/meshwork/meshwork/pkg/mcpinterop"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/httpapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/mcptools"
 )
 
@@ -18,21 +15,7 @@ import (
 // orchestrator tool sends progress: each answers at once.)
 func TestThirdPartyClientOverHTTP(t *testing.T) {
 	t.Parallel()
-	eb := enginetest.Start(t)
-	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := bearer.New(map[string]string{"carol": carolToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := httpapi.New(httpapi.Config{Engine: eb.Engine, Tokens: tokens, MCP: mcptools.HTTPHandler(tools, nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
+	srv := serveTools(t, mcptools.Config{Engine: enginetest.Start(t).Engine})
 	mcpinterop.Run(t, mcpinterop.Suite{
 		Connect: mcpinterop.HTTP(srv.URL+"/mcp", carolToken),
 		Tools:   []string{"list_pipelines", "run_pipeline", "get_run", "list_runs", "list_checkpoints", "fork_run", "resume_run", "cancel_run"},

@@ -40,11 +40,21 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	eb := enginetest.Start(t)
 	b := &bundle{eng: eb.Engine}
-	tools, err := mcptools.New(mcptools.Config{Engine: eb.Engine, OnRunStarted: func(r api.Run) {
+	srv := serveTools(t, mcptools.Config{Engine: eb.Engine, OnRunStarted: func(r api.Run) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.started = append(b.started, r.ID)
 	}})
+	b.session = mcptest.Connect(t, srv.URL+"/mcp", carolToken, &mcptest.Options{Base: srv.Client().Transport})
+	return b
+}
+
+// serveTools serves the tools of cfg at /mcp of the HTTP API, as
+// orchestrator serve does, behind carol's bearer token: the tests' clients
+// reach the tools over real streamable HTTP.
+func serveTools(t *testing.T, cfg mcptools.Config) *httptest.Server {
+	t.Helper()
+	tools, err := mcptools.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +63,7 @@ func setup(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	api, err := httpapi.New(httpapi.Config{
-		Engine: eb.Engine, Tokens: tokens,
+		Engine: cfg.Engine, Tokens: tokens,
 		MCP: mcptools.HTTPHandler(tools, nil),
 	})
 	if err != nil {
@@ -61,8 +71,7 @@ func setup(t *testing.T) *bundle {
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	b.session = mcptest.Connect(t, srv.URL+"/mcp", carolToken, &mcptest.Options{Base: srv.Client().Transport})
-	return b
+	return srv
 }
 
 // callTool calls a tool that must succeed and decodes its structured result.

@@ -392,29 +392,23 @@ func TestRunsCommands(t *testing.T) {
 		t.Errorf("runs history -o json: %q, %v", r.stdout, err)
 	}
 
-	r = b.exec(t, "runs", "resume", forkID, "--migrate")
-	r.check(t, 0)
-	if want := "Run " + forkID + " resumed: it is running.\n"; r.stdout != want {
-		t.Errorf("resume: %q, want %q", r.stdout, want)
+	// The commands that change a run say what they did, in turn.
+	for _, tt := range []struct {
+		args   []string
+		stdout string
+	}{
+		{[]string{"runs", "resume", forkID, "--migrate"}, "Run " + forkID + " resumed: it is running.\n"},
+		{[]string{"runs", "cancel", runID}, "Run " + runID + " cancelled.\n"},
+		{[]string{"runs", "prune", runID, "--keep", "1", "-o", "json"}, "{\n  \"deleted\": 2\n}\n"},
+		{[]string{"runs", "prune", runID, "--keep", "1"}, "Deleted 0 checkpoints of run " + runID + ".\n"},
+	} {
+		r := b.exec(t, tt.args...)
+		r.check(t, 0)
+		if r.stdout != tt.stdout {
+			t.Errorf("%s: %q, want %q", strings.Join(tt.args, " "), r.stdout, tt.stdout)
+		}
 	}
 	b.fake.CheckBody(t, "POST", "/v1/runs/"+forkID+"/resume", `{"migrate":true}`)
-
-	r = b.exec(t, "runs", "cancel", runID)
-	r.check(t, 0)
-	if want := "Run " + runID + " cancelled.\n"; r.stdout != want {
-		t.Errorf("cancel: %q, want %q", r.stdout, want)
-	}
-
-	r = b.exec(t, "runs", "prune", runID, "--keep", "1", "-o", "json")
-	r.check(t, 0)
-	if r.stdout != "{\n  \"deleted\": 2\n}\n" {
-		t.Errorf("prune -o json: %q", r.stdout)
-	}
-	r = b.exec(t, "runs", "prune", runID, "--keep", "1")
-	r.check(t, 0)
-	if want := "Deleted 0 checkpoints of run " + runID + ".\n"; r.stdout != want {
-		t.Errorf("prune: %q, want %q", r.stdout, want)
-	}
 }
 
 func TestListMore(t *testing.T) {

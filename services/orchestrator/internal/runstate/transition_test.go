@@ -117,6 +117,27 @@ func wantSchedule(t *testing.T, what string, step runstate.Step, want ...string)
 	}
 }
 
+// completion is a node completed in a test, and the nodes its completion
+// must schedule.
+type completion struct {
+	node      string
+	schedules []string
+}
+
+// completeInTurn completes the nodes one after the other from prev, each at
+// its first iteration and attempt with its id as output, checks what each
+// completion schedules, and returns the last step.
+func completeInTurn(t *testing.T, p *pipeline.Pipeline, prev runstate.State, turns ...completion) runstate.Step {
+	t.Helper()
+	var step runstate.Step
+	for _, c := range turns {
+		step = runstate.Complete(p, prev, c.node, 1, 1, c.node)
+		wantSchedule(t, "Complete "+c.node, step, c.schedules...)
+		prev = step.Next
+	}
+	return step
+}
+
 func TestStartSchedulesRoots(t *testing.T) {
 	t.Parallel()
 	p := load(t, "join")
@@ -184,12 +205,9 @@ func TestCompleteLinearSchedulesSuccessor(t *testing.T) {
 	}
 	checkStep(t, "Complete a", start.Next, step)
 
-	step2 := runstate.Complete(p, step.Next, "b", 1, 1, "out b")
-	wantSchedule(t, "Complete b", step2, "c")
-	step3 := runstate.Complete(p, step2.Next, "c", 1, 1, "out c")
-	wantSchedule(t, "Complete c", step3)
-	if step3.Status != runstate.RunSucceeded {
-		t.Errorf("after the last node: status %q, want succeeded", step3.Status)
+	last := completeInTurn(t, p, step.Next, completion{"b", []string{"c"}}, completion{"c", nil})
+	if last.Status != runstate.RunSucceeded {
+		t.Errorf("after the last node: status %q, want succeeded", last.Status)
 	}
 }
 
@@ -213,14 +231,8 @@ func TestDiamondJoinScheduledOnce(t *testing.T) {
 	t.Parallel()
 	p := load(t, "diamond")
 	start := runstate.Start(p, nil)
-	root := runstate.Complete(p, start.Next, "r", 1, 1, "r")
-	wantSchedule(t, "Complete r", root, "a", "b")
-	a := runstate.Complete(p, root.Next, "a", 1, 1, "a")
-	wantSchedule(t, "Complete a", a)
-	b := runstate.Complete(p, a.Next, "b", 1, 1, "b")
-	wantSchedule(t, "Complete b", b, "c")
-	c := runstate.Complete(p, b.Next, "c", 1, 1, "c")
-	wantSchedule(t, "Complete c", c)
+	c := completeInTurn(t, p, start.Next,
+		completion{"r", []string{"a", "b"}}, completion{"a", nil}, completion{"b", []string{"c"}}, completion{"c", nil})
 	if c.Status != runstate.RunSucceeded {
 		t.Errorf("status %q", c.Status)
 	}
@@ -232,11 +244,7 @@ func TestSkippedNeedCountsAsDone(t *testing.T) {
 	start := runstate.Start(p, inputs(t, p, map[string]any{"run_a": false}))
 	// c needs a (skipped) and d (scheduled): not ready yet.
 	wantSchedule(t, "Start", start, "b", "d")
-	b := runstate.Complete(p, start.Next, "b", 1, 1, "b")
-	wantSchedule(t, "Complete b", b)
-	d := runstate.Complete(p, b.Next, "d", 1, 1, "d")
-	wantSchedule(t, "Complete d", d, "c")
-	c := runstate.Complete(p, d.Next, "c", 1, 1, "c")
+	c := completeInTurn(t, p, start.Next, completion{"b", nil}, completion{"d", []string{"c"}}, completion{"c", nil})
 	if c.Status != runstate.RunSucceeded {
 		t.Errorf("status %q, want succeeded with a skipped node", c.Status)
 	}

@@ -124,6 +124,17 @@ func spec(journey string) workerruntime.Spec {
 	return workerruntime.Spec{Journey: journey, Worker: "process_test_v1", Image: "ignored", User: "65532:65532", Network: "none", Labels: map[string]string{"meshwork.test": "process"}}
 }
 
+// createWorker creates a worker for a new journey, for the tests that need
+// one to run commands in.
+func createWorker(t *testing.T, rt *process.Runtime) workerruntime.Handle {
+	t.Helper()
+	h, err := rt.Create(t.Context(), spec(uuid.NewString()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func TestListSurvivesARestart(t *testing.T) {
 	t.Parallel()
 	rt, b := setup(t, "")
@@ -155,10 +166,7 @@ func TestListSurvivesARestart(t *testing.T) {
 func TestExecRewritesWorkspacePaths(t *testing.T) {
 	t.Parallel()
 	rt, _ := setup(t, runtimetest.BuildProbe(t))
-	h, err := rt.Create(t.Context(), spec(uuid.NewString()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := createWorker(t, rt)
 	s, err := rt.Exec(t.Context(), h, []string{probePath, "write", "/workspace/sub/file.txt"})
 	if err != nil {
 		t.Fatal(err)
@@ -185,10 +193,7 @@ func TestExecRewritesWorkspacePaths(t *testing.T) {
 func TestLogsHoldExecStderr(t *testing.T) {
 	t.Parallel()
 	rt, _ := setup(t, runtimetest.BuildProbe(t))
-	h, err := rt.Create(t.Context(), spec(uuid.NewString()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := createWorker(t, rt)
 	for _, line := range []string{"first", "second", "third"} {
 		s, err := rt.Exec(t.Context(), h, []string{probePath, "stderr", line})
 		if err != nil {
@@ -231,10 +236,7 @@ func TestCloseKillsTheProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := rt.Create(t.Context(), spec(uuid.NewString()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := createWorker(t, rt)
 	// The child sleeps in the background and reports its pid; the shell
 	// ignores SIGTERM, so only the group SIGKILL ends it.
 	s, err := rt.Exec(t.Context(), h, []string{"/bin/sh", "-c", `trap "" TERM; sleep 600 & echo $!; wait`})
@@ -297,10 +299,7 @@ func TestRemoveRefusesForeignWorkspaces(t *testing.T) {
 func TestExecContextKillsTheProcess(t *testing.T) {
 	t.Parallel()
 	rt, _ := setup(t, runtimetest.BuildProbe(t))
-	h, err := rt.Create(t.Context(), spec(uuid.NewString()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := createWorker(t, rt)
 	ctx, cancel := context.WithCancel(t.Context())
 	s, err := rt.Exec(ctx, h, []string{probePath, "sleep"})
 	if err != nil {

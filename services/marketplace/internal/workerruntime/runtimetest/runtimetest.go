@@ -282,13 +282,7 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) workerruntime.Runtime,
 		if err := b.rt.Start(t.Context(), h); err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		b.wantState(t, h, workerruntime.StateRunning)
-		if got := b.export(t, h)["notes/kept.txt"]; got != "survives stop and start\n" {
-			t.Errorf("after Start, notes/kept.txt = %q", got)
-		}
-		if _, code := b.run(t, h, nil, opts.App, "version"); code != 0 {
-			t.Errorf("exec after Start exited %d", code)
-		}
+		b.wantBack(t, h, "after Start", "notes/kept.txt", "survives stop and start\n")
 	})
 
 	t.Run("StopEndsLiveSessions", func(t *testing.T) {
@@ -366,13 +360,7 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) workerruntime.Runtime,
 		if h2.Workspace != h.Workspace {
 			t.Errorf("resumed worker has workspace %q, want the old %q", h2.Workspace, h.Workspace)
 		}
-		b.wantState(t, h2, workerruntime.StateRunning)
-		if got := b.export(t, h2)["resume.txt"]; got != "still here\n" {
-			t.Errorf("resumed workspace has resume.txt = %q", got)
-		}
-		if _, code := b.run(t, h2, nil, opts.App, "version"); code != 0 {
-			t.Errorf("exec in the resumed worker exited %d", code)
-		}
+		b.wantBack(t, h2, "after resume", "resume.txt", "still here\n")
 	})
 
 	t.Run("CreateReplacesAStaleWorker", func(t *testing.T) {
@@ -704,6 +692,21 @@ func (b *bundle) wantOrphanEnded(t *testing.T, h workerruntime.Handle, probe str
 			t.Fatalf("the orphan %s (re-parented to PID 1) still runs 3 s after its server exited", pid)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// wantBack checks that a worker brought back (started again, or created
+// again for its journey) runs, still holds the file name with data in its
+// workspace, and runs a command: what its journey needs to go on. how says
+// how it came back, for the messages.
+func (b *bundle) wantBack(t *testing.T, h workerruntime.Handle, how, name, data string) {
+	t.Helper()
+	b.wantState(t, h, workerruntime.StateRunning)
+	if got := b.export(t, h)[name]; got != data {
+		t.Errorf("%s, %s = %q, want %q", how, name, got, data)
+	}
+	if _, code := b.run(t, h, nil, b.opts.App, "version"); code != 0 {
+		t.Errorf("%s, exec exited %d", how, code)
 	}
 }
 

@@ -1,11 +1,11 @@
 package claude
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/backendtest"
 )
 
 const sessionID = "214248d1-7307-4c48-a6bd-441352495a86"
@@ -75,19 +75,7 @@ func TestCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := New(tt.cfg).Command(tt.req)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("Command() error = %v, want one containing %q (argv %q)", err, tt.err, got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Command() error = %v", err)
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("Command() =\n%q\nwant\n%q", got, tt.want)
-			}
+			backendtest.CheckCommand(t, New(tt.cfg), tt.req, tt.want, tt.err)
 		})
 	}
 }

@@ -59,7 +59,6 @@
 package command
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -68,6 +67,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/jsonstream"
@@ -320,7 +321,7 @@ func (r *idRendezvous) take(from, to string) string {
 	if r.pending == nil {
 		r.pending = map[string][]pendingID{}
 	}
-	id := newUUID()
+	id := uuid.NewString()
 	if len(r.pending) < pendingMax {
 		r.pending[to] = append(r.pending[to], pendingID{id: id, at: now})
 	}
@@ -338,13 +339,4 @@ func (r *idRendezvous) expire(now time.Time) {
 			r.pending[k] = q
 		}
 	}
-}
-
-// newUUID returns a random (version 4) UUID.
-func newUUID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:]) // crypto/rand.Read never fails (Go 1.24+)
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }

@@ -200,33 +200,6 @@ func TestTextParser(t *testing.T) {
 	}
 }
 
-func TestTextParserFailure(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		lines  []string
-		exit   int
-		stderr string
-		want   string
-	}{
-		{name: "stderr first", lines: []string{"partial"}, exit: 2, stderr: "\x1b[31merror:\x1b[0m no API key\n", want: "error: no API key"},
-		{name: "stdout when stderr is empty", lines: []string{"partial", "answer"}, exit: 1, want: "partial\nanswer"},
-		{name: "exit code when nothing", exit: 3, want: "the agent exited with code 3"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			p := New(Config{Argv: []string{"a"}}).NewParser(backend.Request{Task: tt.name})
-			for _, l := range tt.lines {
-				p.Line([]byte(l))
-			}
-			if res := p.Finish(tt.exit, tt.stderr); !res.IsError || res.Output != tt.want {
-				t.Errorf("Finish() = %+v, want output %q", res, tt.want)
-			}
-		})
-	}
-}
-
 func TestJSONLParser(t *testing.T) {
 	t.Parallel()
 	b := New(Config{Argv: []string{"a"}, Output: "jsonl"})
@@ -269,28 +242,36 @@ func TestJSONLParserNestedFields(t *testing.T) {
 	}
 }
 
-func TestJSONLParserWithoutResult(t *testing.T) {
+// TestFinishWithoutResult: a run that printed no result line (text mode
+// never does) answers with what it printed when it exits 0; otherwise it is
+// an error explained by stderr, the output's tail or the exit code.
+func TestFinishWithoutResult(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
+		output  string // the configured Output: "" for text, or "jsonl"
 		lines   []string
 		exit    int
 		stderr  string
 		want    string
 		isError bool
 	}{
-		{name: "exit 0: the text is the answer", lines: []string{`{"text":"a"}`, `{"text":"b"}`}, want: "ab"},
-		{name: "exit 1: stderr", lines: []string{`{"text":"a"}`}, exit: 1, stderr: "boom\n", want: "boom", isError: true},
-		{name: "an error line without result", lines: []string{`{"is_error":true,"text":"quota"}`}, exit: 0, want: "quota", isError: true},
-		{name: "an error without a message: stderr", lines: []string{`{"is_error":true}`}, exit: 3, stderr: "rate limited\n", want: "rate limited", isError: true},
-		{name: "an error without a message or stderr", lines: []string{`{"is_error":true}`}, exit: 3, want: "the agent reported an error (exit code 3)", isError: true},
-		{name: "exit 2 without stderr: the text's tail", lines: []string{`{"text":"half an answer"}`}, exit: 2, want: "half an answer", isError: true},
-		{name: "exit 2, no output", exit: 2, want: "the agent exited with code 2", isError: true},
+		{name: "text: stderr first", lines: []string{"partial"}, exit: 2, stderr: "\x1b[31merror:\x1b[0m no API key\n", want: "error: no API key", isError: true},
+		{name: "text: stdout when stderr is empty", lines: []string{"partial", "answer"}, exit: 1, want: "partial\nanswer", isError: true},
+		{name: "text: exit code when nothing", exit: 3, want: "the agent exited with code 3", isError: true},
+
+		{name: "jsonl: exit 0: the text is the answer", output: "jsonl", lines: []string{`{"text":"a"}`, `{"text":"b"}`}, want: "ab"},
+		{name: "jsonl: exit 1: stderr", output: "jsonl", lines: []string{`{"text":"a"}`}, exit: 1, stderr: "boom\n", want: "boom", isError: true},
+		{name: "jsonl: an error line without result", output: "jsonl", lines: []string{`{"is_error":true,"text":"quota"}`}, exit: 0, want: "quota", isError: true},
+		{name: "jsonl: an error without a message: stderr", output: "jsonl", lines: []string{`{"is_error":true}`}, exit: 3, stderr: "rate limited\n", want: "rate limited", isError: true},
+		{name: "jsonl: an error without a message or stderr", output: "jsonl", lines: []string{`{"is_error":true}`}, exit: 3, want: "the agent reported an error (exit code 3)", isError: true},
+		{name: "jsonl: exit 2 without stderr: the text's tail", output: "jsonl", lines: []string{`{"text":"half an answer"}`}, exit: 2, want: "half an answer", isError: true},
+		{name: "jsonl: exit 2, no output", output: "jsonl", exit: 2, want: "the agent exited with code 2", isError: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p := New(Config{Argv: []string{"a"}, Output: "jsonl"}).NewParser(backend.Request{Task: tt.name})
+			p := New(Config{Argv: []string{"a"}, Output: tt.output}).NewParser(backend.Request{Task: tt.name})
 			for _, l := range tt.lines {
 				p.Line([]byte(l))
 			}

@@ -32,6 +32,12 @@ func jsonlAgent(bin string) Config {
 	}
 }
 
+// modes are the fake's plain agent in either output mode, by the mode's
+// name: the tests that hold for both run once for each.
+func modes(bin string) map[string]Config {
+	return map[string]Config{"text": textAgent(bin), "jsonl": jsonlAgent(bin)}
+}
+
 func steps(s ...script.Step) *script.Script {
 	return &script.Script{Runs: []script.Run{{Steps: s}}}
 }
@@ -39,7 +45,7 @@ func steps(s ...script.Step) *script.Script {
 func TestFakeSessions(t *testing.T) {
 	t.Parallel()
 	bin := fakeagenttest.Binary(t, "agent")
-	for name, cfg := range map[string]Config{"text": textAgent(bin), "jsonl": jsonlAgent(bin)} {
+	for name, cfg := range modes(bin) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := New(cfg)
@@ -84,7 +90,7 @@ func TestFakeTextRun(t *testing.T) {
 func TestFakeFailure(t *testing.T) {
 	t.Parallel()
 	bin := fakeagenttest.Binary(t, "agent")
-	for name, cfg := range map[string]Config{"text": textAgent(bin), "jsonl": jsonlAgent(bin)} {
+	for name, cfg := range modes(bin) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			p := fakeagenttest.Run(t, New(cfg), t.TempDir(), backend.Request{Repository: t.TempDir(), Task: "x"},

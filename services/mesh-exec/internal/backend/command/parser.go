@@ -70,10 +70,9 @@ func (p *textParser) Finish(exitCode int, stderr string) backend.Result {
 // fieldDecoder reads one JSON object per line through the configured field
 // names, for the JSON Lines reading of package jsonstream.
 type fieldDecoder struct {
-	fields    Fields
-	announced bool
-	text      strings.Builder
-	result    string
+	fields Fields
+	text   strings.Builder
+	result string
 }
 
 func (d *fieldDecoder) Decode(r *jsonstream.Run, line []byte) []backend.Event {
@@ -81,11 +80,8 @@ func (d *fieldDecoder) Decode(r *jsonstream.Run, line []byte) []backend.Event {
 	if err := json.Unmarshal(line, &obj); err != nil {
 		return nil
 	}
-	var events []backend.Event
-	if id, ok := lookup(obj, d.fields.SessionID).(string); ok && id != "" && (!d.announced || id != r.SessionID) {
-		r.SessionID, d.announced = id, true
-		events = append(events, backend.Event{Kind: backend.KindInit, SessionID: id})
-	}
+	id, _ := lookup(obj, d.fields.SessionID).(string)
+	events := r.NameSession(id)
 	text, _ := lookup(obj, d.fields.Text).(string)
 	if text != "" {
 		if d.text.Len() < maxOutput {

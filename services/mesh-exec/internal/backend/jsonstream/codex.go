@@ -154,11 +154,7 @@ func (d *codexDecoder) Decode(r *Run, line []byte) []backend.Event {
 	}
 	switch ev.Type {
 	case "thread.started":
-		if ev.ThreadID == "" {
-			return nil
-		}
-		r.SessionID = ev.ThreadID
-		return []backend.Event{{Kind: backend.KindInit, SessionID: ev.ThreadID}}
+		return r.NameSession(ev.ThreadID)
 	case "item.started":
 		if ev.Item == nil {
 			return nil
@@ -185,11 +181,7 @@ func (d *codexDecoder) Decode(r *Run, line []byte) []backend.Event {
 		}
 		return []backend.Event{{Kind: backend.KindError, SessionID: r.SessionID, Text: r.Failure, IsError: true}}
 	case "error":
-		if ev.Message == "" {
-			return nil
-		}
-		r.LastError = ev.Message
-		return []backend.Event{{Kind: backend.KindError, Text: ev.Message, IsError: true}}
+		return r.ReportError(ev.Message)
 	}
 	return nil
 }
@@ -250,9 +242,7 @@ func (d *codexDecoder) itemCompleted(r *Run, it *codexItem) []backend.Event {
 	case "error":
 		// A non-fatal warning (a config or deprecation notice): kept as the
 		// explanation of last resort, not reported as a failure.
-		if it.Message != "" {
-			r.Warning = it.Message
-		}
+		r.Warn(it.Message)
 		return nil
 	}
 	name := codexToolName(it)

@@ -139,11 +139,7 @@ func (d *geminiDecoder) Decode(r *Run, line []byte) []backend.Event {
 	}
 	switch ev.Type {
 	case "init":
-		if ev.SessionID == "" {
-			return nil
-		}
-		r.SessionID = ev.SessionID
-		return []backend.Event{{Kind: backend.KindInit, SessionID: ev.SessionID}}
+		return r.NameSession(ev.SessionID)
 	case "message":
 		if ev.Role != "assistant" || ev.Content == "" {
 			return nil // the user's own prompt, echoed
@@ -187,15 +183,11 @@ func (d *geminiDecoder) Decode(r *Run, line []byte) []backend.Event {
 		}
 		return []backend.Event{res}
 	case "error":
-		if ev.Message == "" {
-			return nil
-		}
 		if ev.Severity == "warning" {
-			r.Warning = ev.Message
+			r.Warn(ev.Message)
 			return nil
 		}
-		r.LastError = ev.Message
-		return []backend.Event{{Kind: backend.KindError, Text: ev.Message, IsError: true}}
+		return r.ReportError(ev.Message)
 	case "result":
 		if s := ev.Stats; s != nil {
 			r.InputTokens = cliout.Tokens(s.InputTokens)

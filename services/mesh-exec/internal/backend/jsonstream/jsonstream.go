@@ -111,6 +111,40 @@ type Run struct {
 	InputTokens, OutputTokens, DurationMS int64
 	CostUSD                               float64
 	tools, files                          []string
+	// announced says the init event of SessionID was reported.
+	announced bool
+}
+
+// NameSession records the session id the CLI named and returns the init
+// event that reports it: the first time, and again only when the id
+// changes. An empty id names nothing. Codex and Gemini CLI name the session
+// in one event, OpenCode and an operator's agent on every line; all of them
+// report it to mesh-exec once.
+func (r *Run) NameSession(id string) []backend.Event {
+	if id == "" || (r.announced && id == r.SessionID) {
+		return nil
+	}
+	r.SessionID, r.announced = id, true
+	return []backend.Event{{Kind: backend.KindInit, SessionID: id}}
+}
+
+// ReportError records an error the CLI reported along the way, not final by
+// itself (the run may still end well), and returns its error event; the last
+// one explains a run that never ended. An empty message is no error.
+func (r *Run) ReportError(msg string) []backend.Event {
+	if msg == "" {
+		return nil
+	}
+	r.LastError = msg
+	return []backend.Event{{Kind: backend.KindError, Text: msg, IsError: true}}
+}
+
+// Warn records a notice of the CLI (a warning, not an error), kept only as
+// the explanation of last resort of a run that never ended.
+func (r *Run) Warn(msg string) {
+	if msg != "" {
+		r.Warning = msg
+	}
 }
 
 // maxListed bounds the distinct tools and files a run records: the

@@ -18,6 +18,15 @@ import (
 
 func TestMain(m *testing.M) { fakeagenttest.Main(m) }
 
+// The session ids of the fixtures (testdata/CLI), which are reconstructed
+// from each CLI's documentation and source, not captured; see
+// testdata/CLI/README.md.
+const (
+	codexSession    = "0199a213-81c0-7800-8aa1-bbab2a035a53"
+	geminiSession   = "4df9d202-a0c2-4ec6-8144-8f2876aebd90"
+	opencodeSession = "ses_494719016ffe85dkDMj0FPRbHK"
+)
+
 // feed gives a testdata stream to a parser of cli and finishes it.
 func feed(t *testing.T, cli CLI, file string, req backend.Request, exitCode int, stderr string) ([]backend.Event, backend.Result) {
 	t.Helper()
@@ -31,6 +40,219 @@ func feed(t *testing.T, cli CLI, file string, req backend.Request, exitCode int,
 func withFlags(cli CLI, flags ...string) CLI {
 	cli.Flags = flags
 	return cli
+}
+
+// TestParserNewSession feeds every CLI's fixture of a new session
+// (testdata/CLI/new_session.jsonl) to its parser: the kinds of the events in
+// order, the events that show how the CLI's own are normalized, and the
+// whole result.
+func TestParserNewSession(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		cli   CLI
+		kinds []backend.Kind
+		// events are the events at these places, whole.
+		events map[int]backend.Event
+		// result is the whole result; its CostUSD is compared to within 1e-9.
+		result backend.Result
+	}{
+		{
+			cli: Codex(),
+			kinds: []backend.Kind{
+				backend.KindInit,
+				backend.KindToolUse, backend.KindToolResult, // go test fails
+				backend.KindText,
+				backend.KindToolUse, backend.KindToolResult, // file change
+				backend.KindToolUse, backend.KindToolResult, // mcp
+				backend.KindToolUse, backend.KindToolResult, // go test passes (no item.started)
+				backend.KindText,
+				backend.KindResult,
+			},
+			events: map[int]backend.Event{
+				0: {Kind: backend.KindInit, SessionID: codexSession},
+				2: {Kind: backend.KindToolResult, Tool: "command_execution", ToolCallID: "item_1", Text: "--- FAIL: TestAdd\nFAIL\n", IsError: true},
+				6: {Kind: backend.KindToolUse, Tool: "mcp__docs__search", ToolCallID: "item_4", Text: `{"q":"Add"}`},
+				7: {Kind: backend.KindToolResult, Tool: "mcp__docs__search", ToolCallID: "item_4", Text: "Add returns a+b."},
+			},
+			result: backend.Result{
+				SessionID:     codexSession,
+				Output:        "Fixed Add in add.go and added a test; go test passes.",
+				NumTurns:      1,
+				InputTokens:   24763,
+				OutputTokens:  122,
+				ToolsUsed:     []string{"command_execution", "file_change", "mcp__docs__search"},
+				FilesModified: []string{"/workspace/calc/add.go", "/workspace/calc/add_test.go"},
+			},
+		},
+		{
+			cli: Gemini(),
+			kinds: []backend.Kind{
+				backend.KindInit,
+				backend.KindText, backend.KindText,
+				backend.KindToolUse, backend.KindToolResult, // read_file
+				backend.KindToolUse, backend.KindToolResult, // replace
+				backend.KindToolUse, backend.KindToolResult, // shell, failed
+				backend.KindToolUse, backend.KindToolResult, // write_file, refused
+				backend.KindText, backend.KindText,
+				backend.KindResult,
+			},
+			events: map[int]backend.Event{
+				0: {Kind: backend.KindInit, SessionID: geminiSession},
+				5: {
+					Kind: backend.KindToolUse, Tool: "replace", ToolCallID: "replace-1746180002000-2",
+					Text: `{"file_path":"/workspace/calc/add.go","old_string":"a - b","new_string":"a + b"}`,
+				},
+				8:  {Kind: backend.KindToolResult, Tool: "run_shell_command", ToolCallID: "run_shell_command-1746180002200-3", Text: "Command exited with code 1", IsError: true},
+				13: {Kind: backend.KindResult, SessionID: geminiSession, Text: "Fixed Add in calc/add.go; the test passes now."},
+			},
+			result: backend.Result{
+				SessionID:     geminiSession,
+				Output:        "Fixed Add in calc/add.go; the test passes now.",
+				DurationMS:    4200,
+				InputTokens:   10100,
+				OutputTokens:  130,
+				ToolsUsed:     []string{"read_file", "replace", "run_shell_command", "write_file"},
+				FilesModified: []string{"/workspace/calc/add.go"},
+			},
+		},
+		{
+			cli: OpenCode(),
+			kinds: []backend.Kind{
+				backend.KindInit,
+				backend.KindText,
+				backend.KindToolUse, backend.KindToolResult, // read
+				backend.KindToolUse, backend.KindToolResult, // edit
+				backend.KindToolUse, backend.KindToolResult, // bash, failed
+				backend.KindText,
+				backend.KindResult,
+			},
+			events: map[int]backend.Event{
+				0: {Kind: backend.KindInit, SessionID: opencodeSession},
+				2: {Kind: backend.KindToolUse, Tool: "read", ToolCallID: "call_Kap3tANM5Uu9U5raX0ogDuYu", Text: "calc/add_test.go"},
+				7: {Kind: backend.KindToolResult, Tool: "bash", ToolCallID: "call_3", Text: "Error: command exited with code 1", IsError: true},
+				9: {Kind: backend.KindResult, SessionID: opencodeSession, Text: "Fixed Add in calc/add.go: it now returns a + b."},
+			},
+			result: backend.Result{
+				SessionID:     opencodeSession,
+				Output:        "Fixed Add in calc/add.go: it now returns a + b.",
+				CostUSD:       0.0254,
+				NumTurns:      3,
+				InputTokens:   7952 + 8100 + 200,
+				OutputTokens:  35 + 60 + 18,
+				ToolsUsed:     []string{"read", "edit", "bash"},
+				FilesModified: []string{"/workspace/calc/add.go"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cli.Name, func(t *testing.T) {
+			t.Parallel()
+			events, res := feed(t, tt.cli, tt.cli.Name+"/new_session.jsonl", backend.Request{}, 0, "")
+			if got := backendtest.Kinds(events); !reflect.DeepEqual(got, tt.kinds) {
+				t.Fatalf("kinds = %v\nwant %v", got, tt.kinds)
+			}
+			for i, want := range tt.events {
+				if !reflect.DeepEqual(events[i], want) {
+					t.Errorf("event %d = %+v\nwant %+v", i, events[i], want)
+				}
+			}
+			if math.Abs(res.CostUSD-tt.result.CostUSD) > 1e-9 {
+				t.Errorf("CostUSD = %v, want %v", res.CostUSD, tt.result.CostUSD)
+			}
+			res.CostUSD = tt.result.CostUSD
+			if !reflect.DeepEqual(res, tt.result) {
+				t.Errorf("Finish() =\n%+v\nwant\n%+v", res, tt.result)
+			}
+		})
+	}
+}
+
+// TestParserResume feeds the fixtures of a resumed session
+// (testdata/CLI/resume.jsonl): the run answers in the session it resumed, and
+// costs nothing, as these CLIs report no price. Codex's run succeeds after an
+// error it retried.
+// A run names its session once: an init event the first time the CLI
+// names it and again only when the id changes; an empty id names nothing. A
+// resumed run knows its id and has not reported it yet.
+func TestNameSession(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		resumed string   // the id a resumed run starts with
+		ids     []string // what the CLI names, in order
+		want    []string // the ids of the init events reported
+	}{
+		{name: "named once", ids: []string{"a"}, want: []string{"a"}},
+		{name: "named on every line", ids: []string{"a", "a", "a"}, want: []string{"a"}},
+		{name: "empty names nothing", ids: []string{"", "a", ""}, want: []string{"a"}},
+		{name: "a new id is reported", ids: []string{"a", "b", "b"}, want: []string{"a", "b"}},
+		{name: "resumed: reported once", resumed: "a", ids: []string{"a", "a"}, want: []string{"a"}},
+		{name: "never named", ids: []string{"", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &Run{SessionID: tt.resumed}
+			var got []string
+			for _, id := range tt.ids {
+				for _, ev := range r.NameSession(id) {
+					if ev.Kind != backend.KindInit {
+						t.Fatalf("NameSession(%q) gave a %s event", id, ev.Kind)
+					}
+					got = append(got, ev.SessionID)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("init events for %q = %q, want %q", tt.ids, got, tt.want)
+			}
+			if last := tt.want; len(last) > 0 && r.SessionID != last[len(last)-1] {
+				t.Errorf("SessionID = %q, want %q", r.SessionID, last[len(last)-1])
+			}
+		})
+	}
+}
+
+// An error the CLI reports along the way is an error event and the run's
+// last error; a warning is kept apart; empty messages are neither.
+func TestReportErrorAndWarn(t *testing.T) {
+	t.Parallel()
+	r := &Run{}
+	if evs := r.ReportError(""); len(evs) != 0 || r.LastError != "" {
+		t.Fatalf("ReportError(\"\") = %v, LastError %q; want nothing", evs, r.LastError)
+	}
+	evs := r.ReportError("rate limited")
+	if len(evs) != 1 || evs[0].Kind != backend.KindError || !evs[0].IsError || evs[0].Text != "rate limited" {
+		t.Fatalf("ReportError = %+v, want one error event", evs)
+	}
+	r.Warn("")
+	r.Warn("deprecated flag")
+	r.Warn("")
+	if r.LastError != "rate limited" || r.Warning != "deprecated flag" {
+		t.Errorf("LastError %q, Warning %q", r.LastError, r.Warning)
+	}
+}
+
+func TestParserResume(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		cli             CLI
+		session, output string
+	}{
+		{cli: Codex(), session: codexSession, output: "You asked me to fix Add; that is done."},
+		{cli: Gemini(), session: geminiSession, output: "I changed Add to return a + b."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cli.Name, func(t *testing.T) {
+			t.Parallel()
+			_, res := feed(t, tt.cli, tt.cli.Name+"/resume.jsonl", backend.Request{SessionID: tt.session}, 0, "")
+			if res.IsError || res.Output != tt.output || res.SessionID != tt.session {
+				t.Errorf("Finish() = %+v", res)
+			}
+			if res.CostUSD != 0 {
+				t.Errorf("CostUSD = %v, want 0: %s reports no price", res.CostUSD, tt.cli.Name)
+			}
+		})
+	}
 }
 
 func TestCommand(t *testing.T) {
@@ -105,21 +327,9 @@ func TestCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := New(tt.cli, tt.binary).Command(tt.req)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("Command() error = %v, want one containing %q", err, tt.err)
-				}
-				if tt.req.SessionID != "" && !errors.Is(err, ErrInvalidSessionID) {
-					t.Errorf("Command() error = %v, want ErrInvalidSessionID", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Command() error = %v", err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Command() =\n%q\nwant\n%q", got, tt.want)
+			err := backendtest.CheckCommand(t, New(tt.cli, tt.binary), tt.req, tt.want, tt.err)
+			if err != nil && tt.req.SessionID != "" && !errors.Is(err, ErrInvalidSessionID) {
+				t.Errorf("Command() error = %v, want ErrInvalidSessionID", err)
 			}
 		})
 	}

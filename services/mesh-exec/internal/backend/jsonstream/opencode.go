@@ -139,10 +139,9 @@ type opencodeToolState struct {
 var opencodeEditTools = map[string]bool{"write": true, "edit": true, "multiedit": true, "patch": true}
 
 type opencodeDecoder struct {
-	announced bool
-	step      []string // text of the current step
-	answer    string   // text of the last step that had any
-	errors    []string
+	step   []string // text of the current step
+	answer string   // text of the last step that had any
+	errors []string
 }
 
 func (d *opencodeDecoder) Decode(r *Run, line []byte) []backend.Event {
@@ -150,12 +149,8 @@ func (d *opencodeDecoder) Decode(r *Run, line []byte) []backend.Event {
 	if err := json.Unmarshal(line, &ev); err != nil {
 		return nil
 	}
-	var out []backend.Event
-	if ev.SessionID != "" && (!d.announced || ev.SessionID != r.SessionID) {
-		// Every event names the session; the first one is the init.
-		r.SessionID, d.announced = ev.SessionID, true
-		out = append(out, backend.Event{Kind: backend.KindInit, SessionID: ev.SessionID})
-	}
+	// Every event names the session; the first one is the init.
+	out := r.NameSession(ev.SessionID)
 	switch ev.Type {
 	case "step_start":
 		d.step = d.step[:0]

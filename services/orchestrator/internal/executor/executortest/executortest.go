@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,17 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 )
+
+// HTTPClient returns an HTTP client on a transport of the test's own (a
+// clone of http.DefaultTransport), whose idle connections are closed when
+// the test ends, after the cleanups registered later (closing the executor
+// that uses it): no connection of an executor outlives its test.
+func HTTPClient(tb testing.TB) *http.Client {
+	tb.Helper()
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	tb.Cleanup(transport.CloseIdleConnections)
+	return &http.Client{Transport: transport}
+}
 
 // Harness is an executor under test, connected to its real service.
 type Harness struct {

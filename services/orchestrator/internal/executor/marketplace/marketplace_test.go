@@ -119,19 +119,15 @@ func (c *toolCalls) count(name string) int {
 
 func newExecutor(t *testing.T, endpoint, tok string, calls *toolCalls) *marketplace.Executor {
 	t.Helper()
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	var rt http.RoundTripper = transport
+	hc := executortest.HTTPClient(t)
 	if calls != nil {
-		calls.next, rt = transport, calls
+		calls.next, hc.Transport = hc.Transport, calls
 	}
-	ex, err := marketplace.New(marketplace.Config{Endpoint: endpoint, Token: tok, HTTPClient: &http.Client{Transport: rt}})
+	ex, err := marketplace.New(marketplace.Config{Endpoint: endpoint, Token: tok, HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = ex.Close()
-		transport.CloseIdleConnections()
-	})
+	t.Cleanup(func() { _ = ex.Close() })
 	return ex
 }
 

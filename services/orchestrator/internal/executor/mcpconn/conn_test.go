@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/executortest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mcpconn"
 )
 
@@ -121,15 +122,11 @@ func (s *server) callsOf(n int) int {
 
 func newConn(t *testing.T, s *server) *mcpconn.Conn {
 	t.Helper()
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	c, err := mcpconn.New(mcpconn.Config{Server: mcpconn.Server{Endpoint: s.hs.URL, HTTPClient: &http.Client{Transport: transport}}})
+	c, err := mcpconn.New(mcpconn.Config{Server: mcpconn.Server{Endpoint: s.hs.URL, HTTPClient: executortest.HTTPClient(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = c.Close()
-		transport.CloseIdleConnections()
-	})
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -272,15 +269,11 @@ func TestCallCarriesTraceparent(t *testing.T) {
 		closeSessions(srv)
 		hs.Close()
 	})
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	c, err := mcpconn.New(mcpconn.Config{Server: mcpconn.Server{Endpoint: hs.URL, Token: "a-token", HTTPClient: &http.Client{Transport: transport}}})
+	c, err := mcpconn.New(mcpconn.Config{Server: mcpconn.Server{Endpoint: hs.URL, Token: "a-token", HTTPClient: executortest.HTTPClient(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = c.Close()
-		transport.CloseIdleConnections()
-	})
+	t.Cleanup(func() { _ = c.Close() })
 
 	ctx, node := tp.Tracer("test").Start(context.Background(), "node")
 	res, err := c.CallTool(ctx, &mcp.CallToolParams{Name: "work", Arguments: map[string]any{}})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -43,15 +42,11 @@ func newExecutor(t *testing.T, endpoint, token string) *mesh.Executor {
 
 func newExecutorLogging(t *testing.T, endpoint, token string, logger *slog.Logger) *mesh.Executor {
 	t.Helper()
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	ex, err := mesh.New(mesh.Config{Endpoint: endpoint, Token: token, HTTPClient: &http.Client{Transport: transport}, Logger: logger})
+	ex, err := mesh.New(mesh.Config{Endpoint: endpoint, Token: token, HTTPClient: executortest.HTTPClient(t), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = ex.Close()
-		transport.CloseIdleConnections()
-	})
+	t.Cleanup(func() { _ = ex.Close() })
 	return ex
 }
 
