@@ -209,13 +209,16 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 	limits := d.Limits()
 	files, size := 0, int64(0)
 	seen := map[plumbing.Hash]bool{}
-	copyObj := func(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	// copyObj reads an object, lets check refuse it by the size it declares
+	// (before it is inflated: an object is read once, asking its size first
+	// would read it twice) and stores it in the draft.
+	copyObj := func(t plumbing.ObjectType, h plumbing.Hash, check func(size int64) error) (plumbing.EncodedObject, error) {
 		obj, err := src.EncodedObject(t, h)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s %s: %w", t, h, err)
 		}
-		if obj.Size() > maxTreeOrCommit {
-			return nil, fmt.Errorf("%w: the repository's %s %s is %d bytes; the limit is %d", bases.ErrRefused, t, h, obj.Size(), maxTreeOrCommit)
+		if err := check(obj.Size()); err != nil {
+			return nil, err
 		}
 		if obj, err = inMemory(obj, h); err != nil {
 			return nil, err
@@ -224,6 +227,22 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 			return nil, err
 		}
 		return obj, nil
+	}
+	// treeOrCommit bounds one tree or commit, which is decoded whole.
+	treeOrCommit := func(t plumbing.ObjectType, h plumbing.Hash) func(int64) error {
+		return func(n int64) error {
+			if n > maxTreeOrCommit {
+				return fmt.Errorf("%w: the repository's %s %s is %d bytes; the limit is %d", bases.ErrRefused, t, h, n, maxTreeOrCommit)
+			}
+			return nil
+		}
+	}
+	// blob counts a file's bytes against the draft's limit on them all.
+	blob := func(n int64) error {
+		if size += n; size > limits.MaxBytes {
+			return fmt.Errorf("%w: the repository's files pass the limit of %d bytes", bases.ErrRefused, limits.MaxBytes)
+		}
+		return nil
 	}
 	var copyTree func(h plumbing.Hash, depth int) error
 	copyTree = func(h plumbing.Hash, depth int) error {
@@ -235,7 +254,7 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 			return fmt.Errorf("%w: the repository's directories nest deeper than %d", bases.ErrRefused, maxTreeDepth)
 		}
 		seen[h] = true
-		obj, err := copyObj(plumbing.TreeObject, h)
+		obj, err := copyObj(plumbing.TreeObject, h, treeOrCommit(plumbing.TreeObject, h))
 		if err != nil {
 			return err
 		}
@@ -259,18 +278,7 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 				if files > limits.MaxFiles {
 					return fmt.Errorf("%w: the repository has more than %d files", bases.ErrRefused, limits.MaxFiles)
 				}
-				// Read once: asking the size first would read the object twice.
-				obj, err := src.EncodedObject(plumbing.BlobObject, e.Hash)
-				if err != nil {
-					return fmt.Errorf("reading blob %s: %w", e.Hash, err)
-				}
-				if size += obj.Size(); size > limits.MaxBytes {
-					return fmt.Errorf("%w: the repository's files pass the limit of %d bytes", bases.ErrRefused, limits.MaxBytes)
-				}
-				if obj, err = inMemory(obj, e.Hash); err != nil {
-					return err
-				}
-				if _, err := dst.SetEncodedObject(obj); err != nil {
+				if _, err := copyObj(plumbing.BlobObject, e.Hash, blob); err != nil {
 					return err
 				}
 			}
@@ -279,7 +287,7 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 	}
 	h := commit
 	for {
-		obj, err := copyObj(plumbing.CommitObject, h)
+		obj, err := copyObj(plumbing.CommitObject, h, treeOrCommit(plumbing.CommitObject, h))
 		if err != nil {
 			return err
 		}
