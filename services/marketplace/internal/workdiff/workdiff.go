@@ -122,6 +122,7 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 	private := map[string]bool{}
 	links := map[string]string{} // the workspace's symbolic links, to their targets
 	budget := opts.MaxChangedBytes
+	var scratch []byte // hashFile's
 	tr := tar.NewReader(workspace)
 	for entries := 1; ; entries++ {
 		hdr, err := tr.Next()
@@ -165,7 +166,7 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 				// it, which a sparse file of terabytes would take long.
 				return nil, tooLarge()
 			}
-			h, content, err := hashFile(tr, hdr.Size, budget, baseFiles[name].Hash)
+			h, content, err := hashFile(tr, hdr.Size, budget, baseFiles[name].Hash, &scratch)
 			if err != nil {
 				return nil, fmt.Errorf("reading %q from the workspace: %w", name, err)
 			}
@@ -231,16 +232,25 @@ func (c *Change) baseHasSize(e bases.Entry, size int64) bool {
 
 // hashFile reads one file's content and returns its git blob hash. The
 // content is returned too when it differs from want and fits in budget; nil
-// when it equals want (nothing to keep) or does not fit.
-func hashFile(r io.Reader, size, budget int64, want plumbing.Hash) (plumbing.Hash, []byte, error) {
+// when it equals want (nothing to keep) or does not fit. The content is
+// read into scratch, reused from file to file and grown as needed: nearly
+// every file of a workspace is unchanged, and only a changed one's content
+// is copied out to be kept.
+func hashFile(r io.Reader, size, budget int64, want plumbing.Hash, scratch *[]byte) (plumbing.Hash, []byte, error) {
 	hasher := plumbing.NewHasher(plumbing.BlobObject, size)
 	if size > budget {
-		if _, err := io.Copy(hasher, r); err != nil {
+		if len(*scratch) < copyChunk {
+			*scratch = make([]byte, copyChunk)
+		}
+		if _, err := io.CopyBuffer(hasher, r, (*scratch)[:copyChunk]); err != nil {
 			return plumbing.ZeroHash, nil, err
 		}
 		return hasher.Sum(), nil, nil
 	}
-	buf := make([]byte, size)
+	if int64(cap(*scratch)) < size {
+		*scratch = make([]byte, size)
+	}
+	buf := (*scratch)[:size]
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return plumbing.ZeroHash, nil, err
 	}
@@ -249,8 +259,13 @@ func hashFile(r io.Reader, size, budget int64, want plumbing.Hash) (plumbing.Has
 	if h == want {
 		return h, nil, nil
 	}
-	return h, buf, nil
+	content := make([]byte, size) // never nil: an empty changed file is kept too
+	copy(content, buf)
+	return h, content, nil
 }
+
+// copyChunk is what hashFile reads at a time of a file it does not keep.
+const copyChunk = 32 << 10
 
 // under reports whether p is one of paths or below one of them.
 func under(p string, paths []string) bool {

@@ -239,7 +239,12 @@ func seedWorkspace(t *testing.T, base *bases.Base, ws string) {
 // paths in any case, and a view of some paths.
 func TestChangeKinds(t *testing.T) {
 	t.Parallel()
-	base, repo := keep(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n", "bin.dat": "x\x00y", "docs/c.md": "c\n"}, map[string]string{"link": "a.txt"})
+	// big.txt, unchanged and read after the others, is longer than any of
+	// them: what they keep must be theirs, not the buffer it is read into.
+	base, repo := keep(t, map[string]string{
+		"a.txt": "a\n", "b.txt": "b\n", "bin.dat": "x\x00y", "docs/c.md": "c\n", "e.txt": "e\n",
+		"z/big.txt": strings.Repeat("unchanged\n", 1000),
+	}, map[string]string{"link": "a.txt"})
 	ws := t.TempDir()
 	seedWorkspace(t, base, ws)
 	must := func(err error) {
@@ -254,6 +259,7 @@ func TestChangeKinds(t *testing.T) {
 	must(os.Symlink("a.txt", filepath.Join(ws, "b.txt")))
 	must(os.WriteFile(filepath.Join(ws, "bin.dat"), []byte("z\x00z"), 0o644))
 	must(os.WriteFile(filepath.Join(ws, "docs/c.md"), []byte("c2\n"), 0o644))
+	must(os.WriteFile(filepath.Join(ws, "e.txt"), nil, 0o644))
 	must(os.MkdirAll(filepath.Join(ws, ".MESHWORK"), 0o755))
 	must(os.WriteFile(filepath.Join(ws, ".MESHWORK/cache"), []byte("private\n"), 0o644))
 
@@ -262,8 +268,9 @@ func TestChangeKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := ch.Summary
-	// link and b.txt each: a deletion and an addition; bin.dat and c.md modified.
-	if s.Added != 2 || s.Deleted != 2 || s.Modified != 2 || len(s.Binary) != 1 || s.Binary[0] != "bin.dat" {
+	// link and b.txt each: a deletion and an addition; bin.dat, c.md and
+	// e.txt (emptied) modified.
+	if s.Added != 2 || s.Deleted != 2 || s.Modified != 3 || len(s.Binary) != 1 || s.Binary[0] != "bin.dat" {
 		t.Fatalf("summary %+v\n%s", s, ch.Patch)
 	}
 	for _, f := range s.Files {
@@ -282,6 +289,13 @@ func TestChangeKinds(t *testing.T) {
 	gittest.Run(t, clone, "apply", pf)
 	if target, err := os.Readlink(filepath.Join(clone, "b.txt")); err != nil || target != "a.txt" {
 		t.Errorf("b.txt after git apply: %q, %v", target, err)
+	}
+	for _, name := range []string{"docs/c.md", "e.txt", "link", "z/big.txt"} {
+		got, err := os.ReadFile(filepath.Join(clone, name))
+		want, _ := os.ReadFile(filepath.Join(ws, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s after git apply: %q, %v; want %q", name, got, err, want)
+		}
 	}
 
 	only, patch := ch.Only([]string{"docs"})
