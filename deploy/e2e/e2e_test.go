@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -142,7 +143,7 @@ func (s *stack) workerJourney(ctx context.Context, t *testing.T) string {
 	cs := s.connect(ctx, t, "client")
 	ctx, span := telemetry.Tracer().Start(ctx, "e2e worker journey")
 	defer span.End()
-	journey := uuidV4()
+	journey := uuid.NewString()
 
 	spawned, isErr := call(ctx, t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": journey})
 	if isErr || spawned["container_id"] == nil || spawned["container_id"] == "" {
@@ -665,11 +666,4 @@ func (s *stack) waitPoolReady(ctx context.Context, t *testing.T, worker string) 
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-func uuidV4() string {
-	b := []byte(randomHex(16))
-	h := string(b)
-	// Version 4, variant 10.
-	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-a" + h[17:20] + "-" + h[20:32]
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/meshwork/meshwork/pkg/gittest"
 )
 
@@ -34,7 +36,7 @@ func (s *stack) nestedWorkers(ctx context.Context, t *testing.T) {
 	gittest.Repo(t, filepath.Join(s.sourcesDir, "nest"), map[string]string{".fake-claude.json": string(script), "README.md": "# nest\n"})
 
 	cs := s.connect(ctx, t, "client")
-	parent := "nest-" + uuidV4()[:8]
+	parent := "nest-" + uuid.NewString()[:8]
 	// The stack keeps a warm pool of one agent worker (compose.e2e.yaml):
 	// the parent is its member, whose token for the marketplace the claim
 	// made the parent's.

@@ -84,12 +84,21 @@ func EmptyDSN(tb testing.TB) string {
 // Pool returns a pool on a new migrated database, closed when the test ends.
 func Pool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
-	pool, err := pgxpool.New(context.Background(), DSN(tb))
+	pool, _ := PoolAndDSN(tb)
+	return pool
+}
+
+// PoolAndDSN is Pool with the database's URL, for the processes a test
+// starts on the same database (service replicas, a marketplace).
+func PoolAndDSN(tb testing.TB) (*pgxpool.Pool, string) {
+	tb.Helper()
+	dsn := DSN(tb)
+	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		tb.Fatalf("pgtest: connecting: %v", err)
 	}
 	tb.Cleanup(pool.Close)
-	return pool
+	return pool, dsn
 }
 
 func newDatabase(tb testing.TB, migrated bool) string {

@@ -45,7 +45,9 @@ func startAction(ctx context.Context, j store.Journey, entry *workerdef.Entry, a
 		telemetry.AttrActionType.String(actionType),
 	}
 	if entry.Definition.Kind == meshtype.KindAgent {
-		attrs = append(attrs, telemetry.NonEmpty(telemetry.AttrConversationID.String(j.AgentSessionID))...)
+		if j.AgentSessionID != "" {
+			attrs = append(attrs, telemetry.AttrConversationID.String(j.AgentSessionID))
+		}
 		return telemetry.StartAgent(ctx, entry.Definition.ID, attrs...)
 	}
 	return telemetry.StartTool(ctx, actionType, attrs...)

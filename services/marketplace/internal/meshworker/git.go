@@ -25,7 +25,7 @@ var errNotRepository = errors.New("not a git repository")
 // bound to it, so neither the working tree nor .git can lead outside. It is
 // opened per call: a command may have run "git init" since the last one.
 func (w *worker) openRepo() (*git.Repository, *git.Worktree, error) {
-	storage, wtfs, err := w.repoStorage()
+	storage, wtfs, err := w.repoFilesystems()
 	if err != nil {
 		return nil, nil, errNotRepository
 	}
@@ -43,12 +43,12 @@ func (w *worker) openRepo() (*git.Repository, *git.Worktree, error) {
 	return repo, wt, nil
 }
 
-// repoStorage returns the workspace as go-git sees it: the working tree and
+// repoFilesystems returns the workspace as go-git sees it: the working tree and
 // the storage in its .git directory, both on a billy filesystem bound to the
 // workspace root (osfs.WithBoundOS), so no path or link in either can lead
 // outside. Opening and creating the repository both go through it, so the
 // bound is set in one place.
-func (w *worker) repoStorage() (*filesystem.Storage, billy.Filesystem, error) {
+func (w *worker) repoFilesystems() (*filesystem.Storage, billy.Filesystem, error) {
 	wtfs := osfs.New(w.absRoot, osfs.WithBoundOS())
 	dot, err := wtfs.Chroot(git.GitDirName)
 	if err != nil {
@@ -292,7 +292,7 @@ func (w *worker) gitInit(_ context.Context, in gitInitIn) (gitInitOut, error) {
 		}
 		return gitInitOut{Branch: branch, Created: false}, nil
 	}
-	storage, wtfs, err := w.repoStorage()
+	storage, wtfs, err := w.repoFilesystems()
 	if err != nil {
 		return gitInitOut{}, fmt.Errorf("creating .git: %w", err)
 	}

@@ -209,16 +209,27 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 	limits := d.Limits()
 	files, size := 0, int64(0)
 	seen := map[plumbing.Hash]bool{}
-	// copyObj reads an object, lets check refuse it by the size it declares
-	// (before it is inflated: an object is read once, asking its size first
-	// would read it twice) and stores it in the draft.
-	copyObj := func(t plumbing.ObjectType, h plumbing.Hash, check func(size int64) error) (plumbing.EncodedObject, error) {
+	// copyObj reads an object, refuses it by the size it declares before it
+	// is inflated (read once: asking the size first would read it twice) and
+	// stores it in the draft. A file counts against the draft's limits on
+	// files and bytes; a tree or commit, decoded whole, against its own bound.
+	copyObj := func(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+		if t == plumbing.BlobObject {
+			if files++; files > limits.MaxFiles {
+				return nil, fmt.Errorf("%w: the repository has more than %d files", bases.ErrRefused, limits.MaxFiles)
+			}
+		}
 		obj, err := src.EncodedObject(t, h)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s %s: %w", t, h, err)
 		}
-		if err := check(obj.Size()); err != nil {
-			return nil, err
+		switch n := obj.Size(); {
+		case t == plumbing.BlobObject:
+			if size += n; size > limits.MaxBytes {
+				return nil, fmt.Errorf("%w: the repository's files pass the limit of %d bytes", bases.ErrRefused, limits.MaxBytes)
+			}
+		case n > maxTreeOrCommit:
+			return nil, fmt.Errorf("%w: the repository's %s %s is %d bytes; the limit is %d", bases.ErrRefused, t, h, n, maxTreeOrCommit)
 		}
 		if obj, err = inMemory(obj, h); err != nil {
 			return nil, err
@@ -227,22 +238,6 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 			return nil, err
 		}
 		return obj, nil
-	}
-	// treeOrCommit bounds one tree or commit, which is decoded whole.
-	treeOrCommit := func(t plumbing.ObjectType, h plumbing.Hash) func(int64) error {
-		return func(n int64) error {
-			if n > maxTreeOrCommit {
-				return fmt.Errorf("%w: the repository's %s %s is %d bytes; the limit is %d", bases.ErrRefused, t, h, n, maxTreeOrCommit)
-			}
-			return nil
-		}
-	}
-	// blob counts a file's bytes against the draft's limit on them all.
-	blob := func(n int64) error {
-		if size += n; size > limits.MaxBytes {
-			return fmt.Errorf("%w: the repository's files pass the limit of %d bytes", bases.ErrRefused, limits.MaxBytes)
-		}
-		return nil
 	}
 	var copyTree func(h plumbing.Hash, depth int) error
 	copyTree = func(h plumbing.Hash, depth int) error {
@@ -254,7 +249,7 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 			return fmt.Errorf("%w: the repository's directories nest deeper than %d", bases.ErrRefused, maxTreeDepth)
 		}
 		seen[h] = true
-		obj, err := copyObj(plumbing.TreeObject, h, treeOrCommit(plumbing.TreeObject, h))
+		obj, err := copyObj(plumbing.TreeObject, h)
 		if err != nil {
 			return err
 		}
@@ -274,11 +269,7 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 					continue
 				}
 				seen[e.Hash] = true
-				files++
-				if files > limits.MaxFiles {
-					return fmt.Errorf("%w: the repository has more than %d files", bases.ErrRefused, limits.MaxFiles)
-				}
-				if _, err := copyObj(plumbing.BlobObject, e.Hash, blob); err != nil {
+				if _, err := copyObj(plumbing.BlobObject, e.Hash); err != nil {
 					return err
 				}
 			}
@@ -287,7 +278,7 @@ func CopyCommit(src storer.EncodedObjectStorer, d *bases.Draft, commit, stop plu
 	}
 	h := commit
 	for {
-		obj, err := copyObj(plumbing.CommitObject, h, treeOrCommit(plumbing.CommitObject, h))
+		obj, err := copyObj(plumbing.CommitObject, h)
 		if err != nil {
 			return err
 		}

@@ -277,3 +277,39 @@ func TestALooseObjectThatLiesIsReadNoFurther(t *testing.T) {
 		t.Errorf("the refused source allocated %d MiB", alloc>>20)
 	}
 }
+
+// A local repository's files are counted as they are copied, against the
+// draft's limits on files and on their bytes together, and a repository
+// within both limits is copied.
+func TestALocalRepositoryWithinItsLimits(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	repo := gittest.Repo(t, filepath.Join(root, "src"), map[string]string{
+		"a.txt": strings.Repeat("a", 60), "b.txt": strings.Repeat("b", 60), "dir/copy-of-a.txt": strings.Repeat("a", 60),
+	})
+	pol := &source.Policy{Roots: []string{root}}
+	if err := pol.CheckRoots(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		limits bases.Limits
+		want   string // in the refusal; "" for a copy
+	}{
+		{"within both", bases.Limits{MaxFiles: 3, MaxBytes: 180}, ""},
+		{"too many files", bases.Limits{MaxFiles: 1, MaxBytes: 1 << 20}, "more than 1 files"},
+		{"too many bytes", bases.Limits{MaxFiles: 10, MaxBytes: 119}, "pass the limit of 119 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := pol.Git(context.Background(), "alice", &source.GitSpec{URL: repo}, bases.NewDraft(tt.limits))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("copying the repository: %v", err)
+			case tt.want != "" && (!errors.Is(err, bases.ErrRefused) || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("copying the repository: %v, want a refusal saying %q", err, tt.want)
+			}
+		})
+	}
+}

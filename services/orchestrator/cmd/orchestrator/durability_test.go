@@ -24,7 +24,6 @@ import (
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/meshexectest"
 )
 
@@ -164,7 +163,7 @@ func newCluster(t *testing.T, script any) *cluster {
 		t.Skip("needs Postgres and subprocesses")
 	}
 	c := &cluster{pipeDir: t.TempDir()}
-	c.pool, c.dsn = enginetest.Database(t)
+	c.pool, c.dsn = pgtest.PoolAndDSN(t)
 	if err := os.WriteFile(filepath.Join(c.pipeDir, "relay.yaml"), []byte(crashPipeline), 0o600); err != nil {
 		t.Fatal(err)
 	}

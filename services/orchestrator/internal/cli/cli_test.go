@@ -161,12 +161,7 @@ func waitLog(t *testing.T, logs lines, msg string) map[string]any {
 // another serve or mcp command would replace (and stop) under it, and the
 // runs' trace ids come from them.
 func TestServe(t *testing.T) {
-	dir := t.TempDir()
-	for name, f := range enginetest.Pipelines {
-		if err := os.WriteFile(filepath.Join(dir, name), f.Data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := pipelinesDir(t)
 	logs := make(lines, 1000)
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	collector := telemetrytest.NewCollector(t)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -23,7 +24,7 @@ import (
 // once.
 func TestStoppedReplicaHandsTheFirstNodeOver(t *testing.T) {
 	t.Parallel()
-	pool, _ := enginetest.Database(t)
+	pool := pgtest.Pool(t)
 	cat := loadTestCatalog(t)
 	exA := &enginetest.InstantExecutor{Record: true}
 	release := exA.Hold("one:") // until the call's context ends
@@ -64,7 +65,7 @@ func TestStoppedReplicaHandsTheFirstNodeOver(t *testing.T) {
 // starts itself and those River hands out share it.
 func TestMaxWorkersBoundsChainsAndJobs(t *testing.T) {
 	t.Parallel()
-	pool, _ := enginetest.Database(t)
+	pool := pgtest.Pool(t)
 	var inFlight, most atomic.Int32
 	ex := &enginetest.InstantExecutor{Reply: func(req executor.Request) (string, error) {
 		n := inFlight.Add(1)

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/meshwork/meshwork/pkg/gittest"
+	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -35,7 +35,7 @@ func TestCodingPipeline(t *testing.T) {
 	requireImage(t, fakeAgentImage)
 	requireImage(t, shellWorkerImage)
 	ctx := context.Background()
-	pool, dsn := enginetest.Database(t)
+	pool, dsn := pgtest.PoolAndDSN(t)
 	root := t.TempDir()
 	repo := gittest.Repo(t, filepath.Join(root, "calc"), gittest.BuggyModule(t))
 	mpEx := startMarketplace(t, dsn, "--source-roots", root)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -464,7 +465,7 @@ nodes:
 		}
 		return "ok", nil
 	}}
-	pool, _ := enginetest.Database(t)
+	pool := pgtest.Pool(t)
 	ctx := context.Background()
 	eng := startEngine(t, pool, cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: ex}, "gate")
 	run := start(t, eng, "gate", nil)
@@ -525,7 +526,7 @@ roles:
 nodes:
   - {id: wait, role: a, task: wait, timeout: 200ms}
 `)}})
-	pool, _ := enginetest.Database(t)
+	pool := pgtest.Pool(t)
 	ex := &enginetest.InstantExecutor{Record: true}
 	release := ex.Hold("") // every call, until its context ends
 	defer release()

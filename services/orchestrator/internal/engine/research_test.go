@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/meshwork/meshwork/pkg/dockertest"
+	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
-	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/mesh"
@@ -36,7 +36,7 @@ func TestResearchPipeline(t *testing.T) {
 	t.Parallel()
 	requireImage(t, fakeAgentImage)
 	ctx := context.Background()
-	pool, dsn := enginetest.Database(t)
+	pool, dsn := pgtest.PoolAndDSN(t)
 
 	// Each fake session answers turn by turn: the reviewer's first review
 	// asks for changes, its second approves.

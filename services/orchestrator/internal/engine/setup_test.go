@@ -113,7 +113,7 @@ func loadTestCatalog(t testing.TB) *pipeline.Catalog {
 // it is set.
 func setup(t *testing.T, reply func(executor.Request) (string, error)) *bundle {
 	t.Helper()
-	pool, dsn := enginetest.Database(t)
+	pool, dsn := pgtest.PoolAndDSN(t)
 	b := &bundle{pool: pool, dsn: dsn, exec: &enginetest.InstantExecutor{Record: true, Reply: reply}, cat: loadTestCatalog(t)}
 	b.eng = startEngine(t, pool, b.cat, map[pipeline.Via]executor.Executor{pipeline.ViaMesh: b.exec}, "")
 	return b

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/telemetry/telemetrytest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -47,7 +48,7 @@ func spansOf(rec *tracetest.SpanRecorder, runID string) []sdktrace.ReadOnlySpan 
 func TestRunIsOneTrace(t *testing.T) {
 	rec := telemetrytest.Record(t) // global: not parallel
 	ctx := context.Background()
-	pool, _ := enginetest.Database(t)
+	pool := pgtest.Pool(t)
 	// The real mesh-exec (on the fake claude), exporting its spans to a
 	// collector of the test's.
 	otlp := telemetrytest.NewCollector(t)
@@ -174,7 +175,7 @@ func TestRunIsOneTrace(t *testing.T) {
 // catalog's names as labels, and a failed attempt's span is failed.
 func TestNodeMetricsAndFailedSpans(t *testing.T) {
 	rec := telemetrytest.Record(t) // global: not parallel
-	pool, _ := enginetest.Database(t)
+	pool := pgtest.Pool(t)
 	reg := prometheus.NewRegistry()
 	m := engine.NewMetrics(reg)
 	flaky := 0

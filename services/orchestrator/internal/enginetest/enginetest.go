@@ -236,7 +236,7 @@ func StartWith(tb testing.TB, pipelines fs.FS) *Bundle {
 // makes patches, say), set up before the engine starts calling it.
 func StartWithExecutor(tb testing.TB, pipelines fs.FS, x *InstantExecutor) *Bundle {
 	tb.Helper()
-	pool, dsn := Database(tb)
+	pool, dsn := pgtest.PoolAndDSN(tb)
 	b := &Bundle{Pool: pool, DSN: dsn, Executor: x}
 	b.Engine = StartEngine(tb, engine.Config{
 		Pool: pool, Catalog: CatalogOf(tb, pipelines),
@@ -244,20 +244,6 @@ func StartWithExecutor(tb testing.TB, pipelines fs.FS, x *InstantExecutor) *Bund
 		FetchPollInterval: 50 * time.Millisecond,
 	})
 	return b
-}
-
-// Database returns a pool on a fresh migrated database of the test's own,
-// closed when the test ends, and the database's URL, for the processes a
-// test starts on it (replicas, the marketplace).
-func Database(tb testing.TB) (*pgxpool.Pool, string) {
-	tb.Helper()
-	dsn := pgtest.DSN(tb)
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		tb.Fatalf("enginetest: connecting: %v", err)
-	}
-	tb.Cleanup(pool.Close)
-	return pool, dsn
 }
 
 // StartEngine starts an engine of cfg and stops it when the test ends,

@@ -167,10 +167,6 @@ func TestParserNewSession(t *testing.T) {
 	}
 }
 
-// TestParserResume feeds the fixtures of a resumed session
-// (testdata/CLI/resume.jsonl): the run answers in the session it resumed, and
-// costs nothing, as these CLIs report no price. Codex's run succeeds after an
-// error it retried.
 // A run names its session once: an init event the first time the CLI
 // names it and again only when the id changes; an empty id names nothing. A
 // resumed run knows its id and has not reported it yet.
@@ -232,6 +228,10 @@ func TestReportErrorAndWarn(t *testing.T) {
 	}
 }
 
+// TestParserResume feeds the fixtures of a resumed session
+// (testdata/<cli>/resume.jsonl): the run answers in the session it resumed, and
+// costs nothing, as these CLIs report no price. Codex's run succeeds after an
+// error it retried.
 func TestParserResume(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
