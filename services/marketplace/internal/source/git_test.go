@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
@@ -280,7 +283,8 @@ func TestALooseObjectThatLiesIsReadNoFurther(t *testing.T) {
 
 // A local repository's files are counted as they are copied, against the
 // draft's limits on files and on their bytes together, and a repository
-// within both limits is copied.
+// within both limits is copied. CopyCommit counts a content once however
+// many paths hold it (the draft's tree counts the paths afterwards).
 func TestALocalRepositoryWithinItsLimits(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -297,8 +301,8 @@ func TestALocalRepositoryWithinItsLimits(t *testing.T) {
 		want   string // in the refusal; "" for a copy
 	}{
 		{"within both", bases.Limits{MaxFiles: 3, MaxBytes: 180}, ""},
-		{"too many files", bases.Limits{MaxFiles: 1, MaxBytes: 1 << 20}, "more than 1 files"},
-		{"too many bytes", bases.Limits{MaxFiles: 10, MaxBytes: 119}, "pass the limit of 119 bytes"},
+		{"too many files", bases.Limits{MaxFiles: 1, MaxBytes: 1 << 20}, "the repository has more than 1 files"},
+		{"too many bytes", bases.Limits{MaxFiles: 10, MaxBytes: 119}, "the repository's files pass the limit of 119 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -311,5 +315,19 @@ func TestALocalRepositoryWithinItsLimits(t *testing.T) {
 				t.Fatalf("copying the repository: %v, want a refusal saying %q", err, tt.want)
 			}
 		})
+	}
+
+	// Two contents of 60 bytes each, in three paths: within two files and
+	// 120 bytes, and one byte short of that is refused.
+	st, err := git.PlainOpen(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := plumbing.NewHash(gittest.Head(t, repo))
+	if err := source.CopyCommit(st.Storer, bases.NewDraft(bases.Limits{MaxFiles: 2, MaxBytes: 120}), head, plumbing.ZeroHash); err != nil {
+		t.Errorf("CopyCommit within two contents and 120 bytes: %v", err)
+	}
+	if err := source.CopyCommit(st.Storer, bases.NewDraft(bases.Limits{MaxFiles: 2, MaxBytes: 119}), head, plumbing.ZeroHash); !errors.Is(err, bases.ErrRefused) {
+		t.Errorf("CopyCommit within 119 bytes: %v, want a refusal", err)
 	}
 }

@@ -239,8 +239,9 @@ func seedWorkspace(t *testing.T, base *bases.Base, ws string) {
 // paths in any case, and a view of some paths.
 func TestChangeKinds(t *testing.T) {
 	t.Parallel()
-	// big.txt, unchanged and read after the others, is longer than any of
-	// them: what they keep must be theirs, not the buffer it is read into.
+	// z/big.txt, unchanged, comes last and is longer than every file before
+	// it; e.txt is emptied. (The buffer files are read into:
+	// TestHashFileReusesItsBuffer.)
 	base, repo := keep(t, map[string]string{
 		"a.txt": "a\n", "b.txt": "b\n", "bin.dat": "x\x00y", "docs/c.md": "c\n", "e.txt": "e\n",
 		"z/big.txt": strings.Repeat("unchanged\n", 1000),
