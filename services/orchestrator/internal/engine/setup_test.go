@@ -63,15 +63,7 @@ nodes:
     retry: {max_attempts: 3, backoff: 10ms}
   - {id: after, role: a, needs: [flaky], task: "after {{ .nodes.flaky.output }}"}
 `)},
-	"approval.yaml": {Data: []byte(`
-name: approval
-roles:
-  a: {via: mesh, repository: a}
-nodes:
-  - {id: draft, role: a, task: draft}
-  - {id: approve, type: approval, needs: [draft]}
-  - {id: publish, role: a, needs: [approve], task: "publish with {{ .nodes.approve.output }}"}
-`)},
+	"approval.yaml": enginetest.Pipelines["approval.yaml"],
 	"diamond.yaml": {Data: []byte(`
 name: diamond
 roles:
