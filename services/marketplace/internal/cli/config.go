@@ -75,9 +75,10 @@ type serveConfig struct {
 	// MaxJourneys is the most live journeys of all callers together; at
 	// least 1. Defaults to 200.
 	MaxJourneys int
-	// MaxRunningActions is how many actions (and spawns, diffs, stops) this
-	// marketplace runs at once: each holds a database connection for its
-	// journey's lock while it runs. At least 1. Defaults to 32.
+	// MaxRunningActions is how many actions (and spawns, diffs, exports,
+	// stops with patch) this marketplace runs at once: each holds a
+	// database connection for its journey's lock while it runs. At least 1.
+	// Defaults to 32.
 	MaxRunningActions int
 	// EgressProxyAddr is where the egress proxy of egress workers listens;
 	// it must be reachable from the egress network (workers are told the

@@ -60,16 +60,14 @@ func agentTask(a *meshtype.Action) string {
 
 // runAgent runs an action as a task through mesh_execute in the journey's
 // agent container, resuming the journey's agent session, and records the
-// session the agent reports.
-func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]meshtype.ToolDecision) (any, float64, error) {
-	// mesh-exec stops the agent before the marketplace gives up on the call
-	// (actionTimeouts), so a run that times out still returns its cost and
-	// session.
-	agentTimeout, _ := m.actionTimeouts(&entry.Definition)
+// session the agent reports. mesh-exec stops the agent at timeout, before
+// the marketplace gives up on the call (actionTimeouts), so a run that
+// times out still returns its cost and session.
+func (m *Manager) runAgent(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, timeout time.Duration, toolCalls *[]meshtype.ToolDecision) (any, float64, error) {
 	args := map[string]any{
 		"repository": workerruntime.WorkspacePath,
 		"task":       agentTask(a),
-		"timeout":    agentTimeout.Milliseconds(),
+		"timeout":    timeout.Milliseconds(),
 	}
 	if j.AgentSessionID != "" {
 		args["session_id"] = j.AgentSessionID

@@ -159,8 +159,8 @@ func (l *refusalLimiter) allow(uid uuid.UUID, now time.Time) bool {
 }
 
 // regrantEgress gives the proxy a running egress worker's grant again:
-// after a restart of the marketplace, or a stop that was refused after it
-// revoked it.
+// after a restart of the marketplace, or a stop that failed to remove the
+// worker after it revoked the grant.
 func (m *Manager) regrantEgress(ctx context.Context, rt workerruntime.Runtime, j store.Journey) {
 	e, ok := m.cfg.Catalog.Lookup(j.WorkerID)
 	if !ok || e.Definition.Isolation.Network != meshtype.NetworkEgress {

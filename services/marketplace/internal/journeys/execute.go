@@ -196,11 +196,11 @@ func toolCall(a *meshtype.Action) (string, any) {
 // An agent's own tool calls, as the gate in its worker decided them, go to
 // toolCalls, also when the run failed.
 func (m *Manager) run(ctx context.Context, j store.Journey, entry *workerdef.Entry, a *meshtype.Action, toolCalls *[]meshtype.ToolDecision) (any, float64, error) {
-	_, wait := m.actionTimeouts(&entry.Definition)
+	task, wait := m.actionTimeouts(&entry.Definition)
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if entry.Definition.Kind == meshtype.KindAgent {
-		return m.runAgent(ctx, j, entry, a, toolCalls)
+		return m.runAgent(ctx, j, entry, a, task, toolCalls)
 	}
 	if a.Type == meshtype.ActionTask {
 		return nil, 0, invalid("task actions need an agent worker")
@@ -321,10 +321,14 @@ func (m *Manager) workerEnded(ctx context.Context, j store.Journey, ran bool) er
 		if r, ok := rt.(workerruntime.ExitReporter); ok {
 			// The engine records a worker's end a moment after its
 			// streams close: asked again until it says, or the grace ends.
+			// A removed worker (a stop_worker meanwhile) has nothing more to say.
 			for deadline := time.Now().Add(workerEndGrace); ; time.Sleep(workerEndPoll) {
 				e, stopped, err := r.Exit(ctx, handle(j))
-				if stopped {
+				switch {
+				case stopped:
 					how = e.String()
+				case errors.Is(err, workerruntime.ErrNotFound):
+					how = "it was removed"
 				}
 				if stopped || err != nil || time.Now().After(deadline) {
 					break

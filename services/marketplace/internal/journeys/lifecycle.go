@@ -224,20 +224,23 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 	if mode == "archive" && h.Workspace == "" {
 		return StopResult{}, conflict("journey %q has no workspace to archive", j.ID)
 	}
-	m.dropChannel(j.UID)
-	m.egressRevoke(j.UID)
+	m.dropChannel(j.UID) // ends the action in flight, if any
 	res.JourneyID = j.ID
 	if mode == "archive" {
 		if res.Archive, res.Bytes, res.SHA256, err = m.archive(ctx, rt, j); err != nil {
 			// Nothing removed: the worker and its workspace are still
-			// there, and an egress worker gets its way out back (the next
-			// action opens a channel again).
-			m.regrantEgress(context.WithoutCancel(ctx), rt, j)
+			// there (the next action opens a channel again).
 			return StopResult{}, err
 		}
 	}
+	// Revoked before the worker goes, so that its address cannot serve
+	// another container with this grant.
+	m.egressRevoke(j.UID)
 	if h.ID != "" || h.Workspace != "" {
 		if err := rt.Remove(ctx, h, workerruntime.RemoveOptions{Workspace: mode != "keep"}); err != nil {
+			// The worker may still run: an egress worker gets its way
+			// out back.
+			m.regrantEgress(context.WithoutCancel(ctx), rt, j)
 			return StopResult{}, unavailable("stopping the worker: %v", err)
 		}
 	}
@@ -309,7 +312,7 @@ func (m *Manager) archive(ctx context.Context, rt workerruntime.Runtime, j store
 		_ = tmp.Close()
 		if errors.Is(err, errExportTooLarge) {
 			return "", 0, "", &Error{Code: CodeResourceExhausted, Message: fmt.Sprintf(
-				"journey %q: the archive of its workspace passes %d bytes (its quota, isolation.resources.workspace, and room for the files' headers); nothing was removed: delete files in it, or stop it with workspace keep", j.ID, limit)}
+				"journey %q: the archive of its workspace passes %d bytes (its quota, isolation.resources.workspace, a quarter more, and room for the files' headers); nothing was removed: delete files in it, or stop it with workspace keep", j.ID, limit)}
 		}
 		return "", 0, "", unavailable("archiving the workspace: %v", err)
 	}
@@ -485,12 +488,11 @@ func (m *Manager) orphan(ctx context.Context, uid uuid.UUID) error {
 	if !j.State.Live() || m.checkLive(ctx, j) {
 		return nil
 	}
-	// checkLive orphaned it if it had a worker; a spawn that died before
-	// recording one is orphaned here.
-	if j.ContainerID != "" {
-		return nil
-	}
-	if ok, err := m.cfg.Store.Orphan(ctx, uid, ""); err != nil || !ok {
+	// Orphaned here if checkLive did not (it has, and this finds nothing
+	// to change, when the engine said the worker is gone): a spawn that
+	// died before recording a worker, or an isolation level this
+	// marketplace does not serve.
+	if ok, err := m.cfg.Store.Orphan(ctx, uid, j.ContainerID); err != nil || !ok {
 		return err
 	}
 	m.logger.WarnContext(ctx, "journey has no running worker; orphaned", slog.String("journey", uid.String()))

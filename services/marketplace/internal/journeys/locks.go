@@ -22,19 +22,31 @@ func (m *Manager) lockJourney(ctx context.Context, uid uuid.UUID) (unlock func()
 	return func() { shared(); local() }, nil
 }
 
-// tryLockJourney is lockJourney without the wait: ok is false while an
-// action runs on the journey, here or on another marketplace.
+// tryLockJourney is lockJourney without the wait, for a lock held a
+// moment: ok is false while an action runs on the journey, here or on
+// another marketplace.
 func (m *Manager) tryLockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
+	return m.tryLock(ctx, uid, m.cfg.Store.TryLockJourney)
+}
+
+// tryLockJourneyForWork is tryLockJourney for a holder that then works
+// under the lock: a warm pool claim, which goes on to spawn
+// (store.TryLockJourneyForWork).
+func (m *Manager) tryLockJourneyForWork(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
+	return m.tryLock(ctx, uid, m.cfg.Store.TryLockJourneyForWork)
+}
+
+func (m *Manager) tryLock(ctx context.Context, uid uuid.UUID, shared func(context.Context, uuid.UUID) (func(), bool, error)) (unlock func(), ok bool, err error) {
 	local, ok := m.local.tryLock(uid)
 	if !ok {
 		return nil, false, nil
 	}
-	shared, ok, err := m.cfg.Store.TryLockJourney(ctx, uid)
+	release, ok, err := shared(ctx, uid)
 	if err != nil || !ok {
 		local()
 		return nil, false, err
 	}
-	return func() { shared(); local() }, true, nil
+	return func() { release(); local() }, true, nil
 }
 
 // keyedMutex is a mutex per journey, forgotten when nobody holds or waits

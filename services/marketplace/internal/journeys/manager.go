@@ -704,7 +704,9 @@ func handle(j store.Journey) workerruntime.Handle {
 }
 
 // checkLive reports whether a journey the store thinks live has a running
-// worker; if not, the journey is marked orphaned.
+// worker. When the engine says its worker is not running, the journey is
+// marked orphaned; without a worker or a runtime for its isolation level
+// it is only reported not live (orphan marks it).
 func (m *Manager) checkLive(ctx context.Context, j store.Journey) bool {
 	rt, _, err := m.runtimeFor(j.IsolationLevel)
 	if err != nil || j.ContainerID == "" {

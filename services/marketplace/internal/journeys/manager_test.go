@@ -49,7 +49,7 @@ func TestActionTimeouts(t *testing.T) {
 	for _, tc := range []struct {
 		kind          meshtype.Kind
 		actionTimeout time.Duration
-		bound, task   time.Duration
+		wait, task    time.Duration
 	}{
 		{meshtype.KindBuiltin, 0, 5 * time.Minute, 4*time.Minute + 30*time.Second},
 		{meshtype.KindBuiltin, 10 * time.Minute, 10*time.Minute + 30*time.Second, 10 * time.Minute},
@@ -58,8 +58,8 @@ func TestActionTimeouts(t *testing.T) {
 	} {
 		d := &meshtype.Definition{Kind: tc.kind, Constraints: meshtype.Constraints{ActionTimeout: meshtype.Duration(tc.actionTimeout)}}
 		task, wait := m.actionTimeouts(d)
-		if wait != tc.bound {
-			t.Errorf("%s worker, action_timeout %s: the marketplace waits %s, want %s", tc.kind, tc.actionTimeout, wait, tc.bound)
+		if wait != tc.wait {
+			t.Errorf("%s worker, action_timeout %s: the marketplace waits %s, want %s", tc.kind, tc.actionTimeout, wait, tc.wait)
 		}
 		if task != tc.task {
 			t.Errorf("%s worker, action_timeout %s: an agent's task runs %s, want %s", tc.kind, tc.actionTimeout, task, tc.task)

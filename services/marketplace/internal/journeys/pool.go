@@ -85,7 +85,7 @@ func (m *Manager) claimPooled(ctx context.Context, caller, journeyID string, ent
 	}
 	rt := m.cfg.Runtimes[level]
 	for _, c := range candidates {
-		unlock, locked, err := m.tryLockJourney(ctx, c.UID)
+		unlock, locked, err := m.tryLockJourneyForWork(ctx, c.UID)
 		if err != nil {
 			return store.Journey{}, nil, false, err
 		}

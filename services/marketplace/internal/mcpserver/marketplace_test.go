@@ -600,6 +600,12 @@ func TestReconcileAndIdleStop(t *testing.T) {
 	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "idle"})
 	must(t, cs, "execute_in_worker", execArgs("idle", map[string]any{"type": "write", "target": "kept.txt", "content": "kept"}))
 	dockertest.Docker(t, "rm", "-f", gone["container_id"].(string))
+	// A journey of an isolation level this marketplace does not serve (as
+	// after a restart without --meshworker): no runtime to ask, orphaned.
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "unserved"})
+	if _, err := b.pool.Exec(ctx, "UPDATE journeys SET isolation_level = 'process', container_id = 'process-4242' WHERE id = 'unserved'"); err != nil {
+		t.Fatal(err)
+	}
 
 	b.start(t) // reconciles
 	cs = b.client(t, aliceToken)
@@ -608,6 +614,12 @@ func TestReconcileAndIdleStop(t *testing.T) {
 	}
 	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "vanished"}); st["state"] != "orphaned" {
 		t.Errorf("journey whose container vanished: %v", st["state"])
+	}
+	// Recorded, not only reported (get_worker_state says orphaned of any
+	// journey without a running worker): it no longer counts as live.
+	var unserved string
+	if err := b.pool.QueryRow(ctx, "SELECT state FROM journeys WHERE id = 'unserved'").Scan(&unserved); err != nil || unserved != "orphaned" {
+		t.Errorf("journey of an isolation level not served, after reconcile: %q, %v; want orphaned", unserved, err)
 	}
 	if st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "idle"}); st["state"] != "active" {
 		t.Errorf("healthy journey after reconcile: %v", st["state"])

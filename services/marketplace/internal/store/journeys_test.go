@@ -42,13 +42,16 @@ func TestOrphan(t *testing.T) {
 	}
 }
 
-// Tries for a journey's lock (the idle stopper, warm pool claims) are not
-// starved by waiting locks (actions, which may run for an hour): with the
-// one waiting lock allowed held, a try still takes another journey's lock,
-// and a second waiting lock waits for the first to end.
+// Tries for a journey's lock (the idle stopper, pool upkeep) are not
+// starved by locks held for work (actions, which may run for an hour):
+// with the one such lock allowed held, a try still takes another journey's
+// lock, while a second lock for work, waiting or tried (a warm pool
+// claim), waits for the first to end. A tried lock for work that another
+// holds gives its place back at once.
 func TestTryLocksAreNotStarvedByWaitingLocks(t *testing.T) {
 	t.Parallel()
-	s := store.New(pgtest.Pool(t)).WithLockConns(1)
+	pool := pgtest.Pool(t)
+	s := store.New(pool).WithLockConns(1)
 	t.Cleanup(s.Close)
 	ctx := t.Context()
 	unlock, err := s.LockJourney(ctx, uuid.New())
@@ -65,10 +68,29 @@ func TestTryLocksAreNotStarvedByWaitingLocks(t *testing.T) {
 	if _, err := s.LockJourney(short, uuid.New()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a second waiting lock with one allowed: %v, want it to wait (deadline exceeded)", err)
 	}
+	short, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, _, err := s.TryLockJourneyForWork(short, uuid.New()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a tried lock for work with the one allowed held: %v, want it to wait for a place (deadline exceeded)", err)
+	}
 	unlock()
-	again, err := s.LockJourney(ctx, uuid.New())
+
+	other := store.New(pool)
+	t.Cleanup(other.Close)
+	taken := uuid.New()
+	release, err := other.LockJourney(ctx, taken)
 	if err != nil {
-		t.Fatalf("a waiting lock once the first ended: %v", err)
+		t.Fatal(err)
+	}
+	defer release()
+	if _, ok, err := s.TryLockJourneyForWork(ctx, taken); ok || err != nil {
+		t.Fatalf("a tried lock for work that another holds: ok %v, err %v; want not ok", ok, err)
+	}
+	short, cancel = context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	again, err := s.LockJourney(short, uuid.New())
+	if err != nil {
+		t.Fatalf("a waiting lock once the first ended and a try gave its place back: %v", err)
 	}
 	again()
 }

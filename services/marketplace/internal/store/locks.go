@@ -11,17 +11,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// DefaultLockConns bounds the locks that wait (actions, spawns, diffs)
-// held at once, per marketplace (WithLockConns changes it): each holds a
-// database connection for its duration, on a pool of their own so that
-// holders never starve the queries they make. One past it waits for one to
-// end.
+// DefaultLockConns bounds the locks held for work (actions, spawns, warm
+// pool claims, diffs) at once, per marketplace (WithLockConns changes it):
+// each holds a database connection for its duration, on a pool of their
+// own so that holders never starve the queries they make. One past it
+// waits for one to end.
 const DefaultLockConns = 32
 
-// tryConns are the lock pool's connections past the waiting locks' share,
-// kept for tries (TryLockJourney: the idle stopper, the idle-channel
-// closer, warm pool claims, reconciliation), which take a lock for a moment
-// or not at all: they are never starved by actions that may run an hour.
+// tryConns are the lock pool's connections past the share of locks held
+// for work, kept for tries (TryLockJourney: the idle stopper, the
+// idle-channel closer, pool upkeep, reconciliation), which take a lock for
+// a moment or not at all: they are never starved by actions that may run
+// an hour.
 const tryConns = 4
 
 // The first keys of the marketplace's advisory locks
@@ -44,7 +45,7 @@ func lockKey(b []byte) int32 {
 // marketplace on the database (the egress network), which two marketplaces
 // starting at once would otherwise both create; as LockJourney.
 func (s *Store) LockNetwork(ctx context.Context, network string) (unlock func(), err error) {
-	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte("network/"+network)), false)
+	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte("network/"+network)), false, true)
 }
 
 // lockPool is the pool journey locks are held on, made on first use with
@@ -65,14 +66,26 @@ func (s *Store) lockPool(ctx context.Context) (*pgxpool.Pool, error) {
 // It is what keeps one action at a time on a journey across replicas, and
 // its counters read and written by one holder at a time.
 func (s *Store) LockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), err error) {
-	return s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), false)
+	return s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), false, true)
 }
 
-// TryLockJourney is LockJourney without the wait: ok is false while
-// another holds the lock. It does not count against the waiting locks'
-// share of connections (DefaultLockConns).
+// TryLockJourney is LockJourney without the wait, for a lock held a
+// moment: ok is false while another holds the lock. It does not count
+// against the share of locks held for work (DefaultLockConns).
 func (s *Store) TryLockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
-	unlock, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), true)
+	return s.tryLock(ctx, uid, false)
+}
+
+// TryLockJourneyForWork is TryLockJourney for a holder that then works
+// under the lock (a warm pool claim, which goes on to spawn): it counts
+// against the share of locks held for work, waiting for a place there, not
+// for the lock.
+func (s *Store) TryLockJourneyForWork(ctx context.Context, uid uuid.UUID) (unlock func(), ok bool, err error) {
+	return s.tryLock(ctx, uid, true)
+}
+
+func (s *Store) tryLock(ctx context.Context, uid uuid.UUID, counted bool) (unlock func(), ok bool, err error) {
+	unlock, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), true, counted)
 	if errors.Is(err, errLockHeld) {
 		return nil, false, nil
 	}
@@ -83,9 +96,9 @@ var errLockHeld = errors.New("journey lock held")
 
 // advisoryLock takes the lock (class, key) on a connection of the lock
 // pool, waiting for it, or with try not waiting (errLockHeld when another
-// holds it). A waiting lock first takes a place among the lockConns that
-// may be held at once; a try uses the connections left.
-func (s *Store) advisoryLock(ctx context.Context, class, key int32, try bool) (func(), error) {
+// holds it). A counted lock (held for work) first takes a place among the
+// lockConns that may be held at once; the others use the connections left.
+func (s *Store) advisoryLock(ctx context.Context, class, key int32, try, counted bool) (func(), error) {
 	pool, err := s.lockPool(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("advisory lock: %w", err)
@@ -93,6 +106,8 @@ func (s *Store) advisoryLock(ctx context.Context, class, key int32, try bool) (f
 	query, leave := `SELECT pg_try_advisory_lock($1, $2)`, func() {}
 	if !try {
 		query = `SELECT true FROM pg_advisory_lock($1, $2)`
+	}
+	if counted {
 		select {
 		case s.waiting <- struct{}{}:
 		case <-ctx.Done():
@@ -115,6 +130,7 @@ func (s *Store) advisoryLock(ctx context.Context, class, key int32, try bool) (f
 	}
 	if !got {
 		c.Release()
+		leave()
 		return nil, errLockHeld
 	}
 	return func() {

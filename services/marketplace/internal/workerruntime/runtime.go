@@ -154,7 +154,7 @@ func (e Exit) String() string {
 // have no main process, is not.
 type ExitReporter interface {
 	// Exit says how the stopped worker h ended. ok is false when h is
-	// running, missing, or its end is not known.
+	// running or its end is not known; a missing h is ErrNotFound.
 	Exit(ctx context.Context, h Handle) (e Exit, ok bool, err error)
 }
 

@@ -307,7 +307,10 @@ func (r *Runtime) inspectState(ctx context.Context, h workerruntime.Handle) (*co
 // Exit implements workerruntime.ExitReporter from the container's state.
 func (r *Runtime) Exit(ctx context.Context, h workerruntime.Handle) (workerruntime.Exit, bool, error) {
 	s, err := r.inspectState(ctx, h)
-	if err != nil || s == nil || s.Running || s.Restarting || s.Status == container.StateCreated {
+	if err == nil && s == nil {
+		return workerruntime.Exit{}, false, workerruntime.ErrNotFound
+	}
+	if err != nil || s.Running || s.Restarting || s.Status == container.StateCreated {
 		return workerruntime.Exit{}, false, err
 	}
 	return workerruntime.Exit{Code: s.ExitCode, OOMKilled: s.OOMKilled, Error: s.Error}, true, nil

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -432,8 +433,8 @@ func TestExitOfAStoppedWorker(t *testing.T) {
 	if e, ok, err := b.rt.Exit(t.Context(), done); err != nil || !ok || e.Code != 0 {
 		t.Errorf("Exit of a worker that exited: %+v, %v, %v; want code 0", e, ok, err)
 	}
-	if e, ok, err := b.rt.Exit(t.Context(), workerruntime.Handle{ID: "meshwork-no-such-container"}); err != nil || ok {
-		t.Errorf("Exit of a missing worker: %+v, %v, %v; want not ok", e, ok, err)
+	if e, ok, err := b.rt.Exit(t.Context(), workerruntime.Handle{ID: "meshwork-no-such-container"}); !errors.Is(err, workerruntime.ErrNotFound) || ok {
+		t.Errorf("Exit of a missing worker: %+v, %v, %v; want ErrNotFound", e, ok, err)
 	}
 }
 

@@ -18,9 +18,9 @@ import (
 
 func TestMain(m *testing.M) { fakeagenttest.Main(m) }
 
-// The session ids of the fixtures (testdata/CLI), which are reconstructed
+// The session ids of the fixtures (testdata/<cli>), which are reconstructed
 // from each CLI's documentation and source, not captured; see
-// testdata/CLI/README.md.
+// testdata/<cli>/README.md.
 const (
 	codexSession    = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 	geminiSession   = "4df9d202-a0c2-4ec6-8144-8f2876aebd90"
@@ -43,7 +43,7 @@ func withFlags(cli CLI, flags ...string) CLI {
 }
 
 // TestParserNewSession feeds every CLI's fixture of a new session
-// (testdata/CLI/new_session.jsonl) to its parser: the kinds of the events in
+// (testdata/<cli>/new_session.jsonl) to its parser: the kinds of the events in
 // order, the events that show how the CLI's own are normalized, and the
 // whole result.
 func TestParserNewSession(t *testing.T) {
