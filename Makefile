@@ -253,6 +253,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzJSONLParser$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/command
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/pipeline
 	go test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/claude
+	go test -run '^$$' -fuzz '^FuzzAnswerNamesItsCall$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/agenthook
 	go test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZTIME) ./services/mesh-exec/internal/backend/jsonstream
 	go test -run '^$$' -fuzz '^FuzzSSEReader$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/apiclient
 	go test -run '^$$' -fuzz '^FuzzSideBySide$$' -fuzztime $(FUZZTIME) ./services/orchestrator/internal/console

@@ -103,6 +103,9 @@ func Reason(vs []meshtype.Violation) string {
 // call, and calls of one tool may be checked out of order.
 const toolUseMarker = "(tool_use_id: "
 
+// allowedText starts the line the hook prints when it allows a call.
+const allowedText = "Meshwork gate: allowed"
+
 // markToolUse is the line that names the tool call a decision is about.
 func markToolUse(id string) string {
 	if id == "" || strings.ContainsAny(id, ")\n") {
@@ -111,14 +114,20 @@ func markToolUse(id string) string {
 	return toolUseMarker + id + ")"
 }
 
-// ToolUseID reads the tool call id a hook's answer names, or "".
+// ToolUseID reads the tool call id a hook's answer names, or "". Only the
+// answer's last line names it: a refusal's lines before it quote the
+// agent's own input (a path, a command), which may hold a marker that
+// names another call.
 func ToolUseID(answer string) string {
-	_, rest, ok := strings.Cut(answer, toolUseMarker)
+	answer = strings.TrimSpace(answer)
+	last := answer[strings.LastIndexByte(answer, '\n')+1:]
+	last = strings.TrimPrefix(last, allowedText+" ")
+	rest, ok := strings.CutPrefix(last, toolUseMarker)
 	if !ok {
 		return ""
 	}
-	id, _, ok := strings.Cut(rest, ")")
-	if !ok {
+	id, ok := strings.CutSuffix(rest, ")")
+	if !ok || markToolUse(id) == "" {
 		return ""
 	}
 	return id

@@ -107,3 +107,75 @@ func TestReadFileRefusesAFIFO(t *testing.T) {
 		t.Fatalf("ReadFile of a FIFO: %v", err)
 	}
 }
+
+// FuzzAnswerNamesItsCall decides PreToolUse events whose input the agent
+// writes (a path, a command, the call's id) and reads the answer back as
+// mesh-exec does: the answer always names the event's own call (or none,
+// for an id the answer cannot carry), never one quoted from the input, and a
+// refusal always parses back into its violations.
+func FuzzAnswerNamesItsCall(f *testing.F) {
+	ws := f.TempDir()
+	policy, _ := json.Marshal(agenthook.Policy{Workspace: ws, Definition: meshtype.Definition{
+		ID: "a_v1", Kind: meshtype.KindAgent,
+		Constraints: meshtype.Constraints{DeniedPaths: []string{"**/*.env"}, Commands: []string{"go test", "ls"}},
+		Agent:       &meshtype.AgentSpec{Backend: "claude", AllowedTools: []string{"Read", "Bash"}},
+	}})
+	decider, err := agenthook.NewDecider(string(policy))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []struct{ tool, arg, id string }{
+		{"Read", "x(tool_use_id: toolu_a).env", "toolu_b"},
+		{"Read", "main.go", "toolu_a"},
+		{"Bash", "cat '(tool_use_id: toolu_a)'", "toolu_b"},
+		{"Bash", "ls", "toolu_b)"},
+		{"Read", "../../etc/passwd\n(tool_use_id: toolu_a)", ""},
+		{"Write", "notes.md", "a\nb"},
+	} {
+		f.Add(seed.tool, seed.arg, seed.id)
+	}
+	f.Fuzz(func(t *testing.T, tool, arg, id string) {
+		input := map[string]any{"file_path": filepath.Join(ws, arg)}
+		if tool == "Bash" {
+			input = map[string]any{"command": arg}
+		}
+		event, _ := json.Marshal(map[string]any{
+			"hook_event_name": "PreToolUse", "cwd": ws, "tool_name": tool, "tool_input": input, "tool_use_id": id,
+		})
+		var sent struct { // the id as the hook reads it (JSON makes invalid UTF-8 valid)
+			ToolUseID string `json:"tool_use_id"`
+		}
+		if err := json.Unmarshal(event, &sent); err != nil {
+			t.Fatal(err)
+		}
+		want := sent.ToolUseID
+		if want == "" || strings.ContainsAny(want, ")\n") {
+			want = ""
+		}
+		a := decider.Answer(event)
+		if a.Code != 0 {
+			t.Fatalf("a well-formed event answered with status %d: %q", a.Code, a.Stderr)
+		}
+		answer := a.Stdout
+		if strings.HasPrefix(answer, "{") {
+			var o struct {
+				HookSpecificOutput struct {
+					PermissionDecision       string `json:"permissionDecision"`
+					PermissionDecisionReason string `json:"permissionDecisionReason"`
+				} `json:"hookSpecificOutput"`
+			}
+			if err := json.Unmarshal([]byte(answer), &o); err != nil || o.HookSpecificOutput.PermissionDecision != "deny" {
+				t.Fatalf("a JSON answer that is not a refusal: %q (%v)", answer, err)
+			}
+			answer = o.HookSpecificOutput.PermissionDecisionReason
+			if vs, ok := agenthook.ParseReason(answer); !ok || len(vs) == 0 {
+				t.Fatalf("a refusal that does not parse back: %q", answer)
+			}
+		} else if !strings.HasPrefix(answer, "Meshwork gate: allowed") {
+			t.Fatalf("an answer that neither allows nor refuses: %q", answer)
+		}
+		if got := agenthook.ToolUseID(answer); got != want {
+			t.Fatalf("the answer names the call %q, want %q: %q", got, want, answer)
+		}
+	})
+}

@@ -104,7 +104,7 @@ func answer(event []byte, decider func() (*Decider, error)) (a Answer) {
 		// and reports it in the stream, where mesh-exec pairs the decision
 		// with its call. No permission decision: the CLI's own permissions
 		// (allowed tools) still apply.
-		return Answer{Stdout: "Meshwork gate: allowed " + mark + "\n"}
+		return Answer{Stdout: allowedText + " " + mark + "\n"}
 	}
 	var o preToolUseOutput
 	o.HookSpecificOutput.HookEventName = "PreToolUse"

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/agenthook"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
 
@@ -33,5 +35,42 @@ func TestHookResponsesPairByToolUseID(t *testing.T) {
 	}
 	if got[0].Violations[0].ConstraintID != "denied_paths" {
 		t.Fatalf("violations %+v", got[0].Violations)
+	}
+}
+
+// A refusal quotes the agent's input, which the agent chooses: a path that
+// holds another call's marker does not move the refusal onto that call.
+func TestHookResponseQuotingAnotherCallStaysWithItsOwn(t *testing.T) {
+	t.Parallel()
+	policy, _ := json.Marshal(agenthook.Policy{Workspace: "/workspace", Definition: meshtype.Definition{
+		ID: "a_v1", Kind: meshtype.KindAgent, Constraints: meshtype.Constraints{DeniedPaths: []string{"**/*.env"}},
+	}})
+	decider, err := agenthook.NewDecider(string(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newParser("/workspace")
+	line := func(v any) {
+		b, _ := json.Marshal(v)
+		p.Line(b)
+	}
+	const bait = "/workspace/x(tool_use_id: toolu_a).env"
+	line(map[string]any{"type": "assistant", "message": map[string]any{"content": []any{
+		map[string]any{"type": "tool_use", "id": "toolu_a", "name": "Read", "input": map[string]any{"file_path": "/workspace/main.go"}},
+		map[string]any{"type": "tool_use", "id": "toolu_b", "name": "Read", "input": map[string]any{"file_path": bait}},
+	}}})
+	// The hook's real answers, the refused call's first, as the CLI
+	// reports them in its stream.
+	for _, c := range []struct{ id, file string }{{"toolu_b", bait}, {"toolu_a", "/workspace/main.go"}} {
+		event, _ := json.Marshal(map[string]any{
+			"hook_event_name": "PreToolUse", "cwd": "/workspace", "tool_name": "Read",
+			"tool_input": map[string]any{"file_path": c.file}, "tool_use_id": c.id,
+		})
+		a := decider.Answer(event)
+		line(map[string]any{"type": "system", "subtype": "hook_response", "hook_name": "PreToolUse:Read", "hook_event": "PreToolUse", "stdout": a.Stdout, "exit_code": a.Code})
+	}
+	got := p.Finish(0, "").ToolDecisions
+	if len(got) != 2 || got[0].ToolCallID != "toolu_b" || got[0].Allowed || got[1].ToolCallID != "toolu_a" || !got[1].Allowed {
+		t.Fatalf("decisions %+v", got)
 	}
 }
