@@ -3,13 +3,14 @@ package telemetry
 import (
 	"context"
 	"strings"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/meshwork/meshwork/pkg/textcut"
 )
 
 // Attribute keys of the OpenTelemetry GenAI and MCP conventions, and
@@ -125,15 +126,7 @@ const maxErrorText = 512
 // replaces invalid UTF-8: for untrusted text (agent output, a client's tool
 // name) put on spans and logs.
 func Truncate(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
+	return textcut.Clip(strings.ToValidUTF8(s, "\uFFFD"), n, "")
 }
 
 // TraceContext returns the W3C traceparent and tracestate of the span in

@@ -6,17 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/meshwork/meshwork/pkg/action"
 	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
@@ -80,7 +83,7 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 		m.record(ctx, rec, start)
 		return ExecuteResult{}, invalid("%v", decodeErr)
 	}
-	rec.Target = a.Target
+	rec.Target = auditTarget(&a)
 
 	// The gate comes first, always: a refused action never reaches the worker,
 	// whatever state the worker is in.
@@ -157,6 +160,29 @@ func (m *Manager) record(ctx context.Context, rec store.ActionRecord, start time
 	if err := m.cfg.Store.RecordAction(context.WithoutCancel(ctx), rec); err != nil {
 		m.logger.ErrorContext(ctx, "writing the audit log failed", slog.String("journey", rec.JourneyUID.String()), slog.Any("error", err))
 	}
+}
+
+// maxAuditTarget bounds an audit row's target: an exec's command line may
+// run to a megabyte of arguments.
+const maxAuditTarget = 1024
+
+// auditTarget is what an action's audit row names: its path, or for an
+// exec the command line, each argument quoted as a shell would read it (an
+// exec never goes through one: the quoting only shows where arguments
+// begin and end).
+func auditTarget(a *meshtype.Action) string {
+	if a.Type != meshtype.ActionExec {
+		return a.Target
+	}
+	words := make([]string, len(a.Command))
+	for i, arg := range a.Command {
+		q, err := syntax.Quote(arg, syntax.LangBash)
+		if err != nil { // a NUL byte, which the decoder refuses before this
+			q = strconv.Quote(arg)
+		}
+		words[i] = q
+	}
+	return textcut.Clip(strings.Join(words, " "), maxAuditTarget, "…")
 }
 
 // toolCall maps an action to the worker's MCP tool and arguments.

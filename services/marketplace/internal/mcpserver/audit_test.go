@@ -62,6 +62,29 @@ func TestJourneyAudit(t *testing.T) {
 	}
 }
 
+// An exec's audit row names the command it asked for, refused or not, with
+// each argument quoted so that its bounds show.
+func TestJourneyAuditNamesAnExecsCommand(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cs := b.client(t, aliceToken)
+	must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "execs"})
+	// filesystem_write_v1 runs no commands: the gate refuses it.
+	argv := []string{"rm", "-rf", "a b", "x\ny", strings.Repeat("k", 2000)}
+	if r := call(t, cs, "execute_in_worker", execArgs("execs", map[string]any{"type": "exec", "command": argv})); !r.isError || r.out["executed"] != false {
+		t.Fatalf("an exec on a worker without commands: %+v", r)
+	}
+	entries := asList(must(t, cs, "journey_audit", map[string]any{"journey_id": "execs"})["entries"])
+	if len(entries) != 1 {
+		t.Fatalf("audit entries %v, want the refused exec", entries)
+	}
+	e := entries[0].(map[string]any)
+	target, _ := e["target"].(string)
+	if e["type"] != "exec" || e["decision"] != "refused" || !strings.HasPrefix(target, `rm -rf 'a b' $'x\ny' kkk`) || !strings.HasSuffix(target, "…") || len(target) > 1100 {
+		t.Errorf("the exec's audit entry: %v", e)
+	}
+}
+
 // A delegate acts for the caller it names in _meta, and sees what that
 // caller would; anyone else naming a caller is refused.
 func TestDelegateActsOnBehalfOfACaller(t *testing.T) {

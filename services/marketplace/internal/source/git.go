@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -113,6 +114,16 @@ func (p *Policy) localPath(raw string) (string, bool, error) {
 	return real, true, nil
 }
 
+// unreadable says why the repository at dir could not be opened: the
+// marketplace runs as a user of its own, which a repository readable only
+// by its owner shuts out, and that is not the same as no repository.
+func unreadable(dir string, err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return denied("%s cannot be read by the marketplace (permission denied): make the repository readable to every user, e.g. chmod -R a+rX on it", dir)
+	}
+	return notFound("%s is not a git repository", dir)
+}
+
 func (p *Policy) under(dir string) bool {
 	for _, r := range p.Roots {
 		if dir == r || strings.HasPrefix(dir, r+string(filepath.Separator)) {
@@ -135,7 +146,7 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 		gitDir = filepath.Join(dir, ".git")
 	}
 	if _, err := os.Stat(filepath.Join(gitDir, "objects")); err != nil {
-		return plumbing.ZeroHash, notFound("%s is not a git repository", dir)
+		return plumbing.ZeroHash, unreadable(dir, err)
 	}
 	// Every object is read when its content is, not when it is looked up
 	// (go-git reads a smaller loose object whole, as far as its data
@@ -145,7 +156,7 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	st := filesystem.NewStorageWithOptions(osfs.New(gitDir, osfs.WithBoundOS()), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: 1})
 	repo, err := git.Open(st, nil)
 	if err != nil {
-		return plumbing.ZeroHash, notFound("%s is not a git repository: %v", dir, err)
+		return plumbing.ZeroHash, unreadable(dir, err)
 	}
 	rev := ref
 	if rev == "" {

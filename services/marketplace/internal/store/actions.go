@@ -69,7 +69,10 @@ const ActionTypeAgentTool = "agent_tool"
 // refuses in text and jsonb, is written there as U+FFFD, so that no output
 // can keep an action out of the audit log and its journey's counts. The
 // other fields are the marketplace's own (the journey's row, the action's
-// type, a trace id in hex).
+// type, a trace id in hex). The journey's cost stops at the most its column
+// holds (numeric(14, 6)): agents report what they like, up to $1e6 an
+// action, and a sum past the column would fail the statement and lose the
+// row and the count with it.
 func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 	violations, err := json.Marshal(scrubbedViolations(r.Violations))
 	if err != nil {
@@ -104,7 +107,7 @@ func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 			FROM action, unnest($16::text[], $17::text[], $18::jsonb[]) WITH ORDINALITY AS c(target, decision, violations, n)
 			ORDER BY c.n
 		)
-		UPDATE journeys SET action_count = action_count + $19, cost_usd = cost_usd + $13, last_used_at = now() WHERE uid = $1`,
+		UPDATE journeys SET action_count = action_count + $19, cost_usd = least(cost_usd + $13, 99999999.999999), last_used_at = now() WHERE uid = $1`,
 		r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, pgtext.Scrub(r.Target),
 		string(r.Decision), violations, pgtext.Scrub(r.Error), r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID,
 		ActionTypeAgentTool, targets, decisions, callViolations, counted); err != nil {

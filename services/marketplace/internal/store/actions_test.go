@@ -97,6 +97,32 @@ func TestRecordAction(t *testing.T) {
 	}
 }
 
+// Agents report their own cost, up to $1e6 an action: a journey's sum stops
+// at the most its column holds instead of failing the statement, so the
+// audit rows and the action count keep being written.
+func TestRecordActionPastTheCostColumn(t *testing.T) {
+	t.Parallel()
+	s, j := newJourney(t)
+	ctx := context.Background()
+	const actions = 101 // $1e6 each: the 100th passes $1e8
+	for range actions {
+		if err := s.RecordAction(ctx, store.ActionRecord{JourneyUID: j.UID, Caller: "alice", WorkerID: "w_v1", DefinitionHash: "h", ActionType: "task", Decision: store.DecisionAllowed, CostUSD: 1e6}); err != nil {
+			t.Fatalf("RecordAction: %v", err)
+		}
+	}
+	after, err := s.JourneyByUID(ctx, j.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Actions(ctx, j.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ActionCount != actions || len(rows) != actions || after.CostUSD < 99999999 || after.CostUSD >= 1e8 {
+		t.Errorf("after %d actions of $1e6: %d counted, %d audit rows, $%v spent", actions, after.ActionCount, len(rows), after.CostUSD)
+	}
+}
+
 // BenchmarkRecordAction is the audit row written after every action.
 func BenchmarkRecordAction(b *testing.B) {
 	s, j := newJourney(b)

@@ -3,7 +3,8 @@ package backend
 import (
 	"path/filepath"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/meshwork/meshwork/pkg/textcut"
 )
 
 // maxVerbDetail bounds what a verb quotes of a command or pattern.
@@ -60,18 +61,5 @@ func short(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i] + " …"
 	}
-	return Clip(s, maxVerbDetail, "…")
-}
-
-// Clip cuts s to at most max bytes on a rune boundary, ending a cut with
-// mark: agents' texts go into events and messages of bounded size.
-func Clip(s string, max int, mark string) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
+	return textcut.Clip(s, maxVerbDetail, "…")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	meshprogress "github.com/meshwork/meshwork/pkg/progress"
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
 
@@ -109,7 +110,7 @@ func progressMessage(ev backend.Event) string {
 }
 
 // clip shortens an event's text for a progress message.
-func clip(text string) string { return backend.Clip(text, 300, "…") }
+func clip(text string) string { return textcut.Clip(text, 300, "…") }
 
 func (p *progress) send(msg string, meta mcp.Meta) {
 	p.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/meshwork/meshwork/pkg/pgtext"
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -208,7 +209,7 @@ func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, statu
 	}
 	var step runstate.Step
 	if in.execErr != nil {
-		attempt.Status, attempt.Error = "failed", truncate(pgtext.Scrub(in.execErr.Error()), maxAttemptError)
+		attempt.Status, attempt.Error = "failed", textcut.Clip(pgtext.Scrub(in.execErr.Error()), maxAttemptError, "…")
 		retry := nodeRetry(p, a.NodeID)
 		if a.Attempt < retry.MaxAttempts {
 			if err := store.InsertAttempt(ctx, &c.batch, attempt); err != nil {

@@ -82,6 +82,27 @@ func TestLinearRun(t *testing.T) {
 }
 
 // A second run on the same thread resumes each role's own session.
+// What an agent reports it spent is its own word: a cost in range is kept
+// to the cent, and a negative or absurd one (past what an attempt's row
+// holds) is kept as none rather than failing the node's commit, which would
+// run the agent again and again.
+func TestReportedCosts(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.PoolAndDSN(t)
+	costs := map[string]float64{"one": 0.73, "two": -1, "three": 1e9}
+	x := &enginetest.InstantExecutor{Record: true, Cost: func(req executor.Request) float64 { return costs[req.NodeID] }}
+	eng := startEngine(t, pool, loadTestCatalog(t), map[pipeline.Via]executor.Executor{pipeline.ViaMesh: x}, "")
+	run := start(t, eng, "linear", map[string]any{"task": "hello"})
+	v := waitStatus(t, eng, run.ID, runstate.RunSucceeded)
+	got := map[string]float64{}
+	for _, a := range v.Attempts {
+		got[a.NodeID] = a.CostUSD
+	}
+	if len(v.Attempts) != 3 || got["one"] != 0.73 || got["two"] != 0 || got["three"] != 0 {
+		t.Errorf("attempts %+v, want one attempt a node, costing 0.73, 0 and 0", v.Attempts)
+	}
+}
+
 func TestThreadResumesSessions(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtext"
+	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -132,9 +134,9 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 		if task, err = p.RenderTask(a.NodeID, ps); err != nil {
 			return res, err
 		}
-		res.task = truncate(pgtext.Scrub(task), maxAttemptTask)
+		res.task = textcut.Clip(pgtext.Scrub(task), maxAttemptTask, "…")
 	} else {
-		res.task = truncate(pgtext.Scrub(strings.Join(n.Command, " ")), maxAttemptTask)
+		res.task = textcut.Clip(pgtext.Scrub(strings.Join(n.Command, " ")), maxAttemptTask, "…")
 	}
 	if !sessionKnown {
 		if session, err = store.RoleSession(ctx, e.pool, run.Thread, n.Role); err != nil {
@@ -178,6 +180,13 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	r, err := ex.Execute(ctx, req)
 	r.Output, r.SessionID = pgtext.Scrub(r.Output), pgtext.Scrub(r.SessionID)
 	res.session, res.cost, res.patch = r.SessionID, r.CostUSD, pgtext.Scrub(r.Patch)
+	if !telemetry.UsageOK(res.cost, telemetry.MaxAgentCostUSD) {
+		// The worker's own report: a negative or absurd cost (past what
+		// the attempt's row holds, which would fail the node's commit and
+		// run the agent again) counts as not reported.
+		e.logger.WarnContext(ctx, "an executor reported a cost out of range; recorded as none", slog.String("run", run.ID), slog.String("node", a.NodeID), slog.Float64("cost_usd", res.cost))
+		res.cost = 0
+	}
 	if res.session == "" {
 		res.session = saved
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 
@@ -338,15 +337,4 @@ func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {
 		return *n.Retry
 	}
 	return pipeline.Retry{MaxAttempts: 1}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Cut at a character's start: Postgres refuses text that is not UTF-8.
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -114,6 +114,9 @@ type InstantExecutor struct {
 	// Patch, when set, makes a call's change to its workspace (a git
 	// diff), as a marketplace worker's result carries it.
 	Patch func(req executor.Request) string
+	// Cost, when set, is what a call reports it spent (an agent's own
+	// report, untrusted).
+	Cost func(req executor.Request) float64
 	// Quiet: the session is not reported while the call runs, only in the
 	// result, as an agent that names it at the end (no save mid-node).
 	Quiet bool
@@ -190,6 +193,9 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 	res := executor.Result{Output: out, SessionID: session}
 	if x.Patch != nil {
 		res.Patch = x.Patch(req)
+	}
+	if x.Cost != nil {
+		res.CostUSD = x.Cost(req)
 	}
 	return res, nil
 }

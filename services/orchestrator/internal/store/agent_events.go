@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/pgtext"
+	"github.com/meshwork/meshwork/pkg/textcut"
 )
 
 // AgentEvent is a stored event of a node's agent: the API's type (package
@@ -84,10 +86,8 @@ func scanAgentEvent(r pgx.CollectableRow) (AgentEvent, error) {
 	return e, nil
 }
 
-// clip cuts s to at most n bytes of valid UTF-8.
+// clip cuts s to at most n bytes of valid UTF-8 without NUL (which
+// Postgres refuses in text and in jsonb alike).
 func clip(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-	}
-	return strings.ToValidUTF8(s, "")
+	return textcut.Clip(pgtext.Scrub(strings.ToValidUTF8(s, "\uFFFD")), n, "")
 }

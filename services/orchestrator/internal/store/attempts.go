@@ -15,10 +15,12 @@ import (
 // node_attempts rows hold it.
 type Attempt = api.Attempt
 
-// InsertAttempt records a finished attempt.
+// InsertAttempt records a finished attempt. The cost's parameter is cast:
+// beside the 0 of nullif, Postgres would take it for an integer and store
+// $0.73 as nothing and $3.90 as $3.
 func InsertAttempt(ctx context.Context, q Execer, a Attempt) error {
 	_, err := q.Exec(ctx, `INSERT INTO node_attempts (run_id, node_id, iteration, attempt, job_id, replica, status, error, session_id, cost_usd, task, started_at, heartbeat_at, finished_at)
-		VALUES ($1, $2, $3, $4, nullif($5, 0), $6, $7, nullif($8, ''), nullif($9, ''), nullif($10, 0), nullif($11, ''), $12, now(), now())`,
+		VALUES ($1, $2, $3, $4, nullif($5, 0), $6, $7, nullif($8, ''), nullif($9, ''), nullif($10::numeric, 0), nullif($11, ''), $12, now(), now())`,
 		a.RunID, a.NodeID, a.Iteration, a.Attempt, a.JobID, a.Replica, a.Status, a.Error, a.SessionID, a.CostUSD, a.Task, a.StartedAt)
 	return err
 }

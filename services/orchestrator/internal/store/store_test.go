@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
@@ -854,5 +856,45 @@ func TestSendGuardedWaitsForTheRowLock(t *testing.T) {
 	}
 	if r, _ := store.GetRun(b.ctx, b.pool, run.ID); r.Status != runstate.RunCancelled || r.HeadSeq != 0 {
 		t.Errorf("run %s at %d after the refused step; want cancelled at 0", r.Status, r.HeadSeq)
+	}
+}
+
+// An attempt's cost is kept to the cent and beyond, and a run's cost sums
+// its attempts': a cost is rarely a whole number of dollars.
+func TestAttemptCostsKeepTheirCents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := b.newRun(t, store.NewRun{})
+	for i, cost := range []float64{0.73, 3.9, 0} {
+		if err := store.InsertAttempt(b.ctx, b.pool, store.Attempt{RunID: run.ID, NodeID: "one", Iteration: 1, Attempt: i + 1, Replica: "A", Status: "failed", CostUSD: cost, StartedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as, err := store.ListAttempts(b.ctx, b.pool, run.ID)
+	if err != nil || len(as) != 3 || as[0].CostUSD != 0.73 || as[1].CostUSD != 3.9 || as[2].CostUSD != 0 {
+		t.Fatalf("attempts %+v (%v), want costs 0.73, 3.9 and 0", as, err)
+	}
+	costs, err := store.RunCosts(b.ctx, b.pool, []string{run.ID})
+	if err != nil || math.Abs(costs[run.ID]-4.63) > 1e-9 {
+		t.Errorf("run costs %v (%v), want 4.63", costs, err)
+	}
+}
+
+// An agent's event is its own text: a NUL in it (a command the agent ran,
+// a violation quoting one) is stored as a replacement character, not left
+// to fail the insert and lose the event.
+func TestAgentEventWithANulIsKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := b.newRun(t, store.NewRun{})
+	ev := meshtype.AgentEvent{Kind: "pre_tool", Tool: "Bash", Text: "Running cat a\x00b", Decision: &meshtype.ToolDecision{
+		Tool: "Bash", Violations: []meshtype.Violation{{ConstraintID: "commands", Violated: true, Message: "command \"cat a\x00b\" is not allowed"}},
+	}}
+	if err := store.AddAgentEvent(b.ctx, b.pool, run.ID, "one", ev); err != nil {
+		t.Fatalf("AddAgentEvent: %v", err)
+	}
+	evs, err := store.ListAgentEventsAfter(b.ctx, b.pool, run.ID, 0)
+	if err != nil || len(evs) != 1 || evs[0].Text != "Running cat a\uFFFDb" || evs[0].Decision == nil || len(evs[0].Decision.Violations) != 1 || !strings.Contains(evs[0].Decision.Violations[0].Message, "a\uFFFDb") {
+		t.Fatalf("events %+v (%v)", evs, err)
 	}
 }

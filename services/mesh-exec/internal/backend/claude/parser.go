@@ -3,6 +3,7 @@ package claude
 import (
 	"bytes"
 
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
 
@@ -208,4 +209,4 @@ func (p *parser) modified() []string {
 }
 
 // truncate cuts s to at most max bytes, marking the cut.
-func truncate(s string, max int) string { return backend.Clip(s, max, "…[truncated]") }
+func truncate(s string, max int) string { return textcut.Clip(s, max, "…[truncated]") }
