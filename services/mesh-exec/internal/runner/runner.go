@@ -8,6 +8,7 @@ package runner
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,9 @@ type Outcome struct {
 	Duration time.Duration
 	// Stopped says why the run was stopped early: "timeout", "canceled", or "".
 	Stopped string
+	// SkippedLines counts the output lines longer than MaxLine, which the
+	// parser never saw.
+	SkippedLines int
 }
 
 // scrubbed drops the variables an agent must not inherit.
@@ -111,9 +115,9 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	cmd.Stdin = nil // /dev/null
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cfg.Credential}
 	procgroup.Lead(cmd)
-	// Our own pipe rather than StdoutPipe: the run ends when the agent
+	// Our own channel rather than StdoutPipe: the run ends when the agent
 	// process exits, not when every process holding its stdout has.
-	stdout, stdoutW, err := os.Pipe()
+	stdout, stdoutW, err := outputChannel()
 	if err != nil {
 		return backend.Result{}, Outcome{}, err
 	}
@@ -167,10 +171,8 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 
 	parser := b.NewParser(req)
 	var partial strings.Builder
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), r.cfg.MaxLine)
-	for sc.Scan() {
-		for _, ev := range parser.Line(sc.Bytes()) {
+	skipped := eachLine(stdout, r.cfg.MaxLine, func(line []byte) {
+		for _, ev := range parser.Line(line) {
 			if ev.Kind == backend.KindText && partial.Len() < 1<<20 {
 				partial.WriteString(ev.Text)
 			}
@@ -178,10 +180,7 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 				onEvent(ev)
 			}
 		}
-	}
-	// Drain what the scanner refused (an over-long line) so the agent is not
-	// blocked writing to a full pipe.
-	_, _ = io.Copy(io.Discard, stdout)
+	})
 	waitErr := <-waited
 	close(exited)
 
@@ -192,6 +191,7 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 	stopMu.Lock()
 	out.Stopped = stopped
 	stopMu.Unlock()
+	out.SkippedLines = skipped
 	var exitErr *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
 		return backend.Result{}, out, fmt.Errorf("running %s: %w", b.Name(), waitErr)
@@ -209,4 +209,61 @@ func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request
 		res.DurationMS = out.Duration.Milliseconds()
 	}
 	return res, out, nil
+}
+
+// outputChannel makes the agent's stdout: a socket pair, not a pipe. The
+// agent's own commands run as its user, and a pipe can be opened again by
+// any process of that user through /proc/<agent>/fd/1, which would let a
+// command the agent runs write events of its choosing (a result with its
+// own cost, a hook's answer) into the stream; a socket cannot be opened
+// that way. The reading end is non-blocking, so that its read can be given
+// a deadline.
+func outputChannel() (r, w *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("making the agent's output channel: %w", err)
+	}
+	// Nothing flows back to the agent: its end only writes.
+	_ = syscall.Shutdown(fds[0], syscall.SHUT_WR)
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		_ = syscall.Close(fds[0])
+		_ = syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("making the agent's output channel: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "agent stdout"), os.NewFile(uintptr(fds[1]), "agent stdout (agent's end)"), nil
+}
+
+// eachLine calls each with every line r holds (without its end of line),
+// until r ends or fails. A line longer than max is skipped, not the end of
+// the reading: the lines after it (the run's result among them) are still
+// read. It returns how many lines it skipped.
+func eachLine(r io.Reader, max int, each func([]byte)) (skipped int) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max+1 { // +1: the newline
+				tooLong, line = true, line[:0]
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // the same line goes on
+		}
+		ended := err == nil // by its newline
+		switch {
+		case tooLong:
+			skipped++
+		case ended || len(line) > 0:
+			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+			each(line)
+		}
+		line, tooLong = line[:0], false
+		if !ended {
+			return skipped
+		}
+	}
 }

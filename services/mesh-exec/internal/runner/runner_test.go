@@ -73,3 +73,29 @@ func TestEnvironmentIsScrubbed(t *testing.T) {
 		t.Errorf("environment: %q %v", res.Output, err)
 	}
 }
+
+// The agent's commands run as its user: one that opens the agent's stdout
+// again through /proc, to write events of its own into the stream, cannot.
+func TestAgentOutputCannotBeOpenedAgain(t *testing.T) {
+	t.Parallel()
+	r := runner.New(runner.Config{})
+	// The command's own output goes nowhere; it writes to the agent's
+	// stdout by name.
+	script := `agent=$$; sh -c "echo forged > /proc/$agent/fd/1" >/dev/null 2>&1 & wait; echo real`
+	res, out, err := r.Run(context.Background(), shellAgent{script}, backend.Request{Repository: os.TempDir()}, nil)
+	if err != nil || res.Output != "real" || out.ExitCode != 0 {
+		t.Errorf("run: output %q, %+v, %v; want only the agent's own line", res.Output, out, err)
+	}
+}
+
+// A line past MaxLine is skipped, and the lines after it (where the run's
+// result comes) are still read.
+func TestAnOverLongLineIsSkipped(t *testing.T) {
+	t.Parallel()
+	r := runner.New(runner.Config{MaxLine: 1024})
+	script := `echo before; head -c 200000 /dev/zero | tr '\0' a; echo; printf 'after\r\nlast'`
+	res, out, err := r.Run(context.Background(), shellAgent{script}, backend.Request{Repository: os.TempDir()}, nil)
+	if err != nil || res.Output != "before\nafter\nlast" || out.SkippedLines != 1 {
+		t.Errorf("run: output %q, %d lines skipped, %v; want the lines around the long one, and one skipped", res.Output, out.SkippedLines, err)
+	}
+}

@@ -308,7 +308,8 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 		ToolCalls: res.ToolDecisions,
 	}}
 	s.logger.InfoContext(ctx, "agent run finished", slog.String("backend", name), slog.String("session", res.SessionID),
-		slog.Bool("is_error", res.IsError), slog.Int64("duration_ms", res.DurationMS), slog.String("stopped", out.Stopped))
+		slog.Bool("is_error", res.IsError), slog.Int64("duration_ms", res.DurationMS), slog.String("stopped", out.Stopped),
+		slog.Int("skipped_lines", out.SkippedLines))
 	prog.stop() // no heartbeat after the count below
 	if res.IsError {
 		// The structured result still carries the session and the partial
