@@ -27,7 +27,7 @@ while :; do
     exit 0
   fi
   if ((SECONDS >= deadline)); then
-    echo "wait-healthy: not healthy after ${2:-180} s: ${waiting[*]}; their logs: docker logs <container>" >&2
+    echo "wait-healthy: not healthy after ${2:-180} s: ${waiting[*]}" >&2
     exit 1
   fi
   sleep 1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -96,20 +97,43 @@ func ErrorResult(e *Error) *mcp.CallToolResult {
 
 // ErrorMiddleware is a server's receiving middleware that gives the error
 // result of a tool, when its handler returned an *Error (the SDK turns it
-// into text alone), the error's code in the structured content. Results
-// that already carry structured content are left as they are.
+// into text alone), the error's code in the structured content. Arguments
+// the SDK refused against the tool's input schema, before any handler ran,
+// are reported as invalid_argument the same way. Results that already carry
+// structured content are left as they are.
 func ErrorMiddleware() mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			res, err := next(ctx, method, req)
 			if tr, ok := res.(*mcp.CallToolResult); ok && err == nil && tr.IsError && tr.StructuredContent == nil {
-				if e, ok := AsError(tr.GetError()); ok {
+				e, ok := AsError(tr.GetError())
+				if !ok {
+					e, ok = schemaRefusal(ResultText(tr))
+				}
+				if ok {
 					tr.StructuredContent = errorContent{Error: e}
+					tr.Content = []mcp.Content{&mcp.TextContent{Text: e.Message}}
 				}
 			}
 			return res, err
 		}
 	}
+}
+
+// schemaRefusal reads the SDK's refusal of a call's arguments (its text
+// starts "validating "arguments": validating root: ") as an invalid_argument
+// error, said without the validator's framing: "journey_id: type: 42 has
+// type "integer", want "string"".
+func schemaRefusal(text string) (*Error, bool) {
+	rest, ok := strings.CutPrefix(text, `validating "arguments": `)
+	if !ok {
+		return nil, false
+	}
+	rest = strings.TrimPrefix(rest, "validating root: ")
+	if p, r, found := strings.Cut(rest, "validating /properties/"); found && p == "" {
+		rest = r
+	}
+	return &Error{Code: CodeInvalidArgument, Message: "the arguments do not match the tool's input schema: " + rest}, true
 }
 
 // ErrorOf returns the error a tool result reports, for clients: its code

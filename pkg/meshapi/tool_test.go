@@ -3,6 +3,7 @@ package meshapi
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -80,6 +81,52 @@ func TestHTTPStatus(t *testing.T) {
 	} {
 		if got := HTTPStatus(code); got != want {
 			t.Errorf("HTTPStatus(%s) = %d, want %d", code, got, want)
+		}
+	}
+}
+
+// Arguments the SDK refuses against the input schema, before any handler
+// runs, reach the client as invalid_argument in the structured content,
+// as a handler's own errors do.
+func TestErrorMiddlewareCodesSchemaRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "v"}, nil)
+	srv.AddReceivingMiddleware(ErrorMiddleware())
+	type in struct {
+		JourneyID string `json:"journey_id"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "get"}, func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, struct{}, error) {
+		return nil, struct{}{}, Errorf(CodeNotFound, "no journey %q", a.JourneyID)
+	})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		code Code
+		says string
+	}{
+		{"a number for a string", map[string]any{"journey_id": 42}, CodeInvalidArgument, `journey_id: type: 42 has type "integer", want "string"`},
+		{"a required field missing", map[string]any{}, CodeInvalidArgument, "journey_id"},
+		{"the handler's own error", map[string]any{"journey_id": "j"}, CodeNotFound, `no journey "j"`},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get", Arguments: tc.args})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		e, ok := ErrorOf(res)
+		if !ok || e.Code != tc.code || !strings.Contains(e.Message, tc.says) || ResultText(res) != e.Message {
+			t.Errorf("%s: %+v (text %q), want %s saying %q", tc.name, e, ResultText(res), tc.code, tc.says)
 		}
 	}
 }

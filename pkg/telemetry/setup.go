@@ -93,8 +93,13 @@ func NewRegistry() *prometheus.Registry {
 // sets another bound.
 func Setup(ctx context.Context, cfg Config) (stop func(), err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
+	switch v := os.Getenv("OTEL_SDK_DISABLED"); {
+	case strings.EqualFold(v, "true"):
 		return func() {}, nil
+	case v != "" && !strings.EqualFold(v, "false"):
+		// The specification reads anything else as false; a "yes" or a "1"
+		// meant to turn telemetry off would leave it on without a word.
+		return nil, fmt.Errorf("OTEL_SDK_DISABLED=%q is not a boolean: use true or false", v)
 	}
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"} {
 		if p := os.Getenv(name); p != "" && p != "http/protobuf" {

@@ -70,6 +70,26 @@ func TestSetupRefusesGRPC(t *testing.T) {
 	}
 }
 
+// OTEL_SDK_DISABLED takes true or false: anything else is refused, not read
+// as false (telemetry on) without a word.
+func TestSetupRefusesAMalformedDisabled(t *testing.T) {
+	for _, v := range []string{"yes", "1", "off"} {
+		t.Setenv("OTEL_SDK_DISABLED", v)
+		_, err := telemetry.Setup(context.Background(), telemetry.Config{ServiceName: "x"})
+		if err == nil || !strings.Contains(err.Error(), "OTEL_SDK_DISABLED") || !strings.Contains(err.Error(), "not a boolean") {
+			t.Errorf("OTEL_SDK_DISABLED=%s: %v, want a refusal naming the setting", v, err)
+		}
+	}
+	for _, v := range []string{"TRUE", "true"} {
+		t.Setenv("OTEL_SDK_DISABLED", v)
+		if stop, err := telemetry.Setup(context.Background(), telemetry.Config{ServiceName: "x"}); err != nil {
+			t.Errorf("OTEL_SDK_DISABLED=%s: %v", v, err)
+		} else {
+			stop()
+		}
+	}
+}
+
 // Attribute values are bounded by default, and a failed span's message too:
 // both may carry a client's or an agent's text.
 func TestSpansAreBounded(t *testing.T) {

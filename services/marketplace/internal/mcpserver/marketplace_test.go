@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/dockertest"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 
@@ -205,7 +206,9 @@ func TestBadInput(t *testing.T) {
 		"unknown action type":  {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "format", "target": "a"}}, `unknown type "format"`},
 		"unknown action field": {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "read", "target": "a", "mode": "x"}}, "unknown field"},
 		"case-smuggled field":  {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "read", "target": "a", "Target": "../b"}}, "differ only in case"},
-		"unknown argument":     {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "list"}, "extra": 1}, "no other fields"},
+		"unknown argument":     {"execute_in_worker", map[string]any{"journey_id": "j", "action": map[string]any{"type": "list"}, "extra": 1}, `unknown field "extra": arguments are {journey_id, action}`},
+		"journey id a number":  {"execute_in_worker", map[string]any{"journey_id": 42, "action": map[string]any{"type": "list"}}, "journey_id: want a string, got a JSON number"},
+		"spawn id a number":    {"spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": 42}, `journey_id: type: 42 has type "integer", want "string"`},
 		"action not an object": {"execute_in_worker", map[string]any{"journey_id": "j", "action": "read README.md"}, "malformed action"},
 		"unknown journey":      {"execute_in_worker", execArgs("nope", map[string]any{"type": "list"}), `no journey "nope"`},
 		"bad stop mode":        {"stop_worker", map[string]any{"journey_id": "j", "workspace": "shred"}, `workspace "shred"`},
@@ -217,6 +220,10 @@ func TestBadInput(t *testing.T) {
 		if !r.isError || !strings.Contains(r.text, tc.want) {
 			t.Errorf("%s: got isError=%v %q, want an error containing %q", name, r.isError, r.text, tc.want)
 		}
+	}
+	// A type the input schema refuses comes with its code, as every error.
+	if r := call(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": 42}); errorCode(r) != string(meshapi.CodeInvalidArgument) {
+		t.Errorf("a number for journey_id: %+v, want invalid_argument", r)
 	}
 	// Nothing changed: one journey, still active, no action executed.
 	st := must(t, cs, "get_worker_state", map[string]any{"journey_id": "j"})

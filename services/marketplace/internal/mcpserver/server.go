@@ -8,8 +8,10 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/go-json-experiment/json"
@@ -25,6 +27,30 @@ import (
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/journeys"
 )
+
+// executeArgumentsError says what is wrong with execute_in_worker's
+// arguments in the client's terms (a field, the JSON it holds), not the
+// decoder's (a Go type).
+func executeArgumentsError(err error) string {
+	const want = "arguments are {journey_id, action} with no other fields"
+	var se *json.SemanticError
+	if errors.As(err, &se) {
+		field := strings.TrimPrefix(string(se.JSONPointer), "/")
+		switch {
+		case se.Err != nil && strings.Contains(se.Err.Error(), "unknown"):
+			return fmt.Sprintf("unknown field %q: %s", field, want)
+		case field == "journey_id" && se.JSONKind != 0:
+			return fmt.Sprintf("journey_id: want a string, got a JSON %s", se.JSONKind)
+		case field == "" && se.JSONKind != 0:
+			return fmt.Sprintf("want an object, got a JSON %s: %s", se.JSONKind, want)
+		}
+	}
+	var syn *jsontext.SyntacticError
+	if errors.As(err, &syn) {
+		return "arguments are not valid JSON: " + syn.Err.Error()
+	}
+	return want + ": " + err.Error()
+}
 
 // MaxExecuteArguments bounds execute_in_worker's arguments (the action plus
 // the journey id), before anything is decoded.
@@ -223,10 +249,7 @@ func (h *handlers) execute(ctx context.Context, req *mcp.CallToolRequest) (res *
 	}
 	if err := json.Unmarshal(raw, &in, json.RejectUnknownMembers(true)); err != nil {
 		//nolint:nilerr // bad arguments are a tool result with isError
-		return h.failure(ctx, meshapi.ToolExecuteInWorker, &journeys.Error{
-			Code:    journeys.CodeInvalidArgument,
-			Message: "arguments must be {journey_id, action} with no other fields: " + err.Error(),
-		}), nil
+		return h.failure(ctx, meshapi.ToolExecuteInWorker, &journeys.Error{Code: journeys.CodeInvalidArgument, Message: executeArgumentsError(err)}), nil
 	}
 	if in.JourneyID == "" || len(in.Action) == 0 {
 		return h.failure(ctx, meshapi.ToolExecuteInWorker, &journeys.Error{Code: journeys.CodeInvalidArgument, Message: "journey_id and action are required"}), nil
