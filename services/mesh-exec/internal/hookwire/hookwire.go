@@ -143,11 +143,19 @@ func Listen() (net.Listener, string, error) {
 	return ln, addr, nil
 }
 
+// maxServing bounds the events Serve reads at once: anything in the
+// container can connect, and each event may hold up to MaxEvent bytes. The
+// CLI asks about one tool call at a time, or a few at once; an event past
+// the bound waits its turn (its decision takes milliseconds).
+const maxServing = 8
+
 // Serve answers events on ln until it is closed: one event a connection,
 // the client writing the event and closing its side, the server writing
 // the answer as JSON.
 func Serve(ln net.Listener, answer func(event []byte) Answer) error {
+	serving := make(chan struct{}, maxServing)
 	for {
+		serving <- struct{}{}
 		c, err := ln.Accept()
 		if errors.Is(err, net.ErrClosed) {
 			return nil
@@ -156,6 +164,7 @@ func Serve(ln net.Listener, answer func(event []byte) Answer) error {
 			return err
 		}
 		go func() {
+			defer func() { <-serving }()
 			defer func() { _ = c.Close() }()
 			_ = c.SetDeadline(time.Now().Add(askTimeout))
 			event, err := ReadEvent(c)

@@ -1,12 +1,14 @@
 package jsonstream
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -674,5 +676,34 @@ func TestFakeFailures(t *testing.T) {
 				t.Errorf("Output = %q, want the CLI's own message (%q)", p.Result.Output, f.unknownSessionOutput)
 			}
 		})
+	}
+}
+
+// OpenCode's output is the agent's: however many and however long its text
+// parts and errors, the parser keeps a bounded answer (the step's end) and
+// a bounded failure.
+func TestOpenCodeKeepsBoundedText(t *testing.T) {
+	t.Parallel()
+	part := strings.Repeat("x", 512<<10)
+	p := New(OpenCode(), "").NewParser(backend.Request{})
+	p.Line([]byte(`{"type":"step_start","sessionID":"ses_1"}`))
+	for i := range 20 { // 10 MiB
+		b, _ := json.Marshal(map[string]any{"type": "text", "sessionID": "ses_1", "part": map[string]any{"type": "text", "text": part + strconv.Itoa(i)}})
+		p.Line(b)
+	}
+	p.Line([]byte(`{"type":"step_finish","sessionID":"ses_1","part":{"type":"step-finish"}}`))
+	res := p.Finish(0, "")
+	if len(res.Output) > maxStepBytes+len(part)+100 || !strings.HasSuffix(res.Output, "19") {
+		t.Errorf("an answer of 10 MiB of parts kept %d bytes, ending %q; want at most about %d, the last part's", len(res.Output), res.Output[max(0, len(res.Output)-10):], maxStepBytes)
+	}
+
+	p = New(OpenCode(), "").NewParser(backend.Request{})
+	for range 2 * maxErrors {
+		b, _ := json.Marshal(map[string]any{"type": "error", "sessionID": "ses_1", "error": map[string]any{"name": "E", "data": map[string]any{"message": part[:64<<10]}}})
+		p.Line(b)
+	}
+	res = p.Finish(1, "")
+	if bound := maxErrors * (maxErrorText + len("…") + 1); !res.IsError || len(res.Output) > bound {
+		t.Errorf("%d errors of 64 KiB: is_error %v, a failure of %d bytes; want at most %d", 2*maxErrors, res.IsError, len(res.Output), bound)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/cliout"
 )
@@ -139,9 +140,10 @@ type opencodeToolState struct {
 var opencodeEditTools = map[string]bool{"write": true, "edit": true, "multiedit": true, "patch": true}
 
 type opencodeDecoder struct {
-	step   []string // text of the current step
-	answer string   // text of the last step that had any
-	errors []string
+	step      []string // text of the current step
+	stepBytes int      // the length of step's texts together
+	answer    string   // text of the last step that had any
+	errors    []string
 }
 
 func (d *opencodeDecoder) Decode(r *Run, line []byte) []backend.Event {
@@ -153,16 +155,18 @@ func (d *opencodeDecoder) Decode(r *Run, line []byte) []backend.Event {
 	out := r.NameSession(ev.SessionID)
 	switch ev.Type {
 	case "step_start":
-		d.step = d.step[:0]
+		d.step, d.stepBytes = d.step[:0], 0
 	case "text":
 		if ev.Part == nil || ev.Part.Text == "" {
 			break
 		}
-		if len(d.step) >= maxStepParts {
-			// Bounded, keeping the end: the conclusion comes last.
+		d.step = append(d.step, ev.Part.Text)
+		d.stepBytes += len(ev.Part.Text)
+		// Bounded, keeping the end: the conclusion comes last.
+		for len(d.step) > 1 && (len(d.step) > maxStepParts || d.stepBytes > maxStepBytes) {
+			d.stepBytes -= len(d.step[0])
 			d.step = slices.Delete(d.step, 0, 1)
 		}
-		d.step = append(d.step, ev.Part.Text)
 		out = append(out, backend.Event{Kind: backend.KindText, Text: ev.Part.Text})
 	case "tool_use":
 		if ev.Part == nil || ev.Part.Tool == "" {
@@ -174,7 +178,7 @@ func (d *opencodeDecoder) Decode(r *Run, line []byte) []backend.Event {
 		r.Ended = true
 		if len(d.step) > 0 {
 			d.answer = strings.Join(d.step, "\n")
-			d.step = d.step[:0]
+			d.step, d.stepBytes = d.step[:0], 0
 		}
 		if ev.Part != nil {
 			r.AddCost(ev.Part.Cost)
@@ -188,10 +192,11 @@ func (d *opencodeDecoder) Decode(r *Run, line []byte) []backend.Event {
 		if msg == "" {
 			break
 		}
-		if len(d.errors) < 100 {
+		msg = textcut.Clip(msg, maxErrorText, "…")
+		if len(d.errors) < maxErrors {
 			d.errors = append(d.errors, msg)
 		}
-		r.Failure = strings.Join(d.errors, "\n")
+		r.Failed = true // the errors are joined once, in Finish
 		if name != "" {
 			r.ErrorName = name
 		}
@@ -203,11 +208,24 @@ func (d *opencodeDecoder) Decode(r *Run, line []byte) []backend.Event {
 	return out
 }
 
-// maxStepParts bounds the text parts of a step kept for the answer.
-const maxStepParts = 10000
+// Bounds on what the decoder keeps of the CLI's output: the text parts of
+// a step (their number and their bytes together) for the answer, and the
+// errors it reported.
+const (
+	maxStepParts = 10000
+	maxStepBytes = 4 << 20
+	maxErrors    = 100
+	maxErrorText = 4 << 10
+)
 
-// Finish sets the answer, from the parts kept (joined once, here).
-func (d *opencodeDecoder) Finish(r *Run) { r.Answer = d.finalText() }
+// Finish sets the answer, from the parts kept, and the failure, from the
+// errors kept (each joined once, here).
+func (d *opencodeDecoder) Finish(r *Run) {
+	r.Answer = d.finalText()
+	if len(d.errors) > 0 {
+		r.Failure = strings.Join(d.errors, "\n")
+	}
+}
 
 // finalText is the answer: the last step's text, or the text after the last
 // step_finish of a run cut short mid-step.
