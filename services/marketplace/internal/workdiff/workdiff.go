@@ -26,6 +26,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/unidiff"
@@ -46,6 +47,10 @@ type Options struct {
 	// count, the base's side of deleted and modified files, is in it too.
 	// Defaults to 128 MiB.
 	MaxPatchBytes int64
+	// MaxNameBytes bounds the export's paths together, each of which the
+	// diff holds too (one is at most gate.MaxPathLen bytes). Defaults to
+	// 64 MiB.
+	MaxNameBytes int
 }
 
 // ErrTooLarge is returned when the changed files pass MaxChangedBytes.
@@ -68,6 +73,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxPatchBytes <= 0 {
 		o.MaxPatchBytes = 128 << 20
+	}
+	if o.MaxNameBytes <= 0 {
+		o.MaxNameBytes = 64 << 20
 	}
 	return o
 }
@@ -122,6 +130,7 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 	private := map[string]bool{}
 	links := map[string]string{} // the workspace's symbolic links, to their targets
 	budget := opts.MaxChangedBytes
+	names := 0         // the paths' bytes so far
 	var scratch []byte // hashFile's
 	tr := tar.NewReader(workspace)
 	for entries := 1; ; entries++ {
@@ -141,6 +150,12 @@ func Compute(base *bases.Base, workspace io.Reader, opts Options) (*Change, erro
 		}
 		if path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") || strings.HasPrefix(name, "/") {
 			return nil, fmt.Errorf("the workspace export holds the name %q, which is not a path inside the workspace", hdr.Name)
+		}
+		if len(name) > gate.MaxPathLen {
+			return nil, fmt.Errorf("%w: the path %q… is %d bytes; the limit is %d", ErrTooLarge, name[:64], len(name), gate.MaxPathLen)
+		}
+		if names += len(name); names > opts.MaxNameBytes {
+			return nil, fmt.Errorf("%w: the workspace's paths pass %d bytes together", ErrTooLarge, opts.MaxNameBytes)
 		}
 		if Private(name) {
 			if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA { //nolint:staticcheck // what older engines write

@@ -394,11 +394,11 @@ func TestBoundsBeforeReading(t *testing.T) {
 	if err := tw.WriteHeader(&tar.Header{Name: "sparse.img", Typeflag: tar.TypeReg, Size: 1 << 40, Mode: 0o644}); err != nil {
 		t.Fatal(err)
 	}
-	files := func(n int, link string) io.Reader {
+	named := func(n int, pattern, link string) io.Reader {
 		var buf bytes.Buffer
 		tw := tar.NewWriter(&buf)
 		for i := range n {
-			if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("f%d", i), Typeflag: tar.TypeReg, Mode: 0o644}); err != nil {
+			if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf(pattern, i), Typeflag: tar.TypeReg, Mode: 0o644}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -410,6 +410,7 @@ func TestBoundsBeforeReading(t *testing.T) {
 		_ = tw.Close()
 		return &buf
 	}
+	files := func(n int, link string) io.Reader { return named(n, "f%d", link) }
 	for _, tt := range []struct {
 		name string
 		tar  io.Reader
@@ -419,6 +420,8 @@ func TestBoundsBeforeReading(t *testing.T) {
 		{"a terabyte file", &huge, workdiff.Options{}, `"sparse.img" (1099511627776 bytes)`},
 		{"too many entries", files(5, ""), workdiff.Options{MaxEntries: 3}, "more than 3 files and directories"},
 		{"a long link target", files(1, strings.Repeat("a/", 100)+"b"), workdiff.Options{MaxChangedBytes: 100}, "the links' targets"},
+		{"a path past the gate's limit", named(1, strings.Repeat("d/", 2100)+"f%d", ""), workdiff.Options{}, "bytes; the limit is 4096"},
+		{"paths too long together", named(20, strings.Repeat("d/", 20)+"f%d", ""), workdiff.Options{MaxNameBytes: 500}, "paths pass 500 bytes together"},
 	} {
 		_, err := workdiff.Compute(base, tt.tar, tt.opts)
 		if !errors.Is(err, workdiff.ErrTooLarge) || !strings.Contains(err.Error(), tt.want) {

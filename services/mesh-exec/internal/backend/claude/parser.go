@@ -41,7 +41,6 @@ type parser struct {
 // toolUse is one tool call, as far as its hooks have reported it.
 type toolUse struct {
 	id, name string
-	input    map[string]any
 	decided  bool // its PreToolUse hook answered
 	ran      bool // its PostToolUse or PostToolUseFailure hook answered
 	verb     string
@@ -131,7 +130,9 @@ func (p *parser) toolUse(sessionID string, b block) backend.Event {
 	}
 	var input map[string]any
 	_ = decode(b.Input, &input)
-	p.uses = append(p.uses, &toolUse{id: b.ID, name: b.Name, input: input, verb: backend.ToolVerb(b.Name, input, p.repository)})
+	// The input itself is not kept: a Write's may be megabytes, and only
+	// what the call does, said briefly, is reported.
+	p.uses = append(p.uses, &toolUse{id: b.ID, name: b.Name, verb: backend.ToolVerb(b.Name, input, p.repository)})
 	var detail string
 	if field, ok := fileTools[b.Name]; ok {
 		if path := b.inputString(field); path != "" {
