@@ -154,7 +154,7 @@ func unmarshalError(err error) error {
 			return &Error{Field: field, Msg: "unknown field (fields are " + fieldNames + ")"}
 		}
 		if se.JSONKind != 0 && se.GoType != nil {
-			return &Error{Field: field, Msg: fmt.Sprintf("want %s, got a JSON %s", goKind(se.GoType), se.JSONKind)}
+			return &Error{Field: field, Msg: fmt.Sprintf("want %s, got a JSON %s", goKind(se.GoType), KindName(se.JSONKind))}
 		}
 		return &Error{Field: field, Msg: se.Error()}
 	}
@@ -163,6 +163,21 @@ func unmarshalError(err error) error {
 		return syntaxError(err)
 	}
 	return &Error{Msg: err.Error()}
+}
+
+// KindName names the kind of a JSON value as people say it: "object" and
+// "array" (jsontext says "{" and "["), "boolean", "string", "number",
+// "null".
+func KindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	}
+	return k.String()
 }
 
 // goKind names the JSON a Go type takes: the action and its arguments are

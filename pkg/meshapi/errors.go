@@ -107,8 +107,8 @@ func ErrorMiddleware() mcp.Middleware {
 			res, err := next(ctx, method, req)
 			if tr, ok := res.(*mcp.CallToolResult); ok && err == nil && tr.IsError && tr.StructuredContent == nil {
 				e, ok := AsError(tr.GetError())
-				if !ok {
-					e, ok = schemaRefusal(ResultText(tr))
+				if !ok && tr.GetError() != nil {
+					e, ok = schemaRefusal(tr.GetError().Error())
 				}
 				if ok {
 					tr.StructuredContent = errorContent{Error: e}
@@ -120,10 +120,10 @@ func ErrorMiddleware() mcp.Middleware {
 	}
 }
 
-// schemaRefusal reads the SDK's refusal of a call's arguments (its text
-// starts "validating "arguments": validating root: ") as an invalid_argument
-// error, said without the validator's framing: "journey_id: type: 42 has
-// type "integer", want "string"".
+// schemaRefusal reads the SDK's refusal of a call's arguments (the error it
+// set on the result, which starts "validating "arguments": validating
+// root: ") as an invalid_argument error, said without the validator's
+// framing: "journey_id: type: 42 has type "integer", want "string"".
 func schemaRefusal(text string) (*Error, bool) {
 	rest, ok := strings.CutPrefix(text, `validating "arguments": `)
 	if !ok {

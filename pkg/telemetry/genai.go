@@ -126,7 +126,7 @@ const maxErrorText = 512
 // replaces invalid UTF-8: for untrusted text (agent output, a client's tool
 // name) put on spans and logs.
 func Truncate(s string, n int) string {
-	return textcut.Clip(strings.ToValidUTF8(s, "\uFFFD"), n, "")
+	return textcut.Valid(s, n)
 }
 
 // TraceContext returns the W3C traceparent and tracestate of the span in

@@ -4,7 +4,10 @@
 // Postgres, JSON and span attributes take.
 package textcut
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Clip returns s cut to at most max bytes at the start of a character,
 // followed by mark when it cut anything (the mark is not counted in max).
@@ -17,4 +20,11 @@ func Clip(s string, max int, mark string) string {
 		cut--
 	}
 	return s[:cut] + mark
+}
+
+// Valid returns s as valid UTF-8 (each invalid byte sequence replaced by
+// U+FFFD), cut to at most max bytes: for text that may not be UTF-8 at all,
+// an agent's or a client's.
+func Valid(s string, max int) string {
+	return Clip(strings.ToValidUTF8(s, "\uFFFD"), max, "")
 }

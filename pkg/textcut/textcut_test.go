@@ -29,3 +29,22 @@ func TestClipKeepsUTF8(t *testing.T) {
 		}
 	}
 }
+
+// Valid replaces what is not UTF-8 and then cuts within the bound.
+func TestValid(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"ok", 10, "ok"},
+		{"a\xffb", 10, "a\uFFFDb"},
+		{"a\xffb", 3, "a"}, // U+FFFD is three bytes: it does not fit after a
+		{"日本語", 7, "日本"},
+	} {
+		if got := textcut.Valid(c.s, c.n); got != c.want {
+			t.Errorf("Valid(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}

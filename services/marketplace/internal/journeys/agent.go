@@ -17,6 +17,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
@@ -144,9 +145,9 @@ func parseToolCalls(md map[string]any) []meshtype.ToolDecision {
 	}
 	out := make([]meshtype.ToolDecision, 0, min(len(calls), maxToolCalls))
 	for _, c := range calls[:min(len(calls), maxToolCalls)] {
-		r := meshtype.ToolDecision{Tool: bound(c.Tool, 200), Summary: bound(c.Summary, 1000), Allowed: c.Allowed}
+		r := meshtype.ToolDecision{Tool: textcut.Valid(c.Tool, 200), Summary: textcut.Valid(c.Summary, 1000), Allowed: c.Allowed}
 		for _, v := range c.Violations {
-			r.Violations = append(r.Violations, meshtype.Violation{ConstraintID: bound(v.ConstraintID, 100), Violated: true, Message: bound(v.Message, 4000)})
+			r.Violations = append(r.Violations, meshtype.Violation{ConstraintID: textcut.Valid(v.ConstraintID, 100), Violated: true, Message: textcut.Valid(v.Message, 4000)})
 		}
 		if !r.Allowed && len(r.Violations) == 0 {
 			r.Violations = []meshtype.Violation{{ConstraintID: "agent_gate", Violated: true, Message: "refused by the gate in the worker"}}
@@ -154,14 +155,6 @@ func parseToolCalls(md map[string]any) []meshtype.ToolDecision {
 		out = append(out, r)
 	}
 	return out
-}
-
-// bound cuts s to at most n bytes of valid UTF-8.
-func bound(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-	}
-	return strings.ToValidUTF8(s, "")
 }
 
 // parseUsage reads what an agent run reported in mesh_execute's metadata:

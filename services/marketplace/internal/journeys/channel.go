@@ -14,6 +14,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	meshprogress "github.com/meshwork/meshwork/pkg/progress"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
@@ -101,7 +102,7 @@ func (c *channel) forward(_ context.Context, req *mcp.ProgressNotificationClient
 	p, tally := c.progress, c.tally
 	c.progressMu.Unlock()
 	if p != nil {
-		p(bound(req.Params.Message, maxProgressMessage), req.Params.GetMeta())
+		p(textcut.Valid(req.Params.Message, maxProgressMessage), req.Params.GetMeta())
 		tally.Handled()
 	}
 }

@@ -169,20 +169,29 @@ const maxAuditTarget = 1024
 // auditTarget is what an action's audit row names: its path, or for an
 // exec the command line, each argument quoted as a shell would read it (an
 // exec never goes through one: the quoting only shows where arguments
-// begin and end).
+// begin and end). Only what the bound keeps is quoted: an exec may carry
+// megabytes of arguments, and quoting can make them several times longer.
 func auditTarget(a *meshtype.Action) string {
 	if a.Type != meshtype.ActionExec {
 		return a.Target
 	}
-	words := make([]string, len(a.Command))
+	var b strings.Builder
 	for i, arg := range a.Command {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		whole := len(arg) <= maxAuditTarget
+		arg = textcut.Clip(arg, maxAuditTarget, "")
 		q, err := syntax.Quote(arg, syntax.LangBash)
 		if err != nil { // a NUL byte, which the decoder refuses before this
 			q = strconv.Quote(arg)
 		}
-		words[i] = q
+		b.WriteString(q)
+		if !whole || b.Len() > maxAuditTarget {
+			return textcut.Clip(b.String(), maxAuditTarget, "") + "…"
+		}
 	}
-	return textcut.Clip(strings.Join(words, " "), maxAuditTarget, "…")
+	return b.String()
 }
 
 // toolCall maps an action to the worker's MCP tool and arguments.

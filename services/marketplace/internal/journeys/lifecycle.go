@@ -22,6 +22,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/textcut"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/meshworker"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -137,7 +138,7 @@ func decodeCursor(s string) (listCursor, error) {
 		err = dec.Decode(&c)
 	}
 	if err != nil || c.Created.IsZero() || !meshapi.ValidID(c.ID) {
-		return listCursor{}, invalid("cursor %q is not a next_cursor list_journeys returned", bound(s, 64))
+		return listCursor{}, invalid("cursor %q is not a next_cursor list_journeys returned", textcut.Valid(s, 64))
 	}
 	return c, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/action"
 	"github.com/meshwork/meshwork/pkg/buildinfo"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
@@ -40,9 +41,9 @@ func executeArgumentsError(err error) string {
 		case se.Err != nil && strings.Contains(se.Err.Error(), "unknown"):
 			return fmt.Sprintf("unknown field %q: %s", field, want)
 		case field == "journey_id" && se.JSONKind != 0:
-			return fmt.Sprintf("journey_id: want a string, got a JSON %s", se.JSONKind)
+			return fmt.Sprintf("journey_id: want a string, got a JSON %s", action.KindName(se.JSONKind))
 		case field == "" && se.JSONKind != 0:
-			return fmt.Sprintf("want an object, got a JSON %s: %s", se.JSONKind, want)
+			return fmt.Sprintf("want an object, got a JSON %s: %s", action.KindName(se.JSONKind), want)
 		}
 	}
 	var syn *jsontext.SyntacticError

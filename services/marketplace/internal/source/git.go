@@ -24,6 +24,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"golang.org/x/sys/unix"
 
 	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
@@ -121,7 +122,32 @@ func unreadable(dir string, err error) error {
 	if errors.Is(err, fs.ErrPermission) {
 		return denied("%s cannot be read by the marketplace (permission denied): make the repository readable to every user, e.g. chmod -R a+rX on it", dir)
 	}
-	return notFound("%s is not a git repository", dir)
+	return notFound("%s is not a git repository: %v", dir, err)
+}
+
+// firstUnreadable returns a file or directory of gitDir that the
+// marketplace may not read, or "". go-git reports such a denial as no
+// repository, no such ref or a missing object, which sends a user looking
+// for the wrong fix; so when reading a repository fails, this looks for the
+// likelier cause, over at most maxScan entries.
+func firstUnreadable(gitDir string) string {
+	const maxScan = 200_000
+	found, seen := "", 0
+	_ = filepath.WalkDir(gitDir, func(p string, e fs.DirEntry, err error) error {
+		if seen++; seen > maxScan {
+			return filepath.SkipAll
+		}
+		mode := uint32(unix.R_OK)
+		if err == nil && e.IsDir() {
+			mode |= unix.X_OK
+		}
+		if err != nil || (e.Type()&fs.ModeSymlink == 0 && unix.Access(p, mode) != nil) {
+			found = p
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
 }
 
 func (p *Policy) under(dir string) bool {
@@ -156,6 +182,9 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	st := filesystem.NewStorageWithOptions(osfs.New(gitDir, osfs.WithBoundOS()), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: 1})
 	repo, err := git.Open(st, nil)
 	if err != nil {
+		if firstUnreadable(gitDir) != "" {
+			err = fs.ErrPermission
+		}
 		return plumbing.ZeroHash, unreadable(dir, err)
 	}
 	rev := ref
@@ -164,9 +193,15 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	}
 	h, err := repo.ResolveRevision(plumbing.Revision(rev))
 	if err != nil {
+		if firstUnreadable(gitDir) != "" {
+			return plumbing.ZeroHash, unreadable(dir, fs.ErrPermission)
+		}
 		return plumbing.ZeroHash, notFound("no ref %q in %s", rev, dir)
 	}
 	if err := CopyCommit(st, d, *h, plumbing.ZeroHash); err != nil {
+		if !errors.Is(err, bases.ErrRefused) && firstUnreadable(gitDir) != "" {
+			return plumbing.ZeroHash, unreadable(dir, fs.ErrPermission)
+		}
 		return plumbing.ZeroHash, err
 	}
 	return *h, nil

@@ -244,7 +244,12 @@ func eachLine(r io.Reader, max int, each func([]byte)) (skipped int) {
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if !tooLong {
-			if len(line)+len(chunk) > max+1 { // +1: the newline
+			// The line's end (\n or \r\n) is not counted.
+			content := len(bytes.TrimSuffix(bytes.TrimSuffix(chunk, []byte("\n")), []byte("\r")))
+			if err != nil {
+				content = len(chunk) // the line goes on, or ends without its end
+			}
+			if len(line)+content > max {
 				tooLong, line = true, line[:0]
 			} else {
 				line = append(line, chunk...)

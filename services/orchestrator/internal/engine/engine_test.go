@@ -81,7 +81,6 @@ func TestLinearRun(t *testing.T) {
 	}
 }
 
-// A second run on the same thread resumes each role's own session.
 // What an agent reports it spent is its own word: a cost in range is kept
 // to the cent, and a negative or absurd one (past what an attempt's row
 // holds) is kept as none rather than failing the node's commit, which would
@@ -103,6 +102,7 @@ func TestReportedCosts(t *testing.T) {
 	}
 }
 
+// A second run on the same thread resumes each role's own session.
 func TestThreadResumesSessions(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

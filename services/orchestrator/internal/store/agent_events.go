@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 
@@ -89,5 +88,5 @@ func scanAgentEvent(r pgx.CollectableRow) (AgentEvent, error) {
 // clip cuts s to at most n bytes of valid UTF-8 without NUL (which
 // Postgres refuses in text and in jsonb alike).
 func clip(s string, n int) string {
-	return textcut.Clip(pgtext.Scrub(strings.ToValidUTF8(s, "\uFFFD")), n, "")
+	return textcut.Valid(pgtext.Scrub(s), n)
 }
