@@ -150,6 +150,16 @@ func firstUnreadable(gitDir string) string {
 	return found
 }
 
+// orUnreadable returns err, which reading the repository at dir (its git
+// directory gitDir) failed with, or the permission denial that more likely
+// caused it.
+func orUnreadable(dir, gitDir string, err error) error {
+	if firstUnreadable(gitDir) != "" {
+		return unreadable(dir, fs.ErrPermission)
+	}
+	return err
+}
+
 func (p *Policy) under(dir string) bool {
 	for _, r := range p.Roots {
 		if dir == r || strings.HasPrefix(dir, r+string(filepath.Separator)) {
@@ -182,10 +192,7 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	st := filesystem.NewStorageWithOptions(osfs.New(gitDir, osfs.WithBoundOS()), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: 1})
 	repo, err := git.Open(st, nil)
 	if err != nil {
-		if firstUnreadable(gitDir) != "" {
-			err = fs.ErrPermission
-		}
-		return plumbing.ZeroHash, unreadable(dir, err)
+		return plumbing.ZeroHash, orUnreadable(dir, gitDir, unreadable(dir, err))
 	}
 	rev := ref
 	if rev == "" {
@@ -193,14 +200,11 @@ func (p *Policy) copyLocal(dir, ref string, d *bases.Draft) (plumbing.Hash, erro
 	}
 	h, err := repo.ResolveRevision(plumbing.Revision(rev))
 	if err != nil {
-		if firstUnreadable(gitDir) != "" {
-			return plumbing.ZeroHash, unreadable(dir, fs.ErrPermission)
-		}
-		return plumbing.ZeroHash, notFound("no ref %q in %s", rev, dir)
+		return plumbing.ZeroHash, orUnreadable(dir, gitDir, notFound("no ref %q in %s", rev, dir))
 	}
 	if err := CopyCommit(st, d, *h, plumbing.ZeroHash); err != nil {
-		if !errors.Is(err, bases.ErrRefused) && firstUnreadable(gitDir) != "" {
-			return plumbing.ZeroHash, unreadable(dir, fs.ErrPermission)
+		if !errors.Is(err, bases.ErrRefused) { // a refusal is the content's
+			err = orUnreadable(dir, gitDir, err)
 		}
 		return plumbing.ZeroHash, err
 	}
