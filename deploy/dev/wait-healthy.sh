@@ -28,6 +28,7 @@ while :; do
   fi
   if ((SECONDS >= deadline)); then
     echo "wait-healthy: not healthy after ${2:-180} s: ${waiting[*]}" >&2
+    "$(dirname "$0")/show-unhealthy.sh" "$project"
     exit 1
   fi
   sleep 1

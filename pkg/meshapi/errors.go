@@ -129,10 +129,7 @@ func schemaRefusal(text string) (*Error, bool) {
 	if !ok {
 		return nil, false
 	}
-	rest = strings.TrimPrefix(rest, "validating root: ")
-	if p, r, found := strings.Cut(rest, "validating /properties/"); found && p == "" {
-		rest = r
-	}
+	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "validating root: "), "validating /properties/")
 	return &Error{Code: CodeInvalidArgument, Message: "the arguments do not match the tool's input schema: " + rest}, true
 }
 
