@@ -50,15 +50,40 @@ const (
 // or name them to a command.
 var agentConfigGlobs = []string{"**/.claude", "**/.claude/**", "**/.mcp.json", ".meshwork", ".meshwork/**"}
 
-// agentConfig reports whether a clean workspace path is agent configuration.
+// gitDirGlobs are a repository's git directories: their config can name
+// commands git runs (core.fsmonitor, filters, hooks), and the CLI runs git
+// itself, before any tool call its hooks see. An agent may not write them
+// or name them to a command, but may name them as an option's value
+// (grep --exclude-dir=.git), which is how commands leave them out.
+var gitDirGlobs = []string{"**/.git", "**/.git/**"}
+
+// agentConfig reports whether a clean workspace path is agent
+// configuration: what agentConfigGlobs or gitDirGlobs match.
 func agentConfig(clean string) bool {
+	return matchesAny(agentConfigGlobs, clean) || gitDir(clean)
+}
+
+// gitDir reports whether a clean workspace path is in a git directory.
+func gitDir(clean string) bool { return matchesAny(gitDirGlobs, clean) }
+
+// matchesAny reports whether a clean path matches one of globs, case
+// folded (the workspace may be on a case-insensitive file system).
+func matchesAny(globs []string, clean string) bool {
 	lower := strings.ToLower(clean)
-	for _, g := range agentConfigGlobs {
+	for _, g := range globs {
 		if ok, _ := doublestar.Match(g, lower); ok {
 			return true
 		}
 	}
 	return false
+}
+
+// configKind names what agentConfig matched, for a refusal's message.
+func configKind(clean string) string {
+	if matchesAny(agentConfigGlobs, clean) {
+		return "the agent's own configuration"
+	}
+	return "a git directory, whose config can name commands git runs"
 }
 
 // ToolCall is one tool call an agent is about to make, as the agent CLI's
@@ -190,6 +215,7 @@ func (g *Gate) EvaluateToolCall(call ToolCall, files Files) []meshtype.Violation
 	case "Grep":
 		tc.dir(meshtype.ActionSearch, "path", tc.str("pattern"))
 		tc.pattern(tc.str("glob"))
+		tc.globNamesDenied(tc.str("glob"))
 	case "Bash":
 		tc.bash(tc.str("command"))
 	case "WebFetch":
@@ -246,6 +272,11 @@ func (tc *toolCheck) boolean(key string) bool {
 // directory. Through Files, the path's real location must be in the
 // workspace too, and the globs are checked on both names.
 func (tc *toolCheck) workspacePath(p string) (rel string, real string, ok bool) {
+	return tc.workspacePathFrom(p, tc.cwd)
+}
+
+// workspacePathFrom is workspacePath with relative paths taken from cwd.
+func (tc *toolCheck) workspacePathFrom(p, cwd string) (rel string, real string, ok bool) {
 	if p == "" {
 		tc.c.add(ConstraintPathSafety, fmt.Sprintf("%s needs a path", tc.call.Tool))
 		return "", "", false
@@ -254,11 +285,8 @@ func (tc *toolCheck) workspacePath(p string) (rel string, real string, ok bool) 
 		tc.c.add(ConstraintPathSafety, "path contains a NUL byte")
 		return "", "", false
 	}
-	abs := p
-	if !path.IsAbs(abs) {
-		abs = path.Join(tc.cwd, abs)
-	}
-	abs = path.Clean(abs)
+	joined := join(p, cwd)
+	abs := path.Clean(joined)
 	rel, ok = tc.relative(abs)
 	if !ok {
 		tc.c.add(ConstraintPathSafety, fmt.Sprintf("path %q is outside the workspace %s", p, tc.root))
@@ -272,7 +300,7 @@ func (tc *toolCheck) workspacePath(p string) (rel string, real string, ok bool) 
 	}
 	real = rel
 	if tc.files != nil {
-		r, err := tc.files.RealPath(abs)
+		r, err := tc.files.RealPath(joined)
 		if err != nil {
 			tc.c.add(ConstraintPathSafety, fmt.Sprintf("path %q cannot be resolved: %v", p, err))
 			return "", "", false
@@ -304,8 +332,13 @@ func (tc *toolCheck) action(a meshtype.Action, real string) {
 	if g.readonly && a.Type == meshtype.ActionWrite {
 		tc.c.add(ConstraintReadonly, fmt.Sprintf("worker is read-only: %s may not write %s", tc.call.Tool, a.Target))
 	}
-	if a.Type == meshtype.ActionWrite && (agentConfig(a.Target) || real != "" && agentConfig(real)) {
-		tc.c.add(ConstraintAgentConfig, fmt.Sprintf("%s may not write %s: it is the agent's own configuration", tc.call.Tool, a.Target))
+	if a.Type == meshtype.ActionWrite {
+		switch {
+		case agentConfig(a.Target):
+			tc.c.add(ConstraintAgentConfig, fmt.Sprintf("%s may not write %s: it is %s", tc.call.Tool, a.Target, configKind(a.Target)))
+		case real != "" && agentConfig(real):
+			tc.c.add(ConstraintAgentConfig, fmt.Sprintf("%s may not write %s: through a symbolic link it is %s, %s", tc.call.Tool, a.Target, real, configKind(real)))
+		}
 	}
 	if takesTarget(a.Type) {
 		if a.Target == "." && a.Type != meshtype.ActionList && a.Type != meshtype.ActionSearch {
@@ -358,6 +391,24 @@ func (tc *toolCheck) pattern(p string) {
 	}
 	if slices.Contains(strings.Split(p, "/"), "..") {
 		tc.c.add(ConstraintPathSafety, fmt.Sprintf("pattern %q climbs out of its directory with ..", p))
+	}
+}
+
+// globNamesDenied refuses a Grep whose file glob is itself a denied path
+// (glob ".env" searches every .env): the search root is checked, and the
+// CLI's read rules keep denied files out of a search (agenthook.Settings),
+// but a glob that names them says what the call is for. A glob that only
+// matches them (*.env, .en?) is not caught here; the read rules are what
+// keep those files out.
+func (tc *toolCheck) globNamesDenied(glob string) {
+	if glob == "" {
+		return
+	}
+	for _, p := range []string{glob, path.Base(glob)} {
+		if d, denied := deniedBy(tc.g.denied, path.Clean(p)); denied {
+			tc.c.add(ConstraintDenied, fmt.Sprintf("Grep glob %q names files denied by %q", glob, d))
+			return
+		}
 	}
 }
 
@@ -474,7 +525,10 @@ func (tc *toolCheck) network(what string) {
 // bash checks a Bash script, command by command. A cd changes where the
 // later commands' relative paths point; the split does not follow the
 // shell's control flow, so every path is checked from the agent's working
-// directory and from every directory a cd before it may have entered.
+// directory and from every directory a cd before it may have entered. That
+// set can double with each cd, so it is bounded (maxWorkingDirs), as is the
+// number of paths checked in all (maxPathChecks): a script past either is
+// refused, not checked for longer than the agent's hook waits.
 func (tc *toolCheck) bash(script string) {
 	cmds, err := SplitShell(script)
 	if err != nil {
@@ -482,12 +536,18 @@ func (tc *toolCheck) bash(script string) {
 		return
 	}
 	cwds := []string{tc.cwd}
+	known := map[string]bool{tc.cwd: true}
+	checks := 0
 	for _, cmd := range cmds {
 		name := cmd.Argv[0]
 		if shellBuiltins[name] {
 			tc.g.checkRules(&meshtype.Action{Type: meshtype.ActionExec, Command: cmd.Argv}, meshtype.JourneyState{}, tc.c)
 		} else {
 			tc.action(meshtype.Action{Type: meshtype.ActionExec, Command: cmd.Argv}, "")
+		}
+		if checks += len(cwds) * (len(cmd.Argv) - 1 + len(cmd.Writes) + len(cmd.Reads)); checks > maxPathChecks {
+			tc.c.add(ConstraintShell, fmt.Sprintf("the script names more than %d paths to check (each from every directory a cd may have entered); split it", maxPathChecks))
+			return
 		}
 		for _, arg := range cmd.Argv[1:] {
 			for _, cwd := range cwds {
@@ -502,31 +562,94 @@ func (tc *toolCheck) bash(script string) {
 				tc.redirect(meshtype.ActionRead, r, cwd)
 			}
 		}
-		if name == "cd" {
-			target := "" // cd alone goes home: outside the workspace
-			if len(cmd.Argv) > 1 {
-				target = cmd.Argv[len(cmd.Argv)-1]
-			}
-			for _, cwd := range slices.Clone(cwds) {
-				abs := tc.resolve(target, cwd)
-				if _, inside := tc.relative(abs); !inside || target == "" {
+		if name != "cd" {
+			continue
+		}
+		target, problem := cdTarget(cmd.Argv)
+		if problem != "" {
+			tc.c.add(ConstraintPathSafety, fmt.Sprintf("%q %s; cd to one directory in the workspace %s", strings.Join(cmd.Argv, " "), problem, tc.root))
+			continue
+		}
+		for _, cwd := range slices.Clone(cwds) {
+			for _, dir := range tc.cdDirs(target, cwd) {
+				if _, inside := tc.relative(dir); !inside {
 					tc.c.add(ConstraintPathSafety, fmt.Sprintf("cd %q leaves the workspace %s", target, tc.root))
 					continue
 				}
-				if !slices.Contains(cwds, abs) {
-					cwds = append(cwds, abs)
+				if !known[dir] {
+					known[dir] = true
+					cwds = append(cwds, dir)
 				}
 			}
+		}
+		if len(cwds) > maxWorkingDirs {
+			tc.c.add(ConstraintShell, fmt.Sprintf("the script's cds may enter more than %d directories; split it", maxWorkingDirs))
+			return
 		}
 	}
 }
 
-// resolve makes p absolute from cwd, cleaned.
-func (tc *toolCheck) resolve(p, cwd string) string {
-	if !path.IsAbs(p) {
-		p = path.Join(cwd, p)
+// The bounds on checking a Bash script.
+const (
+	// maxWorkingDirs bounds the directories a script's cds may have
+	// entered, each of which every later path is checked from.
+	maxWorkingDirs = 64
+	// maxPathChecks bounds the paths checked in all: arguments and
+	// redirections, once from each of those directories.
+	maxPathChecks = 20000
+)
+
+// cdTarget is the directory operand of a cd, as bash reads its arguments:
+// options (-L, -P, -e, -@) first, "--" ending them. No operand goes home,
+// and "-" to the previous directory, which the gate does not follow; bash
+// refuses more than one operand, and an empty one goes nowhere. For those,
+// problem says so.
+func cdTarget(argv []string) (target, problem string) {
+	args := argv[1:]
+	for len(args) > 0 && len(args[0]) > 1 && args[0][0] == '-' {
+		if args[0] == "--" {
+			args = args[1:]
+			break
+		}
+		args = args[1:]
 	}
-	return path.Clean(p)
+	switch {
+	case len(args) == 0:
+		return "", "goes to the home directory, outside the workspace"
+	case len(args) > 1:
+		return "", "names more than one directory"
+	case args[0] == "-":
+		return "", "goes to the previous directory, which the gate does not follow"
+	case args[0] == "":
+		return "", "names no directory"
+	}
+	return args[0], ""
+}
+
+// cdDirs are the directories cd target may enter from cwd: bash's logical
+// cd cleans target's ".." against the path as written; a physical one (cd
+// -P, set -P) resolves the links first. Both are returned when they
+// differ, as the script's options are not followed.
+func (tc *toolCheck) cdDirs(target, cwd string) []string {
+	joined := join(target, cwd)
+	dirs := []string{path.Clean(joined)}
+	if tc.files != nil {
+		if r, err := tc.files.RealPath(joined); err == nil && path.Clean(r) != dirs[0] {
+			dirs = append(dirs, path.Clean(r))
+		}
+	}
+	return dirs
+}
+
+// join makes p absolute from cwd, not cleaned: the kernel follows a
+// symbolic link before a ".." after it applies (l/.. is l's target's
+// parent), so what Files.RealPath resolves is the path as written; the
+// cleaned one is the name the globs see.
+func join(p, cwd string) string {
+	if path.IsAbs(p) {
+		return p
+	}
+	return cwd + "/" + p
 }
 
 // argument checks a command argument that may name a file, as a path or as
@@ -535,7 +658,8 @@ func (tc *toolCheck) resolve(p, cwd string) string {
 // agent configuration: `cat .env` reads what a Read of .env may not.
 func (tc *toolCheck) argument(arg, cwd string) {
 	values := []string{arg}
-	if strings.HasPrefix(arg, "-") {
+	option := strings.HasPrefix(arg, "-")
+	if option {
 		values = nil
 		if i := strings.IndexByte(arg, '='); i >= 0 {
 			values = append(values, arg[i+1:])
@@ -547,37 +671,38 @@ func (tc *toolCheck) argument(arg, cwd string) {
 		if v == "" || v == "-" || strings.IndexByte(v, 0) >= 0 {
 			continue
 		}
-		abs := tc.resolve(v, cwd)
+		joined := join(v, cwd)
+		abs := path.Clean(joined)
 		rel, inside := tc.relative(abs)
 		if !inside {
 			tc.c.add(ConstraintPathSafety, fmt.Sprintf("argument %q names %s, outside the workspace %s", arg, abs, tc.root))
 			continue
 		}
-		tc.namesFile(arg, rel)
+		tc.namesFile(arg, rel, option)
 		if tc.files == nil || rel == "." {
 			continue
 		}
-		if r, err := tc.files.RealPath(abs); err == nil {
+		if r, err := tc.files.RealPath(joined); err == nil {
 			if real, inside := tc.relative(path.Clean(r)); !inside {
 				tc.c.add(ConstraintPathSafety, fmt.Sprintf("argument %q resolves through a symbolic link to %s, outside the workspace", arg, r))
 			} else if real != rel {
-				tc.namesFile(arg, real)
+				tc.namesFile(arg, real, option)
 			}
 		}
 	}
 }
 
 // namesFile refuses an argument that names a denied file or the agent's
-// configuration.
-func (tc *toolCheck) namesFile(arg, rel string) {
+// configuration; a git directory only when it is not an option's value.
+func (tc *toolCheck) namesFile(arg, rel string, optionValue bool) {
 	if rel == "." {
 		return
 	}
 	if p, denied := deniedBy(tc.g.denied, rel); denied {
 		tc.c.add(ConstraintDenied, fmt.Sprintf("argument %q names %s, denied by %q", arg, rel, p))
 	}
-	if agentConfig(rel) {
-		tc.c.add(ConstraintAgentConfig, fmt.Sprintf("argument %q names %s, the agent's own configuration", arg, rel))
+	if matchesAny(agentConfigGlobs, rel) || !optionValue && gitDir(rel) {
+		tc.c.add(ConstraintAgentConfig, fmt.Sprintf("argument %q names %s, %s", arg, rel, configKind(rel)))
 	}
 }
 
@@ -592,7 +717,7 @@ func (tc *toolCheck) redirect(t meshtype.ActionType, target, cwd string) {
 	case t == meshtype.ActionWrite && (target == "/dev/stdout" || target == "/dev/stderr"):
 		return
 	}
-	rel, real, ok := tc.workspacePath(tc.resolve(target, cwd))
+	rel, real, ok := tc.workspacePathFrom(target, cwd)
 	if !ok {
 		return
 	}

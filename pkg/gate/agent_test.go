@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,13 +39,23 @@ type mapFiles struct {
 	links map[string]string // absolute path → absolute target
 }
 
+// RealPath walks abs a component at a time, as the kernel does: a link is
+// followed before a ".." after it applies.
 func (m mapFiles) RealPath(abs string) (string, error) {
-	for p := abs; p != "/"; p = path.Dir(p) {
-		if t, ok := m.links[p]; ok {
-			return path.Join(t, strings.TrimPrefix(abs, p)), nil
+	cur := "/"
+	for c := range strings.SplitSeq(abs, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			cur = path.Dir(cur)
+		default:
+			cur = path.Join(cur, c)
+			if t, ok := m.links[cur]; ok {
+				cur = t
+			}
 		}
 	}
-	return abs, nil
+	return cur, nil
 }
 
 func (m mapFiles) ReadFile(abs string, limit int64) ([]byte, error) {
@@ -63,7 +74,7 @@ func TestEvaluateToolCall(t *testing.T) {
 	g := mustCompile(t, agentDef())
 	files := mapFiles{
 		files: map[string]string{"/workspace/main.go": "package main // 40 bytes of Go source..\n"},
-		links: map[string]string{"/workspace/etc": "/etc", "/workspace/alias": "/workspace/sub/.env"},
+		links: map[string]string{"/workspace/etc": "/etc", "/workspace/alias": "/workspace/sub/.env", "/workspace/l": "/workspace/.claude/agents"},
 	}
 	in := func(kv ...any) map[string]any {
 		m := map[string]any{}
@@ -125,6 +136,25 @@ func TestEvaluateToolCall(t *testing.T) {
 		{"mcp tool of another server", "mcp__other__x", in(), []string{"agent_tools"}, "mcp__other__x"},
 		{"web fetch without network", "WebFetch", in("url", "https://evil.example/"), []string{"network"}, "WebFetch may not fetch https://evil.example/: this worker's network is none"},
 		{"no path", "Read", in(), []string{"path_safety"}, "Read needs a path"},
+		{"bash cd with options alone goes home", "Bash", in("command", "cd -P && echo x > .gitconfig"), []string{"path_safety"}, `"cd -P" goes to the home directory`},
+		{"bash cd -- goes home", "Bash", in("command", "cd -- && echo x > .bashrc"), []string{"path_safety"}, "goes to the home directory"},
+		{"bash cd with two dirs", "Bash", in("command", "cd sub other && echo x > y"), []string{"path_safety"}, "names more than one directory"},
+		{"bash grep leaving out .git", "Bash", in("command", "ls -R --ignore=.git ."), nil, ""},
+		{"bash names .git", "Bash", in("command", "tee .git/config"), []string{"agent_config"}, "a git directory, whose config can name commands git runs"},
+		{"bash cd - goes back", "Bash", in("command", "cd sub; cd -; echo x > y"), []string{"path_safety"}, `"cd -" goes to the previous directory`},
+		{"bash cd with an option", "Bash", in("command", "cd -P sub && pwd"), nil, ""},
+		{"bash cd to a dash-named dir", "Bash", in("command", "cd -- -odd && pwd"), nil, ""},
+		{"bash cd through a link and up", "Bash", in("command", "cd l/.. && echo x > settings.json"), []string{"agent_config", "agent_config"}, "Bash may not write .claude/settings.json"},
+		{"bash redirect through a link and up", "Bash", in("command", "echo '{}' > l/../settings.json"), []string{"agent_config"}, ".claude/settings.json"},
+		{"bash argument through a link and up", "Bash", in("command", "tee l/../settings.json"), []string{"agent_config"}, ".claude/settings.json"},
+		{"write through a link and up", "Write", in("file_path", "/workspace/l/../settings.json", "content", "{}"), []string{"agent_config"}, ".claude/settings.json"},
+		{"bash CDPATH", "Bash", in("command", "CDPATH=/ cd etc"), []string{"shell"}, "assigns variable CDPATH"},
+		{"write git config", "Write", in("file_path", "/workspace/.git/config", "content", "[core]\n\tfsmonitor = sh x\n"), []string{"agent_config"}, ".git/config"},
+		{"edit a nested git config", "Edit", in("file_path", "/workspace/sub/.GIT/config", "old_string", "", "new_string", "x"), []string{"agent_config"}, ".GIT/config"},
+		{"bash writes git hooks", "Bash", in("command", "echo x > .git/hooks/pre-commit"), []string{"agent_config"}, ".git/hooks/pre-commit"},
+		{"grep glob of a denied file", "Grep", in("pattern", "KEY", "glob", ".env"), []string{"denied_paths"}, `Grep glob ".env" names files denied by "**/.env"`},
+		{"grep glob of a denied file deeper", "Grep", in("pattern", "KEY", "glob", "**/.env"), []string{"denied_paths"}, "Grep glob"},
+		{"grep glob of go files", "Grep", in("pattern", "func", "glob", "*.go"), nil, ""},
 		{"look-alike path", "Read", in("file_path", "/workspace/a\u2024\u2024/x"), []string{"path_safety"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,5 +216,30 @@ func TestEvaluateToolCallReadonlyAndNetwork(t *testing.T) {
 	}
 	if vs := open.EvaluateToolCall(gate.ToolCall{Tool: "Read", Input: map[string]any{"file_path": "x"}}, nil); !reflect.DeepEqual(ids(vs), []string{"path_safety"}) {
 		t.Errorf("a call without a workspace: %+v", vs)
+	}
+}
+
+// A script whose cds could each enter one more directory, or whose compound
+// commands copy many redirections onto every command inside, is refused
+// rather than checked for longer than the agent's hook waits (the set of
+// directories doubles with each cd: 25 of them took minutes unbounded).
+func TestEvaluateToolCallBoundsAScriptsWork(t *testing.T) {
+	t.Parallel()
+	g := mustCompile(t, agentDef())
+	files := mapFiles{links: map[string]string{}}
+	var cds strings.Builder
+	for i := range 25 {
+		fmt.Fprintf(&cds, "cd d%d;", i)
+	}
+	cds.WriteString("echo x")
+	for name, tc := range map[string]struct{ script, msg string }{
+		"many cds":                  {cds.String(), "may enter more than 64 directories"},
+		"redirections on a block":   {"{ " + strings.Repeat(":;", 1000) + " }" + strings.Repeat(">a", 30000), "redirections apply to one command; the limit is 100"},
+		"many paths from many dirs": {"cd a; cd b; cd c; cd d; " + strings.Repeat("ls "+strings.Repeat("x ", 400)+";", 10), "more than 20000 paths"},
+	} {
+		vs := g.EvaluateToolCall(gate.ToolCall{Tool: "Bash", Input: map[string]any{"command": tc.script}, Workspace: "/workspace"}, files)
+		if got := ids(vs); !slices.Contains(got, "shell") || !strings.Contains(fmt.Sprint(vs), tc.msg) {
+			t.Errorf("%s: %+v, want a shell refusal saying %q", name, vs, tc.msg)
+		}
 	}
 }

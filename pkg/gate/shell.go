@@ -47,6 +47,10 @@ const (
 	maxShellCommands = 1000
 	// maxShellDepth bounds the nesting of compound commands.
 	maxShellDepth = 100
+	// maxShellRedirects bounds the redirections that apply to one command,
+	// its own and those of the compound commands around it, each of which
+	// is copied onto every command inside.
+	maxShellRedirects = 100
 )
 
 // ErrShellUndecidable is wrapped by every error [SplitShell] returns for a
@@ -151,6 +155,9 @@ func (s *shellSplitter) stmt(st *syntax.Stmt, in redirs, depth int) error {
 	rd, err := s.redirects(st.Redirs)
 	if err != nil {
 		return err
+	}
+	if n := len(in.writes) + len(in.reads) + len(rd.writes) + len(rd.reads); n > maxShellRedirects {
+		return fmt.Errorf("%d redirections apply to one command; the limit is %d", n, maxShellRedirects)
 	}
 	rd = redirs{
 		writes: append(append([]string(nil), in.writes...), rd.writes...),

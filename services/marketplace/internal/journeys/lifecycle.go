@@ -54,7 +54,7 @@ func (m *Manager) State(ctx context.Context, caller, id string) (WorkerState, er
 	if err != nil {
 		return WorkerState{}, err
 	}
-	if j.State.Live() && !m.checkLive(ctx, j) {
+	if j.State == store.StateActive && !m.checkLive(ctx, j) {
 		j.State = store.StateOrphaned
 	}
 	counts, err := m.cfg.Store.ActionCounts(ctx, j.UID)
@@ -184,6 +184,12 @@ type StopRequest = meshapi.StopWorkerIn
 type StopResult = meshapi.StopWorkerOut
 
 // Stop stops a journey's worker and keeps, archives or deletes its workspace.
+//
+// It does not wait for an action on the journey (removing the worker ends
+// it), so a spawn may begin on the journey while it stops: a spawn under
+// way is waited for, and one that begins after the journey was read is
+// noticed when its state is written (Store.StopIf), and the stop goes round
+// again.
 func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (StopResult, error) {
 	mode := req.Workspace
 	if mode == "" {
@@ -192,38 +198,68 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 	if mode != "keep" && mode != "archive" && mode != "delete" && mode != "patch" {
 		return StopResult{}, invalid("workspace %q is not one of keep, archive, patch, delete", req.Workspace)
 	}
-	var res StopResult
-	j, err := m.journey(ctx, caller, req.JourneyID)
-	if err != nil {
-		return StopResult{}, err
+	for range stopRounds {
+		res, raced, err := m.stopOnce(ctx, caller, req.JourneyID, mode)
+		if !raced {
+			return res, err
+		}
 	}
-	if mode == "patch" {
-		// The change is taken, and gated, before anything is removed, and
-		// no action runs until the workspace is gone: the patch is all
-		// there was. A refused change leaves the journey as it was, for the
-		// agent to fix.
+	return StopResult{}, conflict("journey %q was spawned again each time it stopped; stop it again", req.JourneyID)
+}
+
+// stopRounds is how many times Stop goes round when spawns keep beginning
+// on the journey it stops.
+const stopRounds = 3
+
+// stopOnce is one round of Stop; raced is true when a spawn began on the
+// journey after it was read, and the round changed nothing the next one
+// does not do again.
+func (m *Manager) stopOnce(ctx context.Context, caller, id, mode string) (res StopResult, raced bool, err error) {
+	j, err := m.journey(ctx, caller, id)
+	if err != nil {
+		return StopResult{}, false, err
+	}
+	// Under the journey's lock no spawn (and no action) runs. A patch is
+	// taken under it: no action runs until the workspace is gone, so the
+	// patch is all there was. A journey being spawned waits for its spawn
+	// (a spawn cannot be stopped half-way), or was left starting by a
+	// marketplace that died, and then the lock is free.
+	locked := mode == "patch" || j.State == store.StateStarting
+	if locked {
 		unlock, err := m.lockJourney(ctx, j.UID)
 		if err != nil {
-			return StopResult{}, err
+			return StopResult{}, false, err
 		}
 		defer unlock()
+		// The journey the lock is on, as it is now (deleted meanwhile,
+		// perhaps, and its id given to another).
+		if j, err = m.cfg.Store.JourneyByUID(ctx, j.UID); err != nil {
+			return StopResult{}, false, err
+		}
+		if j.State == store.StateDeleted {
+			return StopResult{}, false, notFound("no journey %q", id)
+		}
+	}
+	if mode == "patch" {
+		// A refused change leaves the journey as it was, for the agent to
+		// fix.
 		ch, refusal, base, err := m.change(ctx, caller, j, nil, auditStop)
 		_ = base.Close() // the patch is taken: the base is no longer read
 		if err != nil {
-			return StopResult{}, err
+			return StopResult{}, false, err
 		}
 		if refusal.Refused {
-			return StopResult{JourneyID: j.ID, State: string(j.State), Refusal: refusal}, nil
+			return StopResult{JourneyID: j.ID, State: string(j.State), Refusal: refusal}, false, nil
 		}
 		res.Patch, res.Summary = string(ch.Patch), &ch.Summary
 	}
 	rt, _, err := m.runtimeFor(j.IsolationLevel)
 	if err != nil {
-		return StopResult{}, err
+		return StopResult{}, false, err
 	}
 	h := handle(j)
 	if mode == "archive" && h.Workspace == "" {
-		return StopResult{}, conflict("journey %q has no workspace to archive", j.ID)
+		return StopResult{}, false, conflict("journey %q has no workspace to archive", j.ID)
 	}
 	m.dropChannel(j.UID) // ends the action in flight, if any
 	res.JourneyID = j.ID
@@ -231,7 +267,7 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 		if res.Archive, res.Bytes, res.SHA256, err = m.archive(ctx, rt, j); err != nil {
 			// Nothing removed: the worker and its workspace are still
 			// there (the next action opens a channel again).
-			return StopResult{}, err
+			return StopResult{}, false, err
 		}
 	}
 	// Revoked before the worker goes, so that its address cannot serve
@@ -242,7 +278,7 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 			// The worker may still run: an egress worker gets its way
 			// out back.
 			m.regrantEgress(context.WithoutCancel(ctx), rt, j)
-			return StopResult{}, unavailable("stopping the worker: %v", err)
+			return StopResult{}, false, unavailable("stopping the worker: %v", err)
 		}
 	}
 	// A stopped agent's nested token stops working with it, and its nested
@@ -250,23 +286,37 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 	// either committed before (and is found) or is refused (the parent is
 	// not live).
 	if err := m.cfg.Store.RevokeNested(ctx, j.UID); err != nil {
-		return StopResult{}, err
+		return StopResult{}, false, err
 	}
 	state := store.StateStopped
 	if mode != "keep" {
 		state = store.StateDeleted
+	}
+	if locked {
+		err = m.cfg.Store.SetState(ctx, j.UID, state)
+	} else {
+		var stopped bool
+		if stopped, err = m.cfg.Store.StopIf(ctx, j.UID, state, j.Spawns); err == nil && !stopped {
+			m.logger.InfoContext(ctx, "a spawn began while the journey stopped; stopping it again", slog.String("journey", j.UID.String()))
+			return StopResult{}, true, nil
+		}
+	}
+	if err != nil {
+		return StopResult{}, false, err
+	}
+	if mode != "keep" {
 		m.dropBase(ctx, j)
 	}
-	if err := m.cfg.Store.SetState(ctx, j.UID, state); err != nil {
-		return StopResult{}, err
-	}
+	// The journey is stopped now, whatever becomes of its nested ones: a
+	// nested journey that would not stop is logged, and the stop's result
+	// (a patch among it) still returned.
 	res.Nested, err = m.stopNested(ctx, j, mode)
 	if err != nil {
-		return StopResult{}, err
+		m.logger.WarnContext(ctx, "stopping nested journeys with their parent failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
 	}
 	res.State = string(state)
 	m.logger.InfoContext(ctx, "worker stopped", slog.String("journey", j.UID.String()), slog.String("workspace", mode))
-	return res, nil
+	return res, false, nil
 }
 
 // stopNested stops the live journeys an agent journey spawned (and theirs),
@@ -281,18 +331,23 @@ func (m *Manager) stopNested(ctx context.Context, parent store.Journey, mode str
 	if mode == "delete" || mode == "patch" {
 		childMode = "delete"
 	}
+	// One that fails does not keep the others running: once the parent is
+	// stopped, its nested journeys' caller (its agent) is gone, and nobody
+	// else can stop them.
 	var stopped []string
+	var errs []error
 	for _, n := range nested {
 		if !n.State.Live() && childMode == "keep" {
 			continue
 		}
 		if _, err := m.Stop(ctx, n.Caller, StopRequest{JourneyID: n.ID, Workspace: childMode}); err != nil {
-			return stopped, fmt.Errorf("stopping nested journey %s: %w", n.ID, err)
+			errs = append(errs, fmt.Errorf("stopping nested journey %s: %w", n.ID, err))
+			continue
 		}
 		m.logger.InfoContext(ctx, "stopped a nested journey with its parent", slog.String("journey", n.UID.String()), slog.String("parent", parent.UID.String()))
 		stopped = append(stopped, n.Caller+"/"+n.ID)
 	}
-	return stopped, nil
+	return stopped, errors.Join(errs...)
 }
 
 // archive writes the workspace as a tarball into ArchiveDir, atomically.
@@ -533,8 +588,10 @@ func (m *Manager) StopIdle(ctx context.Context, now time.Time) (int, error) {
 			continue // an action is running, here or on another marketplace: not idle
 		}
 		// An action may have ended since the list was read.
+		// Only an active journey: a starting one is a spawn's (this lock
+		// is on it, and Stop would wait for the lock again).
 		fresh, err := m.cfg.Store.JourneyByUID(ctx, j.UID)
-		if err != nil || !fresh.State.Live() || now.Sub(fresh.LastUsedAt) < timeout {
+		if err != nil || fresh.State != store.StateActive || now.Sub(fresh.LastUsedAt) < timeout {
 			unlock()
 			continue
 		}

@@ -424,6 +424,9 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		if j, err = m.cfg.Store.JourneyByUID(ctx, j.UID); err != nil {
 			return SpawnResult{}, err
 		}
+		if j.State == store.StateDeleted {
+			return SpawnResult{}, deletedMeanwhile(j.ID)
+		}
 		if j.State.Live() && mode != "fresh" && m.checkLive(ctx, j) {
 			return SpawnResult{JourneyID: j.ID, WorkerID: j.WorkerID, State: "already_active", ContainerID: j.ContainerID, Workspace: j.Workspace}, nil
 		}
@@ -431,21 +434,20 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 			// Admitted (and reset) before the old worker and workspace are
 			// removed: a refused spawn destroys nothing.
 			if err := m.cfg.Store.Reset(ctx, caller, j.UID, entry.Definition.ID, entry.Hash, string(lvl), m.quota()); err != nil {
-				return SpawnResult{}, m.quotaRefused(ctx, caller, err)
+				return SpawnResult{}, m.restartRefused(ctx, caller, j.ID, err)
 			}
 			m.dropChannel(j.UID)
 			if old, _, err := m.runtimeFor(j.IsolationLevel); err == nil {
 				if err := old.Remove(ctx, handle(j), workerruntime.RemoveOptions{Workspace: true}); err != nil {
-					// Reset cleared the handles: put them back, or the next
-					// fresh spawn would find nothing to remove and reuse the
-					// old workspace volume.
-					_ = m.cfg.Store.SetFailed(context.WithoutCancel(ctx), j.UID, j.ContainerID, j.Workspace)
+					// Reset kept the handles: the next fresh spawn removes
+					// them, rather than reusing the old workspace.
+					_ = m.cfg.Store.FailSpawn(context.WithoutCancel(ctx), j.UID)
 					return SpawnResult{}, fmt.Errorf("removing the old worker: %w", err)
 				}
 			}
 		} else {
 			if err := m.cfg.Store.Restart(ctx, caller, j.UID, entry.Hash, m.quota()); err != nil {
-				return SpawnResult{}, m.quotaRefused(ctx, caller, err)
+				return SpawnResult{}, m.restartRefused(ctx, caller, j.ID, err)
 			}
 			m.dropChannel(j.UID)
 		}
@@ -457,21 +459,21 @@ func (m *Manager) spawn(ctx context.Context, caller string, req SpawnRequest, en
 		env, err := m.nestedAccess(ctx, caller, j)
 		if err != nil {
 			// Admitted as starting: failed frees its quota slot.
-			_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
+			_ = m.cfg.Store.FailSpawn(context.WithoutCancel(ctx), j.UID)
 			return SpawnResult{}, err
 		}
 		spec.Env = append(spec.Env, env)
 	}
 	if entry.Definition.Isolation.Network == meshtype.NetworkEgress {
 		if err := m.egressSpec(ctx, rt, &spec); err != nil {
-			_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
+			_ = m.cfg.Store.FailSpawn(context.WithoutCancel(ctx), j.UID)
 			return SpawnResult{}, err
 		}
 	}
 	h, err := rt.Create(ctx, spec)
 	if err != nil {
 		m.metrics.spawns.WithLabelValues(entry.Definition.ID, "error").Observe(time.Since(started).Seconds())
-		_ = m.cfg.Store.SetState(context.WithoutCancel(ctx), j.UID, store.StateFailed)
+		_ = m.cfg.Store.FailSpawn(context.WithoutCancel(ctx), j.UID)
 		m.logger.ErrorContext(ctx, "spawning worker failed", slog.String("journey", j.UID.String()), slog.String("worker", entry.Definition.ID), slog.Any("error", err))
 		return SpawnResult{}, unavailable("could not start worker %s: %v", entry.Definition.ID, err)
 	}
@@ -489,7 +491,7 @@ func (m *Manager) finishSpawn(ctx context.Context, rt workerruntime.Runtime, h w
 			if rerr := rt.Remove(cleanup, h, workerruntime.RemoveOptions{}); rerr != nil {
 				m.logger.WarnContext(cleanup, "removing a worker whose egress grant failed", slog.String("journey", j.UID.String()), slog.Any("error", rerr))
 			}
-			_ = m.cfg.Store.SetState(cleanup, j.UID, store.StateFailed)
+			_ = m.cfg.Store.FailSpawn(cleanup, j.UID)
 			return SpawnResult{}, unavailable("could not let worker %s through the egress proxy: %v", entry.Definition.ID, err)
 		}
 	}
@@ -502,17 +504,21 @@ func (m *Manager) finishSpawn(ctx context.Context, rt workerruntime.Runtime, h w
 			}
 			m.dropBase(cleanup, j)
 			m.egressRevoke(j.UID)
-			_ = m.cfg.Store.SetState(cleanup, j.UID, store.StateFailed)
+			_ = m.cfg.Store.FailSpawn(cleanup, j.UID)
 			m.logger.ErrorContext(ctx, "seeding the workspace failed", slog.String("journey", j.UID.String()), slog.Any("error", err))
 			return SpawnResult{}, unavailable("could not seed the workspace of %s: %v", entry.Definition.ID, err)
 		}
 	}
 	// Not cancelled with the request: the worker exists now and must be
 	// recorded, or it would run unnamed.
-	if err := m.cfg.Store.SetRunning(context.WithoutCancel(ctx), j.UID, h.ID, h.Workspace); err != nil {
+	recorded, err := m.cfg.Store.SetRunning(context.WithoutCancel(ctx), j.UID, h.ID, h.Workspace)
+	if err != nil {
 		m.egressRevoke(j.UID)
 		_ = m.cfg.Store.SetFailed(context.WithoutCancel(ctx), j.UID, h.ID, h.Workspace)
 		return SpawnResult{}, err
+	}
+	if !recorded {
+		return SpawnResult{}, m.undoSpawn(ctx, rt, h, j)
 	}
 	outcome := "ok"
 	if pooled {
@@ -525,6 +531,44 @@ func (m *Manager) finishSpawn(ctx context.Context, rt workerruntime.Runtime, h w
 		res.Source = src.record
 	}
 	return res, nil
+}
+
+// restartRefused is a refused Restart or Reset as the client sees it: the
+// quota's refusal, or a journey a stop_worker deleted meanwhile.
+func (m *Manager) restartRefused(ctx context.Context, caller, id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return deletedMeanwhile(id)
+	}
+	return m.quotaRefused(ctx, caller, err)
+}
+
+// deletedMeanwhile refuses a spawn whose journey a stop_worker deleted while
+// the spawn waited for it: its id is free, and it is not brought back.
+func deletedMeanwhile(id string) error {
+	return conflict("journey %q was deleted while this spawn waited; spawn it again to start a new one", id)
+}
+
+// undoSpawn removes the worker a spawn made for a journey that a
+// stop_worker stopped meanwhile (it read the journey before the spawn
+// began, so did not wait for it): the journey stays as the stop left it,
+// its workspace gone with the worker if the stop deleted it.
+func (m *Manager) undoSpawn(ctx context.Context, rt workerruntime.Runtime, h workerruntime.Handle, j store.Journey) error {
+	cleanup := context.WithoutCancel(ctx)
+	m.egressRevoke(j.UID)
+	m.dropChannel(j.UID)
+	now, err := m.cfg.Store.JourneyByUID(cleanup, j.UID)
+	deleted := err == nil && now.State == store.StateDeleted
+	if err := rt.Remove(cleanup, h, workerruntime.RemoveOptions{Workspace: deleted}); err != nil {
+		m.logger.WarnContext(cleanup, "removing the worker of a journey stopped while it spawned", slog.String("journey", j.UID.String()), slog.Any("error", err))
+	}
+	if deleted {
+		m.dropBase(cleanup, j)
+	}
+	m.logger.InfoContext(ctx, "a spawn gave way to a stop that came first", slog.String("journey", j.UID.String()), slog.Bool("deleted", deleted))
+	if deleted {
+		return deletedMeanwhile(j.ID)
+	}
+	return conflict("journey %q was stopped while its worker started; spawn it again with mode resume", j.ID)
 }
 
 // parentOf is the journey whose agent a caller is, for a nested caller
@@ -719,6 +763,12 @@ func (m *Manager) checkLive(ctx context.Context, j store.Journey) bool {
 	}
 	if st == workerruntime.StateRunning {
 		return true
+	}
+	if j.State != store.StateActive {
+		// A spawn under way (whose worker is not recorded yet), or one a
+		// dead marketplace left: the spawn records its worker, and
+		// reconciliation (orphan) sweeps what is left, under the lock.
+		return false
 	}
 	m.dropChannel(j.UID)
 	m.egressRevoke(j.UID)

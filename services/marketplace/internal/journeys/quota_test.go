@@ -37,6 +37,13 @@ type quotaBundle struct {
 
 func setupQuota(t *testing.T, perCaller, total int) *quotaBundle {
 	t.Helper()
+	return setupWith(t, perCaller, total, nil)
+}
+
+// setupWith is setupQuota with the runtime the manager uses wrapped by wrap
+// (nil: as it is), for a test that holds a runtime call at a chosen moment.
+func setupWith(t *testing.T, perCaller, total int, wrap func(workerruntime.Runtime) workerruntime.Runtime) *quotaBundle {
+	t.Helper()
 	b := &quotaBundle{
 		pool:     pgtest.Pool(t),
 		labels:   map[string]string{pgtest.Label: "journeys-" + uuid.NewString()[:8]},
@@ -55,9 +62,13 @@ func setupQuota(t *testing.T, perCaller, total int) *quotaBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var rt workerruntime.Runtime = b.rt
+	if wrap != nil {
+		rt = wrap(rt)
+	}
 	b.mgr, err = journeys.New(journeys.Config{
 		Catalog: catalog, Store: store.New(b.pool), Labels: b.labels, ArchiveDir: t.TempDir(), Bases: baseStore,
-		Runtimes:             map[meshtype.IsolationLevel]workerruntime.Runtime{meshtype.IsolationProcess: b.rt},
+		Runtimes:             map[meshtype.IsolationLevel]workerruntime.Runtime{meshtype.IsolationProcess: rt},
 		MaxJourneysPerCaller: perCaller, MaxJourneys: total,
 	})
 	if err != nil {

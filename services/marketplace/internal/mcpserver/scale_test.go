@@ -333,8 +333,8 @@ func insertJourneys(tb testing.TB, bb *bundle, n int) {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if err := bb.store.SetRunning(ctx, j.UID, fmt.Sprintf("%064d", i), "meshwork-ws-"+j.UID.String()); err != nil {
-			tb.Fatal(err)
+		if ok, err := bb.store.SetRunning(ctx, j.UID, fmt.Sprintf("%064d", i), "meshwork-ws-"+j.UID.String()); err != nil || !ok {
+			tb.Fatal(ok, err)
 		}
 	}
 }

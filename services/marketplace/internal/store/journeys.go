@@ -55,19 +55,23 @@ type Journey struct {
 	BaseCommit string
 	BaseOrigin string
 	Source     []byte
+	// Spawns counts the times the journey's worker was started again
+	// (resume or fresh): a stop writes its state only if it is what the
+	// stop read (StopIf).
+	Spawns int64
 }
 
 const journeyColumns = `uid, caller, id, worker_id, definition_hash, state, isolation_level,
 	coalesce(container_id, ''), coalesce(volume, ''), parent_journey, coalesce(agent_session_id, ''),
 	action_count, cost_usd::float8, created_at, last_used_at, stopped_at,
-	coalesce(base_commit, ''), coalesce(base_origin, ''), source`
+	coalesce(base_commit, ''), coalesce(base_origin, ''), source, spawns`
 
 func scanJourney(row pgx.Row) (Journey, error) {
 	var j Journey
 	err := row.Scan(&j.UID, &j.Caller, &j.ID, &j.WorkerID, &j.DefinitionHash, &j.State, &j.IsolationLevel,
 		&j.ContainerID, &j.Workspace, &j.ParentJourney, &j.AgentSessionID,
 		&j.ActionCount, &j.CostUSD, &j.CreatedAt, &j.LastUsedAt, &j.StoppedAt,
-		&j.BaseCommit, &j.BaseOrigin, &j.Source)
+		&j.BaseCommit, &j.BaseOrigin, &j.Source, &j.Spawns)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return j, ErrNotFound
 	}
@@ -239,18 +243,39 @@ func collect(rows pgx.Rows) ([]Journey, error) {
 	return out, rows.Err()
 }
 
-// SetRunning records a started worker: state active, its container and workspace.
-func (s *Store) SetRunning(ctx context.Context, uid uuid.UUID, containerID, workspace string) error {
-	return s.exec(ctx, `UPDATE journeys SET state = 'active', container_id = $2, volume = $3, stopped_at = NULL, last_used_at = now() WHERE uid = $1`,
-		uid, containerID, workspace)
+// SetRunning records a started worker: state active, its container and
+// workspace. It reports false, changing nothing, when the journey is no
+// longer starting: a stop_worker that did not wait for the spawn (it read
+// the journey before the spawn began) stopped or deleted it meanwhile, and
+// the worker just made is not its to keep.
+func (s *Store) SetRunning(ctx context.Context, uid uuid.UUID, containerID, workspace string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE journeys SET state = 'active', container_id = $2, volume = $3, stopped_at = NULL, last_used_at = now()
+		WHERE uid = $1 AND state = 'starting'`, uid, containerID, workspace)
+	if err != nil {
+		return false, fmt.Errorf("recording the started worker: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
-// SetFailed marks a journey failed, recording the worker and workspace it
-// still has: a spawn that could not remove them leaves them named, so a
-// later stop or fresh spawn removes them rather than reusing them.
+// FailSpawn marks a journey whose spawn failed as failed, if it is still
+// starting: a journey stopped or deleted meanwhile stays so.
+func (s *Store) FailSpawn(ctx context.Context, uid uuid.UUID) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE journeys SET state = 'failed', stopped_at = now() WHERE uid = $1 AND state = 'starting'`, uid); err != nil {
+		return fmt.Errorf("failing the spawn: %w", err)
+	}
+	return nil
+}
+
+// SetFailed marks a journey whose spawn failed as failed, if it is still
+// starting (as FailSpawn), recording the worker and workspace it still
+// has: a spawn that could not remove them leaves them named, so a later
+// stop or fresh spawn removes them rather than reusing them.
 func (s *Store) SetFailed(ctx context.Context, uid uuid.UUID, containerID, workspace string) error {
-	return s.exec(ctx, `UPDATE journeys SET state = 'failed', container_id = NULLIF($2, ''), volume = NULLIF($3, ''), stopped_at = now() WHERE uid = $1`,
-		uid, containerID, workspace)
+	if _, err := s.pool.Exec(ctx, `UPDATE journeys SET state = 'failed', container_id = NULLIF($2, ''), volume = NULLIF($3, ''), stopped_at = now()
+		WHERE uid = $1 AND state = 'starting'`, uid, containerID, workspace); err != nil {
+		return fmt.Errorf("failing the spawn: %w", err)
+	}
+	return nil
 }
 
 // DeletedJourneys returns those of uids that are deleted journeys.
@@ -279,6 +304,20 @@ func (s *Store) SetState(ctx context.Context, uid uuid.UUID, state JourneyState)
 		stopped_at = CASE WHEN $2 IN ('stopped', 'orphaned', 'failed', 'deleted') THEN now() ELSE NULL END WHERE uid = $1`, uid, string(state))
 }
 
+// StopIf moves a journey to state (stopped or deleted) if it was not
+// spawned again since it was read with spawns Spawns and no spawn is under
+// way, and reports whether it did: stop_worker does not wait for an action
+// (it ends it), so a spawn may have begun since it read the journey, and a
+// worker that spawn made must not be left running under a stopped journey.
+func (s *Store) StopIf(ctx context.Context, uid uuid.UUID, state JourneyState, spawns int64) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE journeys SET state = $2, stopped_at = now()
+		WHERE uid = $1 AND state <> 'starting' AND spawns = $3`, uid, string(state), spawns)
+	if err != nil {
+		return false, fmt.Errorf("stopping journey: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // Orphan marks a live journey orphaned if its worker is still containerID,
 // and reports whether it did. A journey stopped, deleted or given another
 // worker since it was read (a stop_worker that raced the check, another
@@ -296,22 +335,26 @@ func (s *Store) Orphan(ctx context.Context, uid uuid.UUID, containerID string) (
 // (a *QuotaError if not; a live journey is always admitted): new worker,
 // counters, agent session and base cleared (until the new base is recorded,
 // the journey has none, so nothing diffs against a base that is being
-// replaced). Its audit rows stay.
+// replaced). Its audit rows stay, and so do its worker's and workspace's
+// names until the new worker's replace them: the spawn removes the old
+// ones after this, and a spawn that dies before it leaves them named for
+// the next one to remove, not to reuse.
 func (s *Store) Reset(ctx context.Context, caller string, uid uuid.UUID, workerID, definitionHash, isolation string, q Quota) error {
 	return s.admit(ctx, caller, uid, q, func(tx pgx.Tx) error {
-		return update(ctx, tx, `UPDATE journeys SET state = 'starting', worker_id = $2, definition_hash = $3, isolation_level = $4,
-			container_id = NULL, volume = NULL, agent_session_id = NULL, action_count = 0, cost_usd = 0,
+		return update(ctx, tx, `UPDATE journeys SET state = 'starting', spawns = spawns + 1, worker_id = $2, definition_hash = $3, isolation_level = $4,
+			agent_session_id = NULL, action_count = 0, cost_usd = 0,
 			base_commit = NULL, base_origin = NULL, source = NULL,
-			created_at = now(), last_used_at = now(), stopped_at = NULL WHERE uid = $1`, uid, workerID, definitionHash, isolation)
+			created_at = now(), last_used_at = now(), stopped_at = NULL WHERE uid = $1 AND state <> 'deleted'`, uid, workerID, definitionHash, isolation)
 	})
 }
 
 // Restart marks caller's stopped or orphaned journey as starting again
 // (spawn mode resume), if q admits it (a *QuotaError if not), keeping its
-// workspace, counters and agent session.
+// workspace, counters and agent session. A deleted journey is not brought
+// back (ErrNotFound), nor by Reset.
 func (s *Store) Restart(ctx context.Context, caller string, uid uuid.UUID, definitionHash string, q Quota) error {
 	return s.admit(ctx, caller, uid, q, func(tx pgx.Tx) error {
-		return update(ctx, tx, `UPDATE journeys SET state = 'starting', definition_hash = $2, stopped_at = NULL WHERE uid = $1`, uid, definitionHash)
+		return update(ctx, tx, `UPDATE journeys SET state = 'starting', spawns = spawns + 1, definition_hash = $2, stopped_at = NULL WHERE uid = $1 AND state <> 'deleted'`, uid, definitionHash)
 	})
 }
 

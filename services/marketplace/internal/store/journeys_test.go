@@ -17,8 +17,8 @@ import (
 func TestOrphan(t *testing.T) {
 	s, j := newJourney(t)
 	ctx := t.Context()
-	if err := s.SetRunning(ctx, j.UID, "c1", "vol"); err != nil {
-		t.Fatal(err)
+	if ok, err := s.SetRunning(ctx, j.UID, "c1", "vol"); err != nil || !ok {
+		t.Fatalf("SetRunning of a starting journey: %v, %v", ok, err)
 	}
 	state := func() store.JourneyState {
 		t.Helper()
@@ -63,7 +63,17 @@ func TestTryLocksAreNotStarvedByWaitingLocks(t *testing.T) {
 		t.Fatalf("TryLockJourney beside the one waiting lock allowed: ok %v, err %v; want the lock", ok, err)
 	}
 	held()
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	// A spawn holding its journey's lock takes the egress network's lock:
+	// not one more lock for work, or spawns holding all of those would
+	// each wait for one more, for ever.
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	network, err := s.LockNetwork(short, "meshwork-egress")
+	if err != nil {
+		t.Fatalf("the network's lock while the one lock for work is held: %v", err)
+	}
+	network()
+	short, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	if _, err := s.LockJourney(short, uuid.New()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a second waiting lock with one allowed: %v, want it to wait (deadline exceeded)", err)
@@ -93,4 +103,63 @@ func TestTryLocksAreNotStarvedByWaitingLocks(t *testing.T) {
 		t.Fatalf("a waiting lock once the first ended and a try gave its place back: %v", err)
 	}
 	again()
+}
+
+// A spawn and a stop_worker that did not wait for it cannot undo each
+// other: a started worker is recorded only on a journey still starting, a
+// stop is written only on a journey not spawned again since the stop read
+// it and with no spawn under way, and a deleted journey is not restarted.
+func TestSpawnAndStopDoNotUndoEachOther(t *testing.T) {
+	s, j := newJourney(t)
+	ctx := t.Context()
+	get := func() store.Journey {
+		t.Helper()
+		got, err := s.JourneyByUID(ctx, j.UID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// Starting: a stop that read the journey before must go round again.
+	if ok, err := s.StopIf(ctx, j.UID, store.StateDeleted, 0); err != nil || ok || get().State != store.StateStarting {
+		t.Fatalf("StopIf while starting: %v, %v, state %s; want not done, starting", ok, err, get().State)
+	}
+	if ok, err := s.SetRunning(ctx, j.UID, "c1", "vol"); err != nil || !ok {
+		t.Fatalf("SetRunning of a starting journey: %v, %v", ok, err)
+	}
+	if ok, err := s.StopIf(ctx, j.UID, store.StateStopped, 0); err != nil || !ok || get().State != store.StateStopped {
+		t.Fatalf("StopIf: %v, %v, state %s; want done, stopped", ok, err, get().State)
+	}
+	// Resumed: a stop that read the journey before the resume does not
+	// stop the resumed worker.
+	if err := s.Restart(ctx, j.Caller, j.UID, "h", store.Quota{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.SetRunning(ctx, j.UID, "c1", "vol"); err != nil || !ok {
+		t.Fatalf("SetRunning of a resumed journey: %v, %v", ok, err)
+	}
+	if ok, err := s.StopIf(ctx, j.UID, store.StateStopped, 0); err != nil || ok || get().State != store.StateActive {
+		t.Fatalf("StopIf of the journey as it was before its resume: %v, %v, state %s; want not done, active", ok, err, get().State)
+	}
+	if ok, err := s.StopIf(ctx, j.UID, store.StateStopped, get().Spawns); err != nil || !ok || get().State != store.StateStopped {
+		t.Fatalf("StopIf of the journey as it is: %v, %v, state %s; want done, stopped", ok, err, get().State)
+	}
+	// A stopped journey is not recorded running again by a spawn that
+	// began before the stop, nor failed by it.
+	if ok, err := s.SetRunning(ctx, j.UID, "c2", "vol"); err != nil || ok || get().State != store.StateStopped || get().ContainerID != "c1" {
+		t.Fatalf("SetRunning of a stopped journey: %v, %v, %+v; want not done, stopped on c1", ok, err, get())
+	}
+	if err := s.FailSpawn(ctx, j.UID); err != nil || get().State != store.StateStopped {
+		t.Fatalf("FailSpawn of a stopped journey: %v, state %s; want stopped", err, get().State)
+	}
+	// Deleted stays deleted.
+	if ok, err := s.StopIf(ctx, j.UID, store.StateDeleted, get().Spawns); err != nil || !ok {
+		t.Fatalf("StopIf delete: %v, %v", ok, err)
+	}
+	if err := s.Restart(ctx, j.Caller, j.UID, "h", store.Quota{}); !errors.Is(err, store.ErrNotFound) || get().State != store.StateDeleted {
+		t.Errorf("Restart of a deleted journey: %v, state %s; want ErrNotFound, deleted", err, get().State)
+	}
+	if err := s.Reset(ctx, j.Caller, j.UID, j.WorkerID, "h", j.IsolationLevel, store.Quota{}); !errors.Is(err, store.ErrNotFound) || get().State != store.StateDeleted {
+		t.Errorf("Reset of a deleted journey: %v, state %s; want ErrNotFound, deleted", err, get().State)
+	}
 }

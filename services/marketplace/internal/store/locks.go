@@ -43,9 +43,12 @@ func lockKey(b []byte) int32 {
 
 // LockNetwork takes the lock of a Docker network shared by every
 // marketplace on the database (the egress network), which two marketplaces
-// starting at once would otherwise both create; as LockJourney.
+// starting at once would otherwise both create; as LockJourney, but held a
+// moment, by a spawn that holds its journey's lock: it does not count
+// against the locks held for work, or spawns holding all of those would
+// each wait for one more.
 func (s *Store) LockNetwork(ctx context.Context, network string) (unlock func(), err error) {
-	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte("network/"+network)), false, true)
+	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte("network/"+network)), false, false)
 }
 
 // lockPool is the pool journey locks are held on, made on first use with

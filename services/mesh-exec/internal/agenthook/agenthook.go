@@ -51,8 +51,16 @@ var Events = []string{"PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop",
 
 // Settings returns the JSON of Claude Code settings whose hooks run command
 // (the hook program, e.g. "/usr/local/bin/mesh-exec hook") for every event
-// in Events and every tool.
-func Settings(command string) string {
+// in Events and every tool, and which deny reading the denied paths (the
+// definition's denied_paths, workspace globs).
+//
+// The deny rules are for Grep and Glob: the hook checks the directory they
+// search, but a search of the workspace would print a denied file's lines
+// (a Grep over certs/ its keys). Claude Code applies Read deny rules to its
+// Grep and Glob tools too, in every permission mode; Read rules are
+// gitignore patterns, "./" rooting them at the working directory, the
+// workspace.
+func Settings(command string, deniedPaths []string) string {
 	type hook struct {
 		Type    string `json:"type"`
 		Command string `json:"command"`
@@ -71,11 +79,28 @@ func Settings(command string) string {
 		}
 		hooks[e] = []matcher{m}
 	}
-	b, err := json.Marshal(map[string]any{"hooks": hooks})
+	settings := map[string]any{"hooks": hooks}
+	if deny := readDenyRules(deniedPaths); len(deny) > 0 {
+		settings["permissions"] = map[string]any{"deny": deny}
+	}
+	b, err := json.Marshal(settings)
 	if err != nil {
 		panic(err) // a map of strings always marshals
 	}
 	return string(b)
+}
+
+// readDenyRules are Claude Code Read deny rules for workspace globs. A
+// glob with a parenthesis would end the rule early and is left to the hook.
+func readDenyRules(globs []string) []string {
+	var rules []string
+	for _, g := range globs {
+		if g == "" || strings.ContainsAny(g, "()") {
+			continue
+		}
+		rules = append(rules, "Read(./"+strings.TrimPrefix(g, "/")+")")
+	}
+	return rules
 }
 
 // hookTimeoutSeconds is the hook's timeout in the settings: a decision takes

@@ -3,8 +3,10 @@ package agenthook_test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,9 +84,17 @@ func TestSettings(t *testing.T) {
 			Matcher string `json:"matcher"`
 			Hooks   []struct{ Type, Command string }
 		} `json:"hooks"`
+		Permissions struct {
+			Deny []string `json:"deny"`
+		} `json:"permissions"`
 	}
-	if err := json.Unmarshal([]byte(agenthook.Settings("/usr/local/bin/mesh-exec hook")), &s); err != nil {
+	if err := json.Unmarshal([]byte(agenthook.Settings("/usr/local/bin/mesh-exec hook", []string{"**/.env", "certs/**", "odd(name)"})), &s); err != nil {
 		t.Fatal(err)
+	}
+	// Grep and Glob search a directory the hook checks, and print what is
+	// in it: the CLI's Read deny rules keep the denied files out.
+	if want := []string{"Read(./**/.env)", "Read(./certs/**)"}; !slices.Equal(s.Permissions.Deny, want) {
+		t.Errorf("deny rules %q, want %q", s.Permissions.Deny, want)
 	}
 	pre := s.Hooks["PreToolUse"]
 	if len(pre) != 1 || pre[0].Matcher != "*" || pre[0].Hooks[0].Type != "command" || pre[0].Hooks[0].Command != "/usr/local/bin/mesh-exec hook" {
@@ -178,4 +188,34 @@ func FuzzAnswerNamesItsCall(f *testing.F) {
 			t.Fatalf("the answer names the call %q, want %q: %q", got, want, answer)
 		}
 	})
+}
+
+// RealPath reads a path as the kernel does: a ".." after a symbolic link is
+// the link's target's parent, so l/../.gitconfig, with l a link into the
+// agent's home, is the home's .gitconfig, not the workspace's.
+func TestRealPathFollowsALinkBeforeItsDotDot(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, ".meshwork/home/.claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".meshwork/home/.claude", filepath.Join(ws, "l")); err != nil {
+		t.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		ws + "/l/../.gitconfig":      real + "/.meshwork/home/.gitconfig",
+		ws + "/l/new/../x":           real + "/.meshwork/home/.claude/x",
+		ws + "/sub/../.gitconfig":    real + "/.gitconfig",
+		ws + "/./l/settings.json":    real + "/.meshwork/home/.claude/settings.json",
+		ws + "/l/../../home/.bashrc": real + "/.meshwork/home/.bashrc",
+	} {
+		got, err := agenthook.OSFiles{}.RealPath(in)
+		if err != nil || got != want {
+			t.Errorf("RealPath(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
 }

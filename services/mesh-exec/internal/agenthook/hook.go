@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/meshwork/meshwork/pkg/gate"
@@ -55,16 +56,21 @@ type Answer = hookwire.Answer
 type Decider struct {
 	gate      *gate.Gate
 	workspace string
+	denied    []string
 }
 
 // NewDecider compiles a policy (PolicyEnv's JSON).
 func NewDecider(policy string) (*Decider, error) {
-	g, ws, err := loadPolicy(func(string) string { return policy })
+	g, p, err := loadPolicy(func(string) string { return policy })
 	if err != nil {
 		return nil, err
 	}
-	return &Decider{gate: g, workspace: ws}, nil
+	return &Decider{gate: g, workspace: p.Workspace, denied: p.Definition.Constraints.DeniedPaths}, nil
 }
+
+// DeniedPaths are the policy's denied_paths, for the CLI's own read rules
+// (Settings): the hook sees where Grep and Glob search, not what they find.
+func (d *Decider) DeniedPaths() []string { return d.denied }
 
 // Answer decides one event; it never fails open: an error is exit 2.
 func (d *Decider) Answer(event []byte) Answer {
@@ -121,47 +127,54 @@ func answer(event []byte, decider func() (*Decider, error)) (a Answer) {
 }
 
 // loadPolicy compiles the policy in the environment.
-func loadPolicy(getenv func(string) string) (*gate.Gate, string, error) {
+func loadPolicy(getenv func(string) string) (*gate.Gate, Policy, error) {
 	raw := getenv(PolicyEnv)
 	if raw == "" {
-		return nil, "", fmt.Errorf("no policy: %s is not set", PolicyEnv)
+		return nil, Policy{}, fmt.Errorf("no policy: %s is not set", PolicyEnv)
 	}
 	var p Policy
 	if err := json.Unmarshal([]byte(raw), &p); err != nil {
-		return nil, "", fmt.Errorf("the policy in %s does not decode: %w", PolicyEnv, err)
+		return nil, Policy{}, fmt.Errorf("the policy in %s does not decode: %w", PolicyEnv, err)
 	}
 	if !filepath.IsAbs(p.Workspace) {
-		return nil, "", fmt.Errorf("the policy's workspace %q is not an absolute path", p.Workspace)
+		return nil, Policy{}, fmt.Errorf("the policy's workspace %q is not an absolute path", p.Workspace)
 	}
 	g, err := gate.Compile(&p.Definition)
 	if err != nil {
-		return nil, "", fmt.Errorf("the policy does not compile: %w", err)
+		return nil, Policy{}, fmt.Errorf("the policy does not compile: %w", err)
 	}
-	return g, p.Workspace, nil
+	return g, p, nil
 }
 
 // OSFiles answers the gate's questions about files from the file system.
 type OSFiles struct{}
 
-// RealPath resolves symbolic links in abs; for a path that does not exist
-// yet, in its deepest existing parent.
+// RealPath resolves symbolic links in abs as the kernel does: abs is taken
+// as written, not cleaned first, since a ".." after a link is the link's
+// target's parent (l/../x is not x). For a path that does not exist yet, the
+// deepest existing prefix is resolved and the rest joined to it.
 func (OSFiles) RealPath(abs string) (string, error) {
-	rest := ""
-	for p := filepath.Clean(abs); ; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil {
-			real, err := filepath.EvalSymlinks(p)
-			if err != nil {
+	parts := strings.Split(abs, "/")
+	for n := len(parts); n > 0; n-- {
+		prefix := strings.Join(parts[:n], "/")
+		if prefix == "" {
+			prefix = "/"
+		}
+		if _, err := os.Lstat(prefix); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, syscall.ENOTDIR) {
 				return "", err
 			}
-			return filepath.Join(real, rest), nil
-		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+			continue
+		}
+		// EvalSymlinks walks the prefix a component at a time, applying
+		// a ".." to what the components before it resolved to.
+		real, err := filepath.EvalSymlinks(prefix)
+		if err != nil {
 			return "", err
 		}
-		if p == filepath.Dir(p) {
-			return abs, nil
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
+		return filepath.Join(append([]string{real}, parts[n:]...)...), nil
 	}
+	return filepath.Clean(abs), nil
 }
 
 // ReadFile reads a regular file of at most limit bytes.

@@ -77,11 +77,27 @@ type Outcome struct {
 // scrubbed drops the variables an agent must not inherit.
 var scrubbed = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
 
+// gitEnv is configuration for every git the agent runs, its CLI's own
+// included (Claude Code runs git status as a session starts, before any
+// tool call its hooks see), given as git's command-line configuration,
+// which no config file overrides: git uses no bare repository it was not
+// pointed at (a directory the agent wrote, with a config naming commands,
+// is not a repository to it), and runs no fsmonitor and no hooks. The gate
+// keeps the agent from writing .git directories (gate.EvaluateToolCall).
+var gitEnv = []string{
+	"GIT_CONFIG_COUNT=3",
+	"GIT_CONFIG_KEY_0=safe.bareRepository", "GIT_CONFIG_VALUE_0=explicit",
+	"GIT_CONFIG_KEY_1=core.fsmonitor", "GIT_CONFIG_VALUE_1=false",
+	"GIT_CONFIG_KEY_2=core.hooksPath", "GIT_CONFIG_VALUE_2=/dev/null",
+}
+
+// scrubEnv is the agent's environment: env without the scrubbed variables
+// and any git command-line configuration, with gitEnv.
 func scrubEnv(env []string) []string {
-	out := make([]string, 0, len(env))
+	out := make([]string, 0, len(env)+len(gitEnv))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		drop := false
+		drop := strings.HasPrefix(name, "GIT_CONFIG_") || name == "GIT_CONFIG_PARAMETERS"
 		for _, s := range scrubbed {
 			drop = drop || name == s
 		}
@@ -89,7 +105,7 @@ func scrubEnv(env []string) []string {
 			out = append(out, kv)
 		}
 	}
-	return out
+	return append(out, gitEnv...)
 }
 
 // ErrBinaryNotFound is returned when the backend's CLI is not installed.

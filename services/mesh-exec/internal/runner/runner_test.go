@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,25 @@ func TestEnvironmentIsScrubbed(t *testing.T) {
 	res, _, err := r.Run(context.Background(), shellAgent{`echo "[$CLAUDECODE][$CLAUDE_CODE_ENTRYPOINT][$KEEP]"`}, backend.Request{Repository: os.TempDir()}, nil)
 	if err != nil || res.Output != "[][][yes]" {
 		t.Errorf("environment: %q %v", res.Output, err)
+	}
+}
+
+// Every git the agent runs takes the runner's git configuration over any
+// it inherits: a bare repository the agent wrote (its config naming a
+// command as fsmonitor) is not a repository to it.
+func TestAgentGitUsesNoImplicitBareRepository(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", "--bare", filepath.Join(dir, "b")).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	r := runner.New(runner.Config{Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.bareRepository", "GIT_CONFIG_VALUE_0=all"}})
+	res, _, err := r.Run(context.Background(), shellAgent{`cd b && git rev-parse --git-dir 2>&1; echo "[$GIT_CONFIG_VALUE_1]"`}, backend.Request{Repository: dir}, nil)
+	if err != nil || !strings.Contains(res.Output, "cannot use bare repository") || !strings.Contains(res.Output, "[false]") {
+		t.Errorf("git in a bare repository the agent did not name: %q %v", res.Output, err)
 	}
 }
 

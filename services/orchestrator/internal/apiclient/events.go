@@ -149,7 +149,7 @@ func (c *Client) stream(ctx context.Context, runID string, after int, deliver fu
 			var body errorBody
 			if json.Unmarshal([]byte(sse.Data), &body) == nil && (body.Error.Message != "" || body.Error.Code != "") {
 				e := &Error{Code: body.Error.Code, Message: body.Error.Message}
-				if e.Code == "unavailable" {
+				if e.Code == "unavailable" { // meshapi.CodeUnavailable, not imported: meshctl stays small
 					return &droppedError{e}
 				}
 				return e

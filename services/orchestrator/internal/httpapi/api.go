@@ -32,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
 
@@ -131,7 +132,7 @@ func New(cfg Config) (*API, error) {
 
 	r := chi.NewRouter()
 	notFound := func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, codeNotFound, "no such path; see /v1/openapi.json")
+		writeError(w, http.StatusNotFound, meshapi.CodeNotFound, "no such path; see /v1/openapi.json")
 	}
 	notAllowed := func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, "method not allowed on this path; see /v1/openapi.json")
@@ -264,7 +265,7 @@ func (a *API) observe(next http.Handler) http.Handler {
 				}
 				a.logger.ErrorContext(r.Context(), "handler panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 				if rec.status == 0 {
-					writeError(rec, http.StatusInternalServerError, codeInternal, internalMessage)
+					writeError(rec, http.StatusInternalServerError, meshapi.CodeInternal, internalMessage)
 				}
 			}
 			method, route := methodLabel(r.Method), chi.RouteContext(r.Context()).RoutePattern()

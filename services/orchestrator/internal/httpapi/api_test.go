@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -43,7 +44,7 @@ func TestAuth(t *testing.T) {
 			var body errorBody
 			_ = json.NewDecoder(resp.Body).Decode(&body)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized || body.Error.Code != codeUnauthorized {
+			if resp.StatusCode != http.StatusUnauthorized || body.Error.Code != meshapi.CodeUnauthenticated {
 				t.Fatalf("status %d, error %+v; want 401 unauthorized", resp.StatusCode, body.Error)
 			}
 			if !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
@@ -154,9 +155,9 @@ func TestRunLifecycle(t *testing.T) {
 
 	// A finished run cannot be cancelled or resumed.
 	resp, data = b.do(t, http.MethodPost, "/v1/runs/"+run.ID+"/cancel", aliceToken, nil)
-	wantError(t, resp, data, http.StatusConflict, codeConflict)
+	wantError(t, resp, data, http.StatusConflict, meshapi.CodeConflict)
 	resp, data = b.do(t, http.MethodPost, "/v1/runs/"+run.ID+"/resume", aliceToken, map[string]any{"migrate": false})
-	wantError(t, resp, data, http.StatusConflict, codeConflict)
+	wantError(t, resp, data, http.StatusConflict, meshapi.CodeConflict)
 }
 
 // An approval parks the run; resuming its interrupt over HTTP continues it
@@ -186,23 +187,23 @@ func TestApproval(t *testing.T) {
 	}
 
 	resp, data = b.do(t, http.MethodPost, "/v1/interrupts/"+id+"/resume", aliceToken, map[string]any{"value": "again"})
-	wantError(t, resp, data, http.StatusConflict, codeConflict)
+	wantError(t, resp, data, http.StatusConflict, meshapi.CodeConflict)
 	resp, data = b.do(t, http.MethodPost, "/v1/interrupts/00000000-0000-0000-0000-000000000000/resume", aliceToken, map[string]any{"value": "x"})
-	wantError(t, resp, data, http.StatusNotFound, codeNotFound)
+	wantError(t, resp, data, http.StatusNotFound, meshapi.CodeNotFound)
 	resp, data = b.do(t, http.MethodPost, "/v1/interrupts/not-an-id/resume", aliceToken, map[string]any{"value": true})
-	wantError(t, resp, data, http.StatusNotFound, codeNotFound)
+	wantError(t, resp, data, http.StatusNotFound, meshapi.CodeNotFound)
 
 	// A structured decision and a cancel, on a second run.
 	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "approval"}, http.StatusCreated, &run)
 	v = b.settle(t, run.ID)
 	resp, data = b.do(t, http.MethodPost, "/v1/interrupts/"+v.Interrupts[0].ID+"/resume", aliceToken, map[string]any{"value": nil})
-	wantError(t, resp, data, http.StatusBadRequest, codeInvalid)
+	wantError(t, resp, data, http.StatusBadRequest, meshapi.CodeInvalidArgument)
 	b.call(t, http.MethodPost, "/v1/runs/"+run.ID+"/cancel", nil, http.StatusOK, &run)
 	if run.Status != runstate.RunCancelled {
 		t.Errorf("cancelled run is %s", run.Status)
 	}
 	resp, data = b.do(t, http.MethodPost, "/v1/interrupts/"+v.Interrupts[0].ID+"/resume", aliceToken, map[string]any{"value": map[string]any{"ok": true}})
-	wantError(t, resp, data, http.StatusConflict, codeConflict)
+	wantError(t, resp, data, http.StatusConflict, meshapi.CodeConflict)
 }
 
 func TestErrors(t *testing.T) {
@@ -214,50 +215,51 @@ func TestErrors(t *testing.T) {
 		name, method, path string
 		body               any
 		status             int
-		code, message      string
+		code               meshapi.Code
+		message            string
 	}{
-		{"unknown pipeline", "POST", "/v1/runs", map[string]any{"pipeline": "nope"}, 404, codeNotFound, `pipeline "nope"`},
-		{"no pipeline", "POST", "/v1/runs", map[string]any{}, 400, codeInvalid, "pipeline is required"},
-		{"missing required input", "POST", "/v1/runs", map[string]any{"pipeline": "echo"}, 400, codeInvalid, "task"},
-		{"wrong input type", "POST", "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": 3}}, 400, codeInvalid, "task"},
-		{"bad JSON", "POST", "/v1/runs", `{"pipeline": "echo",`, 400, codeInvalid, "the JSON ends too early"},
-		{"malformed JSON", "POST", "/v1/runs", "{\n  \"pipeline\" 1}", 400, codeInvalid, "line 2, column"},
-		{"unknown field", "POST", "/v1/runs", `{"pipeline": "echo", "input": {}}`, 400, codeInvalid, `unknown field "input"`},
-		{"caller is not a field", "POST", "/v1/runs", `{"pipeline": "echo", "caller": "mallory"}`, 400, codeInvalid, `unknown field "caller"`},
-		{"wrong field type", "POST", "/v1/runs", `{"pipeline": 7}`, 400, codeInvalid, "field pipeline must be a string"},
-		{"two values", "POST", "/v1/runs", `{"pipeline": "echo"} {}`, 400, codeInvalid, "one JSON object"},
-		{"not an object", "POST", "/v1/runs", `[1]`, 400, codeInvalid, "want a JSON object"},
-		{"empty body", "POST", "/v1/runs", nil, 400, codeInvalid, "empty"},
+		{"unknown pipeline", "POST", "/v1/runs", map[string]any{"pipeline": "nope"}, 404, meshapi.CodeNotFound, `pipeline "nope"`},
+		{"no pipeline", "POST", "/v1/runs", map[string]any{}, 400, meshapi.CodeInvalidArgument, "pipeline is required"},
+		{"missing required input", "POST", "/v1/runs", map[string]any{"pipeline": "echo"}, 400, meshapi.CodeInvalidArgument, "task"},
+		{"wrong input type", "POST", "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": 3}}, 400, meshapi.CodeInvalidArgument, "task"},
+		{"bad JSON", "POST", "/v1/runs", `{"pipeline": "echo",`, 400, meshapi.CodeInvalidArgument, "the JSON ends too early"},
+		{"malformed JSON", "POST", "/v1/runs", "{\n  \"pipeline\" 1}", 400, meshapi.CodeInvalidArgument, "line 2, column"},
+		{"unknown field", "POST", "/v1/runs", `{"pipeline": "echo", "input": {}}`, 400, meshapi.CodeInvalidArgument, `unknown field "input"`},
+		{"caller is not a field", "POST", "/v1/runs", `{"pipeline": "echo", "caller": "mallory"}`, 400, meshapi.CodeInvalidArgument, `unknown field "caller"`},
+		{"wrong field type", "POST", "/v1/runs", `{"pipeline": 7}`, 400, meshapi.CodeInvalidArgument, "field pipeline must be a string"},
+		{"two values", "POST", "/v1/runs", `{"pipeline": "echo"} {}`, 400, meshapi.CodeInvalidArgument, "one JSON object"},
+		{"not an object", "POST", "/v1/runs", `[1]`, 400, meshapi.CodeInvalidArgument, "want a JSON object"},
+		{"empty body", "POST", "/v1/runs", nil, 400, meshapi.CodeInvalidArgument, "empty"},
 		{"too large", "POST", "/v1/runs", `{"pipeline": "` + strings.Repeat("x", MaxBodyBytes) + `"}`, 413, codeTooLarge, "larger"},
-		{"bad thread", "POST", "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}, "thread": "a\nb"}, 400, codeInvalid, "thread"},
-		{"unknown run", "GET", "/v1/runs/00000000-0000-0000-0000-000000000000", nil, 404, codeNotFound, "not found"},
-		{"malformed run id", "GET", "/v1/runs/nope", nil, 404, codeNotFound, "not found"},
-		{"checkpoints of unknown run", "GET", "/v1/runs/nope/checkpoints", nil, 404, codeNotFound, "not found"},
-		{"bad status filter", "GET", "/v1/runs?status=done", nil, 400, codeInvalid, "status"},
-		{"bad limit", "GET", "/v1/runs?limit=0", nil, 400, codeInvalid, "limit"},
-		{"limit past the most", "GET", "/v1/runs?limit=1001", nil, 400, codeInvalid, "limit 1001 is not from 1 to 1000"},
-		{"bad before", "GET", "/v1/runs?before=nope", nil, 400, codeInvalid, "before"},
-		{"fork without seq", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{}, 400, codeInvalid, "seq is required"},
-		{"fork of unknown checkpoint", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": 99}, 404, codeNotFound, "checkpoint 99"},
-		{"fork patch of unknown node", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": 0, "patch": map[string]any{"nodes": map[string]any{"zzz": map[string]any{"status": "pending"}}}}, 400, codeInvalid, "zzz"},
-		{"fork patch with unknown field", "POST", "/v1/runs/" + run.ID + "/fork", `{"seq": 0, "patch": {"nodez": {}}}`, 400, codeInvalid, "nodez"},
-		{"prune without keep", "POST", "/v1/runs/" + run.ID + "/prune", map[string]any{}, 400, codeInvalid, "keep is required"},
-		{"prune keep 0", "POST", "/v1/runs/" + run.ID + "/prune", map[string]any{"keep": 0}, 400, codeInvalid, "keep"},
-		{"resume without value", "POST", "/v1/interrupts/00000000-0000-0000-0000-000000000000/resume", map[string]any{}, 400, codeInvalid, "value is required"},
-		{"cancel with a body", "POST", "/v1/runs/" + run.ID + "/cancel", `{"why": "x"}`, 400, codeInvalid, "unknown field"},
-		{"events after", "GET", "/v1/runs/" + run.ID + "/events?after=x", nil, 400, codeInvalid, "after"},
-		{"events after beyond int32", "GET", "/v1/runs/" + run.ID + "/events?after=2147483648", nil, 400, codeInvalid, "after"},
-		{"fork seq beyond int32", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": int64(1) << 31}, 400, codeInvalid, "seq"},
-		{"fork seq negative", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": -1}, 400, codeInvalid, "seq"},
-		{"prune keep beyond int32", "POST", "/v1/runs/" + run.ID + "/prune", map[string]any{"keep": int64(1) << 31}, 400, codeInvalid, "keep"},
-		{"NUL in thread", "POST", "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}, "thread": "a\x00b"}, 400, codeInvalid, "thread"},
-		{"NUL in fork thread", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": 0, "thread": "\x00"}, 400, codeInvalid, "thread"},
-		{"NUL in pipeline filter", "GET", "/v1/runs?pipeline=echo%00", nil, 400, codeInvalid, "pipeline"},
-		{"NUL in status filter", "GET", "/v1/runs?status=%00", nil, 400, codeInvalid, "status"},
-		{"NUL in thread filter", "GET", "/v1/runs?thread=%00t", nil, 400, codeInvalid, "thread"},
-		{"NUL in caller filter", "GET", "/v1/runs?caller=alice%00", nil, 400, codeInvalid, "caller"},
-		{"NUL in before", "GET", "/v1/runs?before=" + run.ID + "%00", nil, 400, codeInvalid, "before"},
-		{"no such route", "GET", "/v1/run", nil, 404, codeNotFound, "no such path"},
+		{"bad thread", "POST", "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}, "thread": "a\nb"}, 400, meshapi.CodeInvalidArgument, "thread"},
+		{"unknown run", "GET", "/v1/runs/00000000-0000-0000-0000-000000000000", nil, 404, meshapi.CodeNotFound, "not found"},
+		{"malformed run id", "GET", "/v1/runs/nope", nil, 404, meshapi.CodeNotFound, "not found"},
+		{"checkpoints of unknown run", "GET", "/v1/runs/nope/checkpoints", nil, 404, meshapi.CodeNotFound, "not found"},
+		{"bad status filter", "GET", "/v1/runs?status=done", nil, 400, meshapi.CodeInvalidArgument, "status"},
+		{"bad limit", "GET", "/v1/runs?limit=0", nil, 400, meshapi.CodeInvalidArgument, "limit"},
+		{"limit past the most", "GET", "/v1/runs?limit=1001", nil, 400, meshapi.CodeInvalidArgument, "limit 1001 is not from 1 to 1000"},
+		{"bad before", "GET", "/v1/runs?before=nope", nil, 400, meshapi.CodeInvalidArgument, "before"},
+		{"fork without seq", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{}, 400, meshapi.CodeInvalidArgument, "seq is required"},
+		{"fork of unknown checkpoint", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": 99}, 404, meshapi.CodeNotFound, "checkpoint 99"},
+		{"fork patch of unknown node", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": 0, "patch": map[string]any{"nodes": map[string]any{"zzz": map[string]any{"status": "pending"}}}}, 400, meshapi.CodeInvalidArgument, "zzz"},
+		{"fork patch with unknown field", "POST", "/v1/runs/" + run.ID + "/fork", `{"seq": 0, "patch": {"nodez": {}}}`, 400, meshapi.CodeInvalidArgument, "nodez"},
+		{"prune without keep", "POST", "/v1/runs/" + run.ID + "/prune", map[string]any{}, 400, meshapi.CodeInvalidArgument, "keep is required"},
+		{"prune keep 0", "POST", "/v1/runs/" + run.ID + "/prune", map[string]any{"keep": 0}, 400, meshapi.CodeInvalidArgument, "keep"},
+		{"resume without value", "POST", "/v1/interrupts/00000000-0000-0000-0000-000000000000/resume", map[string]any{}, 400, meshapi.CodeInvalidArgument, "value is required"},
+		{"cancel with a body", "POST", "/v1/runs/" + run.ID + "/cancel", `{"why": "x"}`, 400, meshapi.CodeInvalidArgument, "unknown field"},
+		{"events after", "GET", "/v1/runs/" + run.ID + "/events?after=x", nil, 400, meshapi.CodeInvalidArgument, "after"},
+		{"events after beyond int32", "GET", "/v1/runs/" + run.ID + "/events?after=2147483648", nil, 400, meshapi.CodeInvalidArgument, "after"},
+		{"fork seq beyond int32", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": int64(1) << 31}, 400, meshapi.CodeInvalidArgument, "seq"},
+		{"fork seq negative", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": -1}, 400, meshapi.CodeInvalidArgument, "seq"},
+		{"prune keep beyond int32", "POST", "/v1/runs/" + run.ID + "/prune", map[string]any{"keep": int64(1) << 31}, 400, meshapi.CodeInvalidArgument, "keep"},
+		{"NUL in thread", "POST", "/v1/runs", map[string]any{"pipeline": "echo", "inputs": map[string]any{"task": "x"}, "thread": "a\x00b"}, 400, meshapi.CodeInvalidArgument, "thread"},
+		{"NUL in fork thread", "POST", "/v1/runs/" + run.ID + "/fork", map[string]any{"seq": 0, "thread": "\x00"}, 400, meshapi.CodeInvalidArgument, "thread"},
+		{"NUL in pipeline filter", "GET", "/v1/runs?pipeline=echo%00", nil, 400, meshapi.CodeInvalidArgument, "pipeline"},
+		{"NUL in status filter", "GET", "/v1/runs?status=%00", nil, 400, meshapi.CodeInvalidArgument, "status"},
+		{"NUL in thread filter", "GET", "/v1/runs?thread=%00t", nil, 400, meshapi.CodeInvalidArgument, "thread"},
+		{"NUL in caller filter", "GET", "/v1/runs?caller=alice%00", nil, 400, meshapi.CodeInvalidArgument, "caller"},
+		{"NUL in before", "GET", "/v1/runs?before=" + run.ID + "%00", nil, 400, meshapi.CodeInvalidArgument, "before"},
+		{"no such route", "GET", "/v1/run", nil, 404, meshapi.CodeNotFound, "no such path"},
 		{"wrong method", "DELETE", "/v1/runs", nil, 405, codeMethodNotAllowed, "not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -362,7 +364,7 @@ func TestEvents(t *testing.T) {
 	}
 
 	resp, data := b.do(t, http.MethodGet, "/v1/runs/00000000-0000-0000-0000-000000000000/events", aliceToken, nil)
-	wantError(t, resp, data, http.StatusNotFound, codeNotFound)
+	wantError(t, resp, data, http.StatusNotFound, meshapi.CodeNotFound)
 }
 
 func atoi(t *testing.T, s string) int {
@@ -420,12 +422,39 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		OpenAPI string                                `json:"openapi"`
-		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+		OpenAPI    string                                `json:"openapi"`
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Schemas struct {
+				Error struct {
+					Properties struct {
+						Error struct {
+							Properties struct {
+								Code struct {
+									Enum []meshapi.Code `json:"enum"`
+								} `json:"code"`
+							} `json:"properties"`
+						} `json:"error"`
+					} `json:"properties"`
+				} `json:"Error"`
+			} `json:"schemas"`
+		} `json:"components"`
 	}
 	b.call(t, http.MethodGet, "/v1/openapi.json", nil, http.StatusOK, &doc)
 	if doc.OpenAPI != "3.1.0" {
 		t.Errorf("openapi %q", doc.OpenAPI)
+	}
+	// The codes the API sends are documented, and are the MCP tools' codes
+	// where the two mean the same.
+	documentedCodes := doc.Components.Schemas.Error.Properties.Error.Properties.Code.Enum
+	for _, c := range []meshapi.Code{
+		meshapi.CodeInvalidArgument, meshapi.CodeNotFound, meshapi.CodeConflict, meshapi.CodePipelineChanged,
+		meshapi.CodePermissionDenied, meshapi.CodeUnauthenticated, meshapi.CodeUnavailable, meshapi.CodeInternal,
+		codeMethodNotAllowed, codeTooLarge,
+	} {
+		if !slices.Contains(documentedCodes, c) {
+			t.Errorf("error code %q is not in openapi.yaml's enum %v", c, documentedCodes)
+		}
 	}
 	var documented []string
 	for path, ops := range doc.Paths {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
 
@@ -44,7 +45,7 @@ func (a *API) authenticateWith(next http.Handler, orSession bool) http.Handler {
 				challenge += `, error="invalid_token"`
 			}
 			w.Header().Set("WWW-Authenticate", challenge)
-			writeError(w, http.StatusUnauthorized, codeUnauthorized, bearer.ErrRequired.Error())
+			writeError(w, http.StatusUnauthorized, meshapi.CodeUnauthenticated, bearer.ErrRequired.Error())
 			return
 		}
 		if info, _ := r.Context().Value(requestInfoKey{}).(*requestInfo); info != nil {

@@ -15,18 +15,11 @@ import (
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
 
-// The error codes of the API's JSON errors.
+// The API's JSON errors carry meshapi's codes, the ones its MCP tools send,
+// so a client branches on one set; these two are the HTTP API's own.
 const (
-	codeNotFound         = "not_found"
-	codeInvalid          = "invalid"
-	codeConflict         = "conflict"
-	codePipelineChanged  = "pipeline_changed"
-	codeUnauthorized     = "unauthorized"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeTooLarge         = "too_large"
-	codeInternal         = "internal"
-	codeUnavailable      = "unavailable"
-	codeForbidden        = "permission_denied"
+	codeMethodNotAllowed meshapi.Code = "method_not_allowed"
+	codeTooLarge         meshapi.Code = "too_large"
 )
 
 // internalMessage is all a client learns of an unexpected failure; the
@@ -41,8 +34,8 @@ type errorBody struct {
 }
 
 type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    meshapi.Code `json:"code"`
+	Message string       `json:"message"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -53,28 +46,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
+func writeError(w http.ResponseWriter, status int, code meshapi.Code, msg string) {
 	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: msg}})
 }
 
 // classify maps an engine error to a status and code; ok is false for an
 // unexpected error, whose message is not for clients.
-func classify(err error) (status int, code string, ok bool) {
-	c := engine.ErrorCode(err)
-	status = meshapi.HTTPStatus(c)
-	switch c {
-	case meshapi.CodeInvalidArgument:
-		return status, codeInvalid, true
-	case meshapi.CodeNotFound:
-		return status, codeNotFound, true
-	case meshapi.CodePipelineChanged:
-		return status, codePipelineChanged, true
-	case meshapi.CodeConflict:
-		return status, codeConflict, true
-	case meshapi.CodePermissionDenied:
-		return status, codeForbidden, true
-	}
-	return http.StatusInternalServerError, codeInternal, false
+func classify(err error) (status int, code meshapi.Code, ok bool) {
+	code = engine.ErrorCode(err)
+	return meshapi.HTTPStatus(code), code, code != meshapi.CodeInternal
 }
 
 // fail writes err as a JSON error; unexpected errors are logged and
@@ -91,7 +71,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // invalidf writes a 400.
 func invalidf(w http.ResponseWriter, format string, args ...any) {
-	writeError(w, http.StatusBadRequest, codeInvalid, fmt.Sprintf(format, args...))
+	writeError(w, http.StatusBadRequest, meshapi.CodeInvalidArgument, fmt.Sprintf(format, args...))
 }
 
 // decodeBody decodes the request's JSON body into v strictly: one value, no

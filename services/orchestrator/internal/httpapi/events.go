@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
 
@@ -58,7 +59,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 		// A server-wide bound, not the client's fault: 503, which clients
 		// (meshctl) try again after a while.
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable,
+		writeError(w, http.StatusServiceUnavailable, meshapi.CodeUnavailable,
 			fmt.Sprintf("this orchestrator already serves %d event streams; try again later, or poll GET /v1/runs/{id}", cap(a.streams)))
 		return
 	}
@@ -92,7 +93,8 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 	err := a.eng.Watch(ctx, chi.URLParam(r, "id"), after, s.send)
 	cancel()
 	wg.Wait()
-	code, msg := "", ""
+	var code meshapi.Code
+	var msg string
 	switch {
 	case err == nil, r.Context().Err() != nil:
 		return // the run ended or parked, or the client left
@@ -102,10 +104,10 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	case interrupted.Load():
 		if !s.started {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, shutdownMessage)
+			writeError(w, http.StatusServiceUnavailable, meshapi.CodeUnavailable, shutdownMessage)
 			return
 		}
-		code, msg = codeUnavailable, shutdownMessage
+		code, msg = meshapi.CodeUnavailable, shutdownMessage
 	case !s.started:
 		a.fail(w, r, err)
 		return

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshwork/meshwork/pkg/meshapi"
 )
 
 // deadlineWriter is a ResponseWriter that records the write deadlines set
@@ -92,7 +94,7 @@ func TestEventStreamLimit(t *testing.T) {
 	}
 
 	r2, data := b.do(t, http.MethodGet, path, aliceToken, nil)
-	e := wantError(t, r2, data, http.StatusServiceUnavailable, codeUnavailable)
+	e := wantError(t, r2, data, http.StatusServiceUnavailable, meshapi.CodeUnavailable)
 	if !strings.Contains(e.Message, "1 event streams") || r2.Header.Get("Retry-After") == "" {
 		t.Errorf("refusal %q, Retry-After %q", e.Message, r2.Header.Get("Retry-After"))
 	}

@@ -53,7 +53,7 @@ func TestRunsBelongToTheirCaller(t *testing.T) {
 			body = map[string]any{"value": "ship it"}
 		}
 		resp, data := b.do(t, r.method, r.path, bobToken, body)
-		wantError(t, resp, data, http.StatusNotFound, codeNotFound)
+		wantError(t, resp, data, http.StatusNotFound, meshapi.CodeNotFound)
 	}
 	var list struct {
 		Runs []api.Run `json:"runs"`
@@ -67,7 +67,7 @@ func TestRunsBelongToTheirCaller(t *testing.T) {
 		t.Errorf("bob lists alice's runs: %d %s; want none", resp.StatusCode, data)
 	}
 	resp, data = b.do(t, http.MethodPost, "/v1/runs", bobToken, map[string]any{"pipeline": "approval", "thread": "alice-thread"})
-	wantError(t, resp, data, http.StatusConflict, codeConflict)
+	wantError(t, resp, data, http.StatusConflict, meshapi.CodeConflict)
 
 	// The MCP tools, as bob.
 	bob := b.mcpClient(t, bobToken)
@@ -144,7 +144,7 @@ func TestNamedApprovers(t *testing.T) {
 	}
 	path := "/v1/interrupts/" + v.Interrupts[0].ID + "/resume"
 	resp, data := b.do(t, http.MethodPost, path, aliceToken, map[string]any{"value": "mine"})
-	if e := wantError(t, resp, data, http.StatusForbidden, codeForbidden); !strings.Contains(e.Message, "decided by bob") {
+	if e := wantError(t, resp, data, http.StatusForbidden, meshapi.CodePermissionDenied); !strings.Contains(e.Message, "decided by bob") {
 		t.Errorf("alice's refusal says %q, want who decides", e.Message)
 	}
 	alice := b.mcpClient(t, aliceToken)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshwork/meshwork/pkg/bearer"
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -177,7 +178,7 @@ func (b *bundle) call(t *testing.T, method, path string, body any, wantStatus in
 }
 
 // wantError checks a JSON error response.
-func wantError(t *testing.T, resp *response, data []byte, status int, code string) errorDetail {
+func wantError(t *testing.T, resp *response, data []byte, status int, code meshapi.Code) errorDetail {
 	t.Helper()
 	if resp.StatusCode != status {
 		t.Fatalf("status %d, want %d: %s", resp.StatusCode, status, data)

@@ -208,7 +208,7 @@ func (f *Fake) handler() http.Handler {
 		r.Body = io.NopCloser(strings.NewReader(string(body)))
 		switch {
 		case f.Token != "" && r.Header.Get("Authorization") != "Bearer "+f.Token:
-			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+			writeError(w, http.StatusUnauthorized, "unauthenticated", "missing or wrong bearer token")
 		case failing:
 			writeError(w, failure.Status, failure.Code, failure.Message)
 		default:
@@ -234,7 +234,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil && (!optional || !errors.Is(err, io.EOF)) {
-		writeError(w, http.StatusBadRequest, "invalid", "decoding the request: "+err.Error())
+		writeError(w, http.StatusBadRequest, "invalid_argument", "decoding the request: "+err.Error())
 		return false
 	}
 	return true
@@ -291,7 +291,7 @@ func (f *Fake) listRuns(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "invalid", "limit must be a number")
+			writeError(w, http.StatusBadRequest, "invalid_argument", "limit must be a number")
 			return
 		}
 		limit = n
@@ -431,7 +431,7 @@ type pruneBody struct {
 
 func (f *Fake) prune(w http.ResponseWriter, req pruneBody, v *api.RunView) {
 	if req.Keep < 1 {
-		writeError(w, http.StatusBadRequest, "invalid", "keep must be at least 1")
+		writeError(w, http.StatusBadRequest, "invalid_argument", "keep must be at least 1")
 		return
 	}
 	cps := f.checkpoints[v.ID]
@@ -445,7 +445,7 @@ func (f *Fake) events(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("after"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid", "after must be a number")
+			writeError(w, http.StatusBadRequest, "invalid_argument", "after must be a number")
 			return
 		}
 		after = n
