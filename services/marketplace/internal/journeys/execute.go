@@ -51,7 +51,7 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 	}
 	// One action at a time per journey, counters read under the lock: two
 	// concurrent actions cannot both pass a limit only one fits under.
-	unlock, err := m.lockJourney(ctx, j.UID)
+	ctx, unlock, err := m.lockJourneyForAction(ctx, j.UID)
 	if err != nil {
 		return ExecuteResult{}, err
 	}
@@ -129,6 +129,9 @@ func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawActi
 			m.logger.WarnContext(ctx, "the worker stopped under an action", slog.String("journey", j.UID.String()), slog.Any("error", runErr))
 			runErr = ended
 		}
+	}
+	if runErr != nil && errors.Is(context.Cause(ctx), errLockLost) {
+		runErr = unavailable("%v", errLockLost)
 	}
 	if runErr != nil {
 		telemetry.Fail(span, runErr, errorType(runErr))

@@ -2,6 +2,8 @@ package journeys
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sync"
 
 	"github.com/google/uuid"
@@ -21,6 +23,39 @@ func (m *Manager) lockJourney(ctx context.Context, uid uuid.UUID) (unlock func()
 	}
 	return func() { shared(); local() }, nil
 }
+
+// lockJourneyForAction is lockJourney for an action, which may hold the
+// lock for an hour: the returned context is ctx, cancelled with
+// errLockLost if the lock's database connection ends meanwhile (another
+// marketplace may take the lock then). done releases the lock.
+func (m *Manager) lockJourneyForAction(ctx context.Context, uid uuid.UUID) (actx context.Context, done func(), err error) {
+	local := m.local.lock(uid)
+	shared, lost, err := m.cfg.Store.LockJourneyWatched(ctx, uid)
+	if err != nil {
+		local()
+		return nil, nil, unavailable("the journey's lock could not be taken: %v", err)
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case <-lost:
+			m.logger.WarnContext(ctx, "the journey's lock was lost while an action ran: its database connection ended", slog.String("journey", uid.String()))
+			cancel(errLockLost)
+		case <-actx.Done():
+		}
+	}()
+	return actx, func() {
+		cancel(nil)
+		<-watching
+		shared()
+		local()
+	}, nil
+}
+
+// errLockLost cancels an action whose journey lock was lost.
+var errLockLost = errors.New("the journey's lock was lost while the action ran (its database connection ended); the action was stopped and may have partly run")
 
 // tryLockJourney is lockJourney without the wait, for a lock held a
 // moment: ok is false while an action runs on the journey, here or on

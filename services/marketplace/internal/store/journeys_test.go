@@ -163,3 +163,45 @@ func TestSpawnAndStopDoNotUndoEachOther(t *testing.T) {
 		t.Errorf("Reset of a deleted journey: %v, state %s; want ErrNotFound, deleted", err, get().State)
 	}
 }
+
+// A watched lock reports the end of its connection: another marketplace
+// can take the lock then, and the holder must stop. Unlocking after the
+// loss neither hangs nor fails.
+func TestWatchedLockReportsItsLoss(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	s := store.New(pool).WithLockCheck(50 * time.Millisecond)
+	t.Cleanup(s.Close)
+	ctx := t.Context()
+	uid := uuid.New()
+	unlock, lost, err := s.LockJourneyWatched(ctx, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+		t.Fatal("lost while its connection lives")
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The lock's connection ends, as when Postgres restarts.
+	var killed bool
+	if err := pool.QueryRow(ctx, `SELECT bool_or(pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminating the lock's connection: %v, %v", killed, err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lock's connection ended, and its loss was not reported")
+	}
+	other := store.New(pool)
+	t.Cleanup(other.Close)
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	again, err := other.LockJourney(short, uid)
+	if err != nil {
+		t.Fatalf("another store taking the lost lock: %v", err)
+	}
+	again()
+	unlock()
+}

@@ -48,7 +48,8 @@ func lockKey(b []byte) int32 {
 // against the locks held for work, or spawns holding all of those would
 // each wait for one more.
 func (s *Store) LockNetwork(ctx context.Context, network string) (unlock func(), err error) {
-	return s.advisoryLock(ctx, nameLockClass, lockKey([]byte("network/"+network)), false, false)
+	unlock, _, err = s.advisoryLock(ctx, nameLockClass, lockKey([]byte("network/"+network)), lockOptions{})
+	return unlock, err
 }
 
 // lockPool is the pool journey locks are held on, made on first use with
@@ -69,7 +70,30 @@ func (s *Store) lockPool(ctx context.Context) (*pgxpool.Pool, error) {
 // It is what keeps one action at a time on a journey across replicas, and
 // its counters read and written by one holder at a time.
 func (s *Store) LockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), err error) {
-	return s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), false, true)
+	unlock, _, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), lockOptions{counted: true})
+	return unlock, err
+}
+
+// DefaultLockCheck is how often a watched lock's connection is checked
+// (WithLockCheck changes it).
+const DefaultLockCheck = 5 * time.Second
+
+// WithLockCheck sets how often a watched lock's connection is checked
+// (LockJourneyWatched); 0 or less keeps DefaultLockCheck.
+func (s *Store) WithLockCheck(d time.Duration) *Store {
+	if d > 0 {
+		s.lockCheck = d
+	}
+	return s
+}
+
+// LockJourneyWatched is LockJourney for a holder that works under the lock
+// for long (an action): lost is closed if the lock's connection ends while
+// it is held (Postgres restarted, the connection was killed), when the
+// lock is gone with it and another may take it; the holder should stop.
+// The connection is checked every WithLockCheck.
+func (s *Store) LockJourneyWatched(ctx context.Context, uid uuid.UUID) (unlock func(), lost <-chan struct{}, err error) {
+	return s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), lockOptions{counted: true, watched: true})
 }
 
 // TryLockJourney is LockJourney without the wait, for a lock held a
@@ -88,7 +112,7 @@ func (s *Store) TryLockJourneyForWork(ctx context.Context, uid uuid.UUID) (unloc
 }
 
 func (s *Store) tryLock(ctx context.Context, uid uuid.UUID, counted bool) (unlock func(), ok bool, err error) {
-	unlock, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), true, counted)
+	unlock, _, err = s.advisoryLock(ctx, journeyLockClass, journeyLockKey(uid), lockOptions{try: true, counted: counted})
 	if errors.Is(err, errLockHeld) {
 		return nil, false, nil
 	}
@@ -97,31 +121,42 @@ func (s *Store) tryLock(ctx context.Context, uid uuid.UUID, counted bool) (unloc
 
 var errLockHeld = errors.New("journey lock held")
 
+// lockOptions say how advisoryLock takes a lock.
+type lockOptions struct {
+	// try: do not wait (errLockHeld when another holds it).
+	try bool
+	// counted: a lock held for work, which first takes a place among the
+	// lockConns that may be held at once; the others use the connections
+	// left.
+	counted bool
+	// watched: check the lock's connection while it is held, and report
+	// its end (LockJourneyWatched).
+	watched bool
+}
+
 // advisoryLock takes the lock (class, key) on a connection of the lock
-// pool, waiting for it, or with try not waiting (errLockHeld when another
-// holds it). A counted lock (held for work) first takes a place among the
-// lockConns that may be held at once; the others use the connections left.
-func (s *Store) advisoryLock(ctx context.Context, class, key int32, try, counted bool) (func(), error) {
+// pool, as opts say. lost is nil unless opts.watched.
+func (s *Store) advisoryLock(ctx context.Context, class, key int32, opts lockOptions) (unlock func(), lost <-chan struct{}, err error) {
 	pool, err := s.lockPool(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("advisory lock: %w", err)
+		return nil, nil, fmt.Errorf("advisory lock: %w", err)
 	}
 	query, leave := `SELECT pg_try_advisory_lock($1, $2)`, func() {}
-	if !try {
+	if !opts.try {
 		query = `SELECT true FROM pg_advisory_lock($1, $2)`
 	}
-	if counted {
+	if opts.counted {
 		select {
 		case s.waiting <- struct{}{}:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("advisory lock: waiting for one of the %d held at once to end: %w", cap(s.waiting), ctx.Err())
+			return nil, nil, fmt.Errorf("advisory lock: waiting for one of the %d held at once to end: %w", cap(s.waiting), ctx.Err())
 		}
 		leave = func() { <-s.waiting }
 	}
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		leave()
-		return nil, fmt.Errorf("advisory lock: %w", err)
+		return nil, nil, fmt.Errorf("advisory lock: %w", err)
 	}
 	var got bool
 	if err := c.QueryRow(ctx, query, class, key).Scan(&got); err != nil {
@@ -129,14 +164,19 @@ func (s *Store) advisoryLock(ctx context.Context, class, key int32, try, counted
 		// connection goes, and its locks with it.
 		_ = c.Hijack().Close(context.WithoutCancel(ctx))
 		leave()
-		return nil, fmt.Errorf("advisory lock: %w", err)
+		return nil, nil, fmt.Errorf("advisory lock: %w", err)
 	}
 	if !got {
 		c.Release()
 		leave()
-		return nil, errLockHeld
+		return nil, nil, errLockHeld
+	}
+	stopWatch := func() {}
+	if opts.watched {
+		lost, stopWatch = s.watch(c)
 	}
 	return func() {
+		stopWatch() // the connection is this goroutine's again
 		defer leave()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -146,7 +186,43 @@ func (s *Store) advisoryLock(ctx context.Context, class, key int32, try, counted
 			return
 		}
 		c.Release()
-	}, nil
+	}, lost, nil
+}
+
+// lockPingTimeout bounds a watched lock's ping.
+const lockPingTimeout = 30 * time.Second
+
+// watch pings a held lock's connection every lockCheck until stop is
+// called, closing lost when a ping fails: the connection, and the lock with
+// it, is gone. stop returns once the pinging has stopped.
+func (s *Store) watch(c *pgxpool.Conn) (lost <-chan struct{}, stop func()) {
+	gone, quit, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.lockCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			// A ping cut off ends the connection (pgx closes it), so
+			// one is given long: a database slow to answer is not one
+			// that lost the lock.
+			ctx, cancel := context.WithTimeout(context.Background(), lockPingTimeout)
+			err := c.Ping(ctx)
+			cancel()
+			if err != nil {
+				close(gone)
+				return
+			}
+		}
+	}()
+	return gone, func() {
+		close(quit)
+		<-done
+	}
 }
 
 // Close closes the pool the journey locks are held on.

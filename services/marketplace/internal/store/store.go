@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,10 +38,15 @@ type Store struct {
 	// LockNetwork): at most lockConns, so that tries always find one of
 	// the pool's tryConns.
 	waiting chan struct{}
+	// lockCheck is how often a watched lock's connection is checked
+	// (LockJourneyWatched).
+	lockCheck time.Duration
 }
 
 // New returns a store on pool. The schema comes from the migrations module.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, lockConns: DefaultLockConns} }
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, lockConns: DefaultLockConns, lockCheck: DefaultLockCheck}
+}
 
 // maxLockConns bounds WithLockConns: far past what a database serves.
 const maxLockConns = 1 << 16
