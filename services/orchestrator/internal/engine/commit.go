@@ -211,7 +211,7 @@ func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, statu
 	if in.execErr != nil {
 		attempt.Status, attempt.Error = "failed", textcut.Clip(pgtext.Scrub(in.execErr.Error()), maxAttemptError, "…")
 		retry := nodeRetry(p, a.NodeID)
-		if a.Attempt < retry.MaxAttempts {
+		if a.Attempt < retry.MaxAttempts && retryable(in.execErr) {
 			if err := store.InsertAttempt(ctx, &c.batch, attempt); err != nil {
 				return nil, err
 			}

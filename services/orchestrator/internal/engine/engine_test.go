@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -192,6 +193,17 @@ func TestRetries(t *testing.T) {
 			if n.ID == "flaky" && n.Attempts != 3 {
 				t.Errorf("flaky's state says %d attempts, want 3", n.Attempts)
 			}
+		}
+	})
+	t.Run("a request the marketplace refused is not made again", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(r executor.Request) (string, error) {
+			return "", fmt.Errorf("spawn_worker: %w", meshapi.Errorf(meshapi.CodeInvalidArgument, "source.git.url %q: no repository there", "/sources/nope"))
+		})
+		run := start(t, b.eng, "retry", nil)
+		v := waitStatus(t, b.eng, run.ID, runstate.RunFailed)
+		if len(v.Attempts) != 1 || !contains(v.Error, "no repository there") {
+			t.Errorf("%d attempts, run error %q; want 1 attempt, failed with the refusal", len(v.Attempts), v.Error)
 		}
 	})
 	t.Run("fails after max_attempts", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -330,6 +331,20 @@ func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown b
 		telemetry.Fail(span, err, "commit")
 		return nil, true, err
 	}
+}
+
+// retryable reports whether a failed attempt may pass if made again: not
+// when the marketplace refused the request itself (invalid_argument, a
+// repository that does not exist; permission_denied, a source outside what
+// the operator allows), which an identical attempt meets again.
+func retryable(err error) bool {
+	if e, ok := meshapi.AsError(err); ok {
+		switch e.Code {
+		case meshapi.CodeInvalidArgument, meshapi.CodePermissionDenied:
+			return false
+		}
+	}
+	return true
 }
 
 func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {

@@ -282,7 +282,10 @@ func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id,
 		return fmt.Errorf("spawn_worker: %w", err)
 	}
 	if res.IsError {
-		return fmt.Errorf("spawn_worker %s for journey %s: %s", worker, id, meshapi.ResultText(res))
+		// Its code comes along: a refused spawn (a repository that does
+		// not exist) is not worth another attempt (engine.retryable).
+		e, _ := meshapi.ErrorOf(res)
+		return fmt.Errorf("spawn_worker %s for journey %s: %w", worker, id, e)
 	}
 	var out struct {
 		State string `json:"state"`
@@ -356,7 +359,7 @@ func (e *Executor) execute(ctx context.Context, id string, act map[string]any, o
 		if e.Code == meshapi.CodeNotLive {
 			return out, fmt.Errorf("execute_in_worker: %s: %w", e.Message, errNotLive)
 		}
-		return out, fmt.Errorf("execute_in_worker: %s", e.Message)
+		return out, fmt.Errorf("execute_in_worker: %w", e)
 	case !decoded || !out.Executed:
 		return out, fmt.Errorf("execute_in_worker: unexpected result %q", meshapi.ResultText(res))
 	}
