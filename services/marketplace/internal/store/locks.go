@@ -194,33 +194,35 @@ const lockPingTimeout = 30 * time.Second
 
 // watch pings a held lock's connection every lockCheck until stop is
 // called, closing lost when a ping fails: the connection, and the lock with
-// it, is gone. stop returns once the pinging has stopped.
+// it, is gone. stop returns at once: a ping under way is cut off, which
+// ends the connection (pgx closes a connection whose query is cut off),
+// and the lock with it, which is what the unlock that calls stop wants.
 func (s *Store) watch(c *pgxpool.Conn) (lost <-chan struct{}, stop func()) {
-	gone, quit, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	gone, done := make(chan struct{}), make(chan struct{})
+	ctx, quit := context.WithCancel(context.Background())
 	go func() {
 		defer close(done)
 		t := time.NewTicker(s.lockCheck)
 		defer t.Stop()
 		for {
 			select {
-			case <-quit:
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			// A ping cut off ends the connection (pgx closes it), so
-			// one is given long: a database slow to answer is not one
-			// that lost the lock.
-			ctx, cancel := context.WithTimeout(context.Background(), lockPingTimeout)
-			err := c.Ping(ctx)
+			// A database slow to answer has not lost the lock: the ping
+			// is given long.
+			pctx, cancel := context.WithTimeout(ctx, lockPingTimeout)
+			err := c.Ping(pctx)
 			cancel()
-			if err != nil {
+			if err != nil && ctx.Err() == nil {
 				close(gone)
 				return
 			}
 		}
 	}()
 	return gone, func() {
-		close(quit)
+		quit()
 		<-done
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
@@ -195,14 +194,14 @@ func TestRetries(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a request the marketplace refused is not made again", func(t *testing.T) {
+	t.Run("a refused request is not made again", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, func(r executor.Request) (string, error) {
-			return "", fmt.Errorf("spawn_worker: %w", meshapi.Errorf(meshapi.CodeInvalidArgument, "source.git.url %q: no repository there", "/sources/nope"))
+			return "", executor.Refused(errors.New("spawn_worker: no git repository at /sources/nope"))
 		})
 		run := start(t, b.eng, "retry", nil)
 		v := waitStatus(t, b.eng, run.ID, runstate.RunFailed)
-		if len(v.Attempts) != 1 || !contains(v.Error, "no repository there") {
+		if len(v.Attempts) != 1 || !contains(v.Error, "no git repository at /sources/nope") {
 			t.Errorf("%d attempts, run error %q; want 1 attempt, failed with the refusal", len(v.Attempts), v.Error)
 		}
 	})

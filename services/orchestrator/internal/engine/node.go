@@ -13,8 +13,8 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -334,18 +334,8 @@ func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown b
 }
 
 // retryable reports whether a failed attempt may pass if made again: not
-// when the marketplace refused the request itself (invalid_argument, a
-// repository that does not exist; permission_denied, a source outside what
-// the operator allows), which an identical attempt meets again.
-func retryable(err error) bool {
-	if e, ok := meshapi.AsError(err); ok {
-		switch e.Code {
-		case meshapi.CodeInvalidArgument, meshapi.CodePermissionDenied:
-			return false
-		}
-	}
-	return true
-}
+// when the executor says the request itself was refused.
+func retryable(err error) bool { return !errors.Is(err, executor.ErrRefused) }
 
 func nodeRetry(p *pipeline.Pipeline, id string) pipeline.Retry {
 	if n, ok := p.Node(id); ok && n.Retry != nil {

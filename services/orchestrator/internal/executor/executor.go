@@ -97,3 +97,18 @@ type Executor interface {
 // ErrUnavailable marks an executor that is not configured, such as a role via
 // marketplace on an orchestrator without a marketplace URL.
 var ErrUnavailable = errors.New("executor not configured")
+
+// ErrRefused marks an attempt's failure that the same attempt meets again:
+// the service refused the request itself (a repository that does not
+// exist, a source outside the allowed roots, a task past its size limit).
+// The engine does not retry it.
+var ErrRefused = errors.New("refused: trying again will not help")
+
+// Refused marks err as a refusal (ErrRefused), keeping it, and what it
+// wraps, as it is.
+func Refused(err error) error { return refusedError{err} }
+
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string   { return e.err.Error() }
+func (e refusedError) Unwrap() []error { return []error{e.err, ErrRefused} }

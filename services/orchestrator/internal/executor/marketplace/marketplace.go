@@ -282,10 +282,16 @@ func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id,
 		return fmt.Errorf("spawn_worker: %w", err)
 	}
 	if res.IsError {
-		// Its code comes along: a refused spawn (a repository that does
-		// not exist) is not worth another attempt (engine.retryable).
 		e, _ := meshapi.ErrorOf(res)
-		return fmt.Errorf("spawn_worker %s for journey %s: %w", worker, id, e)
+		err := fmt.Errorf("spawn_worker %s for journey %s: %w", worker, id, e)
+		switch e.Code {
+		case meshapi.CodeInvalidArgument, meshapi.CodePermissionDenied, meshapi.CodeNotFound:
+			// A source that is malformed, not allowed or not there
+			// (a repository that does not exist), a worker not in the
+			// catalog: the next attempt would meet the same.
+			return executor.Refused(err)
+		}
+		return err
 	}
 	var out struct {
 		State string `json:"state"`
@@ -359,7 +365,11 @@ func (e *Executor) execute(ctx context.Context, id string, act map[string]any, o
 		if e.Code == meshapi.CodeNotLive {
 			return out, fmt.Errorf("execute_in_worker: %s: %w", e.Message, errNotLive)
 		}
-		return out, fmt.Errorf("execute_in_worker: %w", e)
+		err := fmt.Errorf("execute_in_worker: %w", e)
+		if e.Code == meshapi.CodeInvalidArgument {
+			return out, executor.Refused(err) // the task itself is refused (past its size limit)
+		}
+		return out, err
 	case !decoded || !out.Executed:
 		return out, fmt.Errorf("execute_in_worker: unexpected result %q", meshapi.ResultText(res))
 	}

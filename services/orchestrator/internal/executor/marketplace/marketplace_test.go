@@ -341,6 +341,18 @@ func TestFailures(t *testing.T) {
 			t.Error("a role without a worker: no error")
 		}
 	})
+	t.Run("a source the marketplace refuses", func(t *testing.T) {
+		t.Parallel()
+		// The marketplace refuses the spawn; the engine does not try
+		// again what would be refused again.
+		m := startMarket(t, marketplacetest.Options{})
+		req := request("t", "writer", agentWorker, "fine", nil)
+		req.Source = &executor.Source{Repository: map[string]any{"git": map[string]any{"url": "https://127.0.0.1:1/nope.git"}}}
+		_, err := m.ex.Execute(context.Background(), req)
+		if !errors.Is(err, executor.ErrRefused) {
+			t.Fatalf("error %v; want the spawn's refusal, marked refused", err)
+		}
+	})
 	t.Run("in the worker", func(t *testing.T) {
 		t.Parallel()
 		// Without the agent's credential the fake Claude Code fails as

@@ -146,6 +146,11 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 			msg = "the agent failed without a message"
 		}
 		log.InfoContext(ctx, "mesh_execute failed", slog.String("session", out.SessionID), slog.String("error", msg))
+		if e, ok := meshapi.ErrorOf(res); ok && e.Code == meshapi.CodeInvalidArgument {
+			// The request itself (a task past its size limit, a session
+			// of another repository, a repository that is not one).
+			return result, executor.Refused(fmt.Errorf("mesh_execute: %w", e))
+		}
 		return result, fmt.Errorf("mesh_execute: %s", msg)
 	}
 	if !structured {
