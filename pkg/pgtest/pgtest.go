@@ -88,6 +88,18 @@ func Pool(tb testing.TB) *pgxpool.Pool {
 	return pool
 }
 
+// EndAdvisoryLockHolders ends the connections that hold advisory locks on
+// pool's database, as a Postgres restart would: for a test of what a lock's
+// holder does when its lock is gone. It fails the test if none held one.
+func EndAdvisoryLockHolders(tb testing.TB, pool *pgxpool.Pool) {
+	tb.Helper()
+	var ended bool
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ended); err != nil || !ended {
+		tb.Fatalf("pgtest: ending the advisory locks' connections: ended %v, %v", ended, err)
+	}
+}
+
 // PoolAndDSN is Pool with the database's URL, for the processes a test
 // starts on the same database (service replicas, a marketplace).
 func PoolAndDSN(tb testing.TB) (*pgxpool.Pool, string) {

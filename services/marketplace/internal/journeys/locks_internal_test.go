@@ -26,11 +26,7 @@ func TestAnActionStopsWhenItsLockIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var killed bool
-	if err := pool.QueryRow(t.Context(), `SELECT bool_or(pg_terminate_backend(pid)) FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed); err != nil || !killed {
-		t.Fatalf("terminating the lock's connection: %v, %v", killed, err)
-	}
+	pgtest.EndAdvisoryLockHolders(t, pool)
 	select {
 	case <-ctx.Done():
 	case <-time.After(10 * time.Second):

@@ -184,11 +184,7 @@ func TestWatchedLockReportsItsLoss(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	// The lock's connection ends, as when Postgres restarts.
-	var killed bool
-	if err := pool.QueryRow(ctx, `SELECT bool_or(pg_terminate_backend(pid)) FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed); err != nil || !killed {
-		t.Fatalf("terminating the lock's connection: %v, %v", killed, err)
-	}
+	pgtest.EndAdvisoryLockHolders(t, pool)
 	select {
 	case <-lost:
 	case <-time.After(10 * time.Second):

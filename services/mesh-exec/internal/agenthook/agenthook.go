@@ -52,15 +52,16 @@ var Events = []string{"PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop",
 // Settings returns the JSON of Claude Code settings whose hooks run command
 // (the hook program, e.g. "/usr/local/bin/mesh-exec hook") for every event
 // in Events and every tool, and which deny reading the denied paths (the
-// definition's denied_paths, workspace globs).
+// definition's denied_paths, globs rooted at workspace, an absolute path).
 //
 // The deny rules are for Grep and Glob: the hook checks the directory they
 // search, but a search of the workspace would print a denied file's lines
 // (a Grep over certs/ its keys). Claude Code applies Read deny rules to its
-// Grep and Glob tools too, in every permission mode; Read rules are
-// gitignore patterns, "./" rooting them at the working directory, the
-// workspace.
-func Settings(command string, deniedPaths []string) string {
+// Grep and Glob tools too, in every permission mode. Read rules are
+// gitignore patterns; "//" roots one at the file system's root, so that it
+// holds from whatever repository under the workspace the agent works in
+// ("./" would root it at the working directory).
+func Settings(command, workspace string, deniedPaths []string) string {
 	type hook struct {
 		Type    string `json:"type"`
 		Command string `json:"command"`
@@ -80,7 +81,7 @@ func Settings(command string, deniedPaths []string) string {
 		hooks[e] = []matcher{m}
 	}
 	settings := map[string]any{"hooks": hooks}
-	if deny := readDenyRules(deniedPaths); len(deny) > 0 {
+	if deny := readDenyRules(workspace, deniedPaths); len(deny) > 0 {
 		settings["permissions"] = map[string]any{"deny": deny}
 	}
 	b, err := json.Marshal(settings)
@@ -90,15 +91,20 @@ func Settings(command string, deniedPaths []string) string {
 	return string(b)
 }
 
-// readDenyRules are Claude Code Read deny rules for workspace globs. A
-// glob with a parenthesis would end the rule early and is left to the hook.
-func readDenyRules(globs []string) []string {
+// readDenyRules are Claude Code Read deny rules for globs rooted at
+// workspace. A glob with a parenthesis would end the rule early and is left
+// to the hook.
+func readDenyRules(workspace string, globs []string) []string {
+	root := "/" + strings.Trim(workspace, "/")
+	if root != "/" {
+		root += "/"
+	}
 	var rules []string
 	for _, g := range globs {
-		if g == "" || strings.ContainsAny(g, "()") {
+		if g == "" || strings.ContainsAny(g, "()") || strings.ContainsAny(workspace, "()") {
 			continue
 		}
-		rules = append(rules, "Read(./"+strings.TrimPrefix(g, "/")+")")
+		rules = append(rules, "Read(/"+root+strings.TrimPrefix(g, "/")+")")
 	}
 	return rules
 }

@@ -88,12 +88,14 @@ func TestSettings(t *testing.T) {
 			Deny []string `json:"deny"`
 		} `json:"permissions"`
 	}
-	if err := json.Unmarshal([]byte(agenthook.Settings("/usr/local/bin/mesh-exec hook", []string{"**/.env", "certs/**", "odd(name)"})), &s); err != nil {
+	if err := json.Unmarshal([]byte(agenthook.Settings("/usr/local/bin/mesh-exec hook", "/workspace", []string{"**/.env", "certs/**", "odd(name)"})), &s); err != nil {
 		t.Fatal(err)
 	}
 	// Grep and Glob search a directory the hook checks, and print what is
-	// in it: the CLI's Read deny rules keep the denied files out.
-	if want := []string{"Read(./**/.env)", "Read(./certs/**)"}; !slices.Equal(s.Permissions.Deny, want) {
+	// in it: the CLI's Read deny rules keep the denied files out, rooted
+	// at the workspace (absolute, "//"), not at the repository the agent
+	// works in.
+	if want := []string{"Read(//workspace/**/.env)", "Read(//workspace/certs/**)"}; !slices.Equal(s.Permissions.Deny, want) {
 		t.Errorf("deny rules %q, want %q", s.Permissions.Deny, want)
 	}
 	pre := s.Hooks["PreToolUse"]

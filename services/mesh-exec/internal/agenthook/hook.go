@@ -68,9 +68,10 @@ func NewDecider(policy string) (*Decider, error) {
 	return &Decider{gate: g, workspace: p.Workspace, denied: p.Definition.Constraints.DeniedPaths}, nil
 }
 
-// DeniedPaths are the policy's denied_paths, for the CLI's own read rules
-// (Settings): the hook sees where Grep and Glob search, not what they find.
-func (d *Decider) DeniedPaths() []string { return d.denied }
+// Settings are the CLI's settings for this policy (see Settings): hooks
+// that run command, and read rules for the policy's denied_paths, since the
+// hook sees where Grep and Glob search, not what they find.
+func (d *Decider) Settings(command string) string { return Settings(command, d.workspace, d.denied) }
 
 // Answer decides one event; it never fails open: an error is exit 2.
 func (d *Decider) Answer(event []byte) Answer {

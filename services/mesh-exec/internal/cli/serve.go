@@ -207,7 +207,7 @@ func serve(ctx context.Context, f serveFlags, logger *slog.Logger) error {
 			hookCommand = fast
 			agentEnv = append(agentEnv, hookwire.SocketEnv+"="+addr)
 		}
-		hookSettings = agenthook.Settings(hookCommand, decider.DeniedPaths())
+		hookSettings = decider.Settings(hookCommand)
 	}
 	srv, err := server.New(server.Config{
 		WorkspaceRoot: f.workspaceRoot, Backends: backends, DefaultBackend: f.backend, Sessions: sessions,

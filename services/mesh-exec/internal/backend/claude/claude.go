@@ -48,8 +48,10 @@ func New(cfg Config) *Backend {
 // Name returns "claude", the backend's name in worker definitions.
 func (b *Backend) Name() string { return "claude" }
 
-// NewParser returns a parser for one run's stream-json output. The output
-// alone says everything it needs, so the request is not used.
+// NewParser returns a parser for one run's stream-json output, in the
+// run's repository, with hooks if the run has hook settings.
 func (b *Backend) NewParser(req backend.Request) backend.Parser {
-	return newParser(req.Repository)
+	p := newParser(req.Repository)
+	p.hooked = req.HookSettings != ""
+	return p
 }

@@ -2,7 +2,11 @@ package claude
 
 import (
 	"bytes"
+	"fmt"
+	"math"
+	"strings"
 
+	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
 )
@@ -36,6 +40,10 @@ type parser struct {
 	repository string     // the run's repository, for verbs
 	uses       []*toolUse // tool calls in order, for pairing hook events
 	decisions  []backend.ToolDecision
+	// hooked: the run has hooks (Request.HookSettings), so every tool
+	// call that ran must have been checked by one.
+	hooked   bool
+	answered map[string]bool // tool_use ids that have a tool_result
 }
 
 // toolUse is one tool call, as far as its hooks have reported it.
@@ -58,6 +66,7 @@ func newParser(repository string) *parser {
 		toolSeen:   map[string]bool{},
 		toolNames:  map[string]string{},
 		failedUse:  map[string]bool{},
+		answered:   map[string]bool{},
 	}
 }
 
@@ -158,6 +167,9 @@ func (p *parser) user(ev event) []backend.Event {
 		if b.IsError && b.ToolUseID != "" {
 			p.failedUse[b.ToolUseID] = true
 		}
+		if b.ToolUseID != "" && len(p.answered) < maxAnswered {
+			p.answered[b.ToolUseID] = true
+		}
 		out = append(out, backend.Event{
 			Kind:       backend.KindToolResult,
 			SessionID:  ev.SessionID,
@@ -169,6 +181,32 @@ func (p *parser) user(ev event) []backend.Event {
 	}
 	return out
 }
+
+// denied marks the decisions of the calls the CLI's own permission rules
+// refused after the hook allowed them (agent.allowed_tools, the permission
+// mode): the call did not run, and its audit says so.
+func denied(decisions []backend.ToolDecision, denials []permissionDenial) {
+	ids := make(map[string]bool, len(denials))
+	for _, d := range denials {
+		if d.ToolUseID != "" {
+			ids[d.ToolUseID] = true
+		}
+	}
+	for i := range decisions {
+		d := &decisions[i]
+		if d.Allowed && d.ToolCallID != "" && ids[d.ToolCallID] {
+			d.Allowed = false
+			d.Violations = append(d.Violations, meshtype.Violation{
+				ConstraintID: ConstraintAgentPermissions, Violated: true,
+				Message: d.Tool + " was refused by the agent's own permission rules (agent.allowed_tools)",
+			})
+		}
+	}
+}
+
+// ConstraintAgentPermissions is the violation of a tool call the gate
+// allowed and the agent CLI's own permission rules refused.
+const ConstraintAgentPermissions = "agent_permissions"
 
 // Finish returns the run's result; see outcome.go for how failures are told
 // apart.
@@ -185,12 +223,61 @@ func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 		}
 		res.CostUSD = r.TotalCostUSD
 		res.DurationMS = r.DurationMS
+		denied(res.ToolDecisions, r.PermissionDenials)
 		res.NumTurns = r.NumTurns
-		res.InputTokens = r.Usage.InputTokens
+		// Every input token, cached or not, as OpenTelemetry's
+		// gen_ai.usage.input_tokens counts them.
+		// The counts are the agent's (untrusted): their sum saturates.
+		u := r.Usage
+		for _, n := range []int64{u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens} {
+			if n > 0 {
+				res.InputTokens += min(n, math.MaxInt64-res.InputTokens)
+			}
+		}
 		res.OutputTokens = r.Usage.OutputTokens
 	}
 	res.Output, res.IsError, res.Err = p.outcome(exitCode, stderr)
+	p.unchecked(&res)
 	return res
+}
+
+// maxAnswered bounds the tool results remembered for unchecked.
+const maxAnswered = 1 << 16
+
+// ConstraintUnchecked is the violation of a tool call that ran without the
+// gate's check.
+const ConstraintUnchecked = "unchecked"
+
+// unchecked fails a run in which tool calls ran that no hook checked: the
+// CLI ignores settings it finds invalid in print mode, hooks and all, and
+// then nothing stood between the agent and its tools. Calls the CLI's own
+// permission rules refused did not run; a run cut short (no result) may
+// have calls its hooks had not answered yet.
+func (p *parser) unchecked(res *backend.Result) {
+	if !p.hooked || p.result == nil {
+		return
+	}
+	refused := map[string]bool{}
+	for _, d := range p.result.PermissionDenials {
+		refused[d.ToolUseID] = true
+	}
+	var names []string
+	for _, u := range p.uses {
+		if u.decided || refused[u.id] || !p.answered[u.id] {
+			continue
+		}
+		names = append(names, u.name)
+		res.ToolDecisions = append(res.ToolDecisions, backend.ToolDecision{
+			ToolCallID: u.id, Tool: u.name, Summary: u.verb,
+			Violations: []meshtype.Violation{{ConstraintID: ConstraintUnchecked, Violated: true, Message: u.name + " ran without the gate's check"}},
+		})
+	}
+	if len(names) == 0 {
+		return
+	}
+	res.IsError = true
+	res.Output = fmt.Sprintf("%d tool call(s) ran without the gate's check (%s): the agent CLI did not run the hooks in its settings, so this run's changes were not checked\n\n%s",
+		len(names), strings.Join(names, ", "), res.Output)
 }
 
 // modified returns the paths of file-writing tool calls that did not fail,

@@ -2,6 +2,7 @@ package claude
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -158,7 +159,8 @@ func TestSuccessStream(t *testing.T) {
 	}
 	want := backend.Result{
 		SessionID: s, Output: "Fixed the bug: main now calls run().", CostUSD: 0.0421, DurationMS: 8660,
-		NumTurns: 4, InputTokens: 1200, OutputTokens: 340,
+		// 1,200 fresh, 800 written to the prompt cache, 30,000 read from it.
+		NumTurns: 4, InputTokens: 32000, OutputTokens: 340,
 		ToolsUsed: []string{"Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "Bash"},
 		// notes.md is not there: its Write failed.
 		FilesModified: []string{repo + "main.go", repo + "util.go", repo + "a.ipynb"},
@@ -265,5 +267,21 @@ func TestOddFieldsDoNotHideAResult(t *testing.T) {
 	_, res := parse(t, []byte(`{"type":"result","is_error":false,"result":"done","session_id":"s","num_turns":"three","usage":[],"total_cost_usd":0.5}`), 0, "")
 	if res.IsError || res.Output != "done" || res.CostUSD != 0.5 || res.NumTurns != 0 {
 		t.Errorf("result = %+v, want success with output done and cost 0.5", res)
+	}
+}
+
+// Input tokens add up the prompt cache's counts; the agent's counts are
+// untrusted, so the sum saturates and a negative count adds nothing.
+func TestInputTokensSaturate(t *testing.T) {
+	t.Parallel()
+	for usage, want := range map[string]int64{
+		`{"input_tokens":5,"cache_creation_input_tokens":7,"cache_read_input_tokens":11}`:                                    23,
+		`{"input_tokens":9000000000000000000,"cache_creation_input_tokens":9000000000000000000,"cache_read_input_tokens":1}`: math.MaxInt64,
+		`{"input_tokens":-5,"cache_read_input_tokens":3}`:                                                                    3,
+	} {
+		_, res := parse(t, []byte(`{"type":"result","is_error":false,"result":"done","session_id":"s","usage":`+usage+`}`), 0, "")
+		if res.InputTokens != want {
+			t.Errorf("usage %s: input tokens %d, want %d", usage, res.InputTokens, want)
+		}
 	}
 }

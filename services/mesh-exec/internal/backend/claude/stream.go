@@ -39,9 +39,22 @@ type event struct {
 	NumTurns     int             `json:"num_turns"`
 	DurationMS   int64           `json:"duration_ms"`
 	Usage        struct {
-		InputTokens  int64 `json:"input_tokens"`
-		OutputTokens int64 `json:"output_tokens"`
+		// Input tokens come in three counts: those read from the prompt
+		// cache and those written to it are not in input_tokens.
+		InputTokens              int64 `json:"input_tokens"`
+		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+		OutputTokens             int64 `json:"output_tokens"`
 	} `json:"usage"`
+	// PermissionDenials are the tool calls the CLI's own permission rules
+	// refused, after the hooks had their say.
+	PermissionDenials []permissionDenial `json:"permission_denials"`
+}
+
+// permissionDenial is one entry of a result's permission_denials.
+type permissionDenial struct {
+	ToolName  string `json:"tool_name"`
+	ToolUseID string `json:"tool_use_id"`
 }
 
 // message is the message of an assistant or user event.
