@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -102,6 +106,25 @@ func TestReportedCosts(t *testing.T) {
 	}
 }
 
+// A foreach node costs what its items reported, each in range.
+func TestForeachCostsWhatItsItemsCost(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.PoolAndDSN(t)
+	x := &enginetest.InstantExecutor{Record: true, Cost: func(req executor.Request) float64 {
+		if req.Item == "each/2" {
+			return -4 // out of range: none
+		}
+		return 0.5
+	}}
+	eng := startEngine(t, pool, loadTestCatalog(t), map[pipeline.Via]executor.Executor{pipeline.ViaMesh: x}, "")
+	run := start(t, eng, "fanout", map[string]any{"topics": "a,b,c,d"})
+	v := waitStatus(t, eng, run.ID, runstate.RunSucceeded)
+	i := slices.IndexFunc(v.Attempts, func(a api.Attempt) bool { return a.NodeID == "each" })
+	if i < 0 || v.Attempts[i].CostUSD != 1.5 {
+		t.Errorf("attempts %+v; want each's to cost 1.5 (three items at 0.5, one out of range)", v.Attempts)
+	}
+}
+
 // A second run on the same thread resumes each role's own session.
 func TestThreadResumesSessions(t *testing.T) {
 	t.Parallel()
@@ -162,6 +185,31 @@ func TestLoopAndWhen(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A node scheduled by a commit while another node of the run still runs on
+// this replica (so its lease is shared, with the run as it was claimed) is
+// given the state of that commit: its task sees the node it needs.
+func TestANodeSeesTheCommitThatScheduledIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	release := b.exec.Hold("slow")
+	defer release()
+	run := start(t, b.eng, "fastslow", nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.ContainsFunc(b.exec.Calls(), func(r executor.Request) bool { return r.NodeID == "after" }) {
+		if v, _ := b.eng.GetRun(context.Background(), run.ID); v.Status == runstate.RunFailed || time.Now().After(deadline) {
+			t.Fatalf("after did not run while slow held the lease: status %s, error %q", v.Status, v.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	release()
+	waitStatus(t, b.eng, run.ID, runstate.RunSucceeded)
+	for _, c := range b.exec.Calls() {
+		if c.NodeID == "after" && !strings.Contains(c.Task, "a: fast") {
+			t.Errorf("after's task %q lacks fast's output", c.Task)
+		}
+	}
 }
 
 // Failed attempts are retried with backoff and recorded; the last failure
@@ -391,6 +439,14 @@ func TestBadInput(t *testing.T) {
 	_, err = b.eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: 0, Patch: &runstate.State{Nodes: map[string]pipeline.NodeState{"one": {Status: "succeeded", Patch: "diff --git a/x b/x\n"}}}})
 	if !errors.As(err, &inv) || !contains(err.Error(), "cannot be set") {
 		t.Errorf("patch setting a node's patch: %v", err)
+	}
+	// A node's iteration and attempts are 32-bit: one whose next iteration
+	// could not be committed would run its agent again and again.
+	for _, ns := range []pipeline.NodeState{{Status: "pending", Iteration: math.MaxInt32}, {Status: "pending", Attempts: -1}} {
+		_, err = b.eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: 1, Patch: &runstate.State{Nodes: map[string]pipeline.NodeState{"two": ns}}})
+		if !errors.As(err, &inv) || !contains(err.Error(), "must be from 0 to 2147483646") {
+			t.Errorf("patch with iteration %d, attempts %d: %v", ns.Iteration, ns.Attempts, err)
+		}
 	}
 	_, err = b.eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: 99})
 	if !errIs(err, engine.ErrNotFound) {

@@ -119,8 +119,8 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	ps := st.Pipeline()
 	req.Source = nodeSource(p, ps, a.NodeID)
 	if n.IsForeach() {
-		out, err := e.executeItems(ctx, p, n, ps, ex, req)
-		res.output = out
+		out, cost, err := e.executeItems(ctx, p, n, ps, ex, req)
+		res.output, res.cost = out, cost
 		if err == nil {
 			res.output, err = p.RenderOutput(a.NodeID, ps, out)
 		}
@@ -230,11 +230,20 @@ func nodeSource(p *pipeline.Pipeline, ps pipeline.State, id string) *executor.So
 
 // executeItems runs a foreach node's items, at most MaxConcurrency at once,
 // each in a session of its own; the node's result is the JSON array of the
-// items' outputs, in item order.
-func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipeline.Node, ps pipeline.State, ex executor.Executor, base executor.Request) (string, error) {
+// items' outputs, in item order, and its cost what the items reported (a
+// failed item's too: it was spent), each in range (telemetry.UsageOK).
+func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipeline.Node, ps pipeline.State, ex executor.Executor, base executor.Request) (out string, cost float64, err error) {
 	items, err := p.ForeachItems(n.ID, ps)
 	if err != nil {
-		return "", err
+		return "", 0, err
+	}
+	var mu sync.Mutex
+	spent := func(c float64) {
+		if telemetry.UsageOK(c, telemetry.MaxAgentCostUSD) {
+			mu.Lock()
+			cost = min(cost+c, telemetry.MaxAgentCostUSD)
+			mu.Unlock()
+		}
 	}
 	outs := make([]string, len(items))
 	g, gctx := errgroup.WithContext(ctx)
@@ -248,6 +257,7 @@ func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipe
 			req := base
 			req.Task, req.Item = task, fmt.Sprintf("%s/%d", n.ID, i)
 			r, err := ex.Execute(gctx, req)
+			spent(r.CostUSD)
 			if err != nil {
 				return fmt.Errorf("item %d: %w", i, err)
 			}
@@ -256,8 +266,8 @@ func (e *Engine) executeItems(ctx context.Context, p *pipeline.Pipeline, n *pipe
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return "", err
+		return "", cost, err
 	}
 	b, err := json.Marshal(outs)
-	return string(b), err
+	return string(b), cost, err
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/google/uuid"
 
@@ -107,6 +108,12 @@ func checkPatch(p *pipeline.Pipeline, patch runstate.State) (runstate.State, err
 		case pipeline.StatusPending, pipeline.StatusSucceeded, pipeline.StatusSkipped:
 		default:
 			return runstate.State{}, invalid("patch: node %s: status must be pending, succeeded or skipped, not %q", id, ns.Status)
+		}
+		if ns.Iteration < 0 || ns.Iteration >= math.MaxInt32 || ns.Attempts < 0 || ns.Attempts >= math.MaxInt32 {
+			// The node's next iteration and its attempts are 32-bit in
+			// the checkpoints: one past them could never be committed,
+			// and its agent would run again and again.
+			return runstate.State{}, invalid("patch: node %s: iteration %d and attempts %d must be from 0 to %d", id, ns.Iteration, ns.Attempts, math.MaxInt32-1)
 		}
 		if ns.Patch != "" {
 			// A node's patch seeds later workers and becomes the run's

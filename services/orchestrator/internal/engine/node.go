@@ -269,6 +269,17 @@ func (e *Engine) workNodeRecovering(ctx context.Context, lease store.Lease, sess
 func (e *Engine) workNode(ctx context.Context, lease store.Lease, sessionKnown bool, a nodeArgs, jobID int64) (next *inlineNext, held bool, err error) {
 	log := e.logger.With(slog.String("run", a.RunID), slog.String("node", a.NodeID), slog.Int("iteration", a.Iteration), slog.Int("attempt", a.Attempt))
 	run := lease.Run
+	if a.Seq > run.HeadSeq {
+		// The lease was this replica's already, with the run as it was
+		// claimed: the commit that scheduled this node came after it
+		// (another node's, worked at the same time), and its state is
+		// what the node's task is made from.
+		fresh, err := store.GetRun(ctx, e.pool, run.ID)
+		if err != nil {
+			return nil, true, err
+		}
+		run = fresh
+	}
 	p, st, err := e.prepare(ctx, run, a)
 	if errors.Is(err, errNodeDone) {
 		return nil, true, nil

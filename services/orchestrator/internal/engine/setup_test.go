@@ -75,6 +75,17 @@ nodes:
   - {id: right, role: a, needs: [start], task: right}
   - {id: join, role: a, needs: [left, middle, right], task: "join {{ .nodes.left.output }} {{ .nodes.middle.output }} {{ .nodes.right.output }}"}
 `)},
+	"fastslow.yaml": {Data: []byte(`
+name: fastslow
+roles:
+  a: {via: mesh, repository: a}
+nodes:
+  - {id: start, role: a, task: start}
+  - {id: fast, role: a, needs: [start], task: fast}
+  - {id: slow, role: a, needs: [start], task: slow}
+  - {id: after, role: a, needs: [fast], task: "after {{ .nodes.fast.output }}"}
+  - {id: end, role: a, needs: [after, slow], task: end}
+`)},
 	"fanout.yaml": {Data: []byte(`
 name: fanout
 inputs: {topics: {type: string, required: true}}
