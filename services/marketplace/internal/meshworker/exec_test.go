@@ -130,7 +130,9 @@ func TestExecRefusedWithoutAllowExec(t *testing.T) {
 
 func TestExecTimeoutKillsTheProcessGroup(t *testing.T) {
 	t.Parallel()
-	b := setup(t, meshworker.Config{AllowExec: true, ExecTimeout: 300 * time.Millisecond})
+	// Long enough for the shell to start, set its trap and print its pid
+	// on a loaded machine (at 300 ms it was sometimes killed before).
+	b := setup(t, meshworker.Config{AllowExec: true, ExecTimeout: 1500 * time.Millisecond})
 
 	tests := []struct {
 		name string
