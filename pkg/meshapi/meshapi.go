@@ -47,10 +47,11 @@ func ValidID(id string) bool { return IDPattern.MatchString(id) }
 
 // MeshExecuteIn is mesh_execute's input.
 type MeshExecuteIn struct {
-	Repository string `json:"repository,omitempty" jsonschema:"the repository directory, absolute or relative to the workspace root; created if missing (a resume may omit it)"`
-	Task       string `json:"task" jsonschema:"what the agent should do"`
-	SessionID  string `json:"session_id,omitempty" jsonschema:"continue this session (from an earlier result)"`
-	Timeout    int64  `json:"timeout,omitempty" jsonschema:"milliseconds before the agent is stopped (default 600000)"`
+	Repository  string `json:"repository,omitempty" jsonschema:"the repository directory, absolute or relative to the workspace root; created if missing (a resume may omit it)"`
+	Task        string `json:"task" jsonschema:"what the agent should do"`
+	SessionID   string `json:"session_id,omitempty" jsonschema:"continue this session (from an earlier result)"`
+	ForkSession bool   `json:"fork_session,omitempty" jsonschema:"with session_id: continue a copy of the session under a new id, leaving the session itself as it was (a forked run)"`
+	Timeout     int64  `json:"timeout,omitempty" jsonschema:"milliseconds before the agent is stopped (default 600000)"`
 }
 
 // MeshExecuteOut is mesh_execute's output.

@@ -50,6 +50,11 @@ func (k Kind) FromHook() bool {
 // hook reported it (the wire type, shared with the marketplace).
 type ToolDecision = meshtype.ToolDecision
 
+// Forker is a Backend that can fork a session (Request.ForkSession).
+type Forker interface {
+	Forks() bool
+}
+
 // Event is one normalized event of an agent run, for progress reporting.
 type Event struct {
 	Kind      Kind
@@ -73,6 +78,10 @@ type Request struct {
 	Task string
 	// SessionID resumes that session when set; empty starts a new one.
 	SessionID string
+	// ForkSession, with SessionID, continues a copy of the session under a
+	// new id, the session itself left as it was; only for a backend that
+	// is a Forker.
+	ForkSession bool
 	Settings
 }
 

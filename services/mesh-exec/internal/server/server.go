@@ -215,6 +215,14 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 		}
 	}
 	b := s.cfg.Backends[name]
+	if in.ForkSession {
+		if in.SessionID == "" {
+			return fail(meshapi.CodeInvalidArgument, "fork_session needs the session_id of the session to fork")
+		}
+		if f, ok := b.(backend.Forker); !ok || !f.Forks() {
+			return fail(meshapi.CodeInvalidArgument, "backend %s cannot fork a session; resume it (without fork_session) or start a new one", name)
+		}
+	}
 
 	if in.SessionID != "" {
 		release, err := s.acquire(ctx, in.SessionID)
@@ -260,7 +268,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	prog := newProgress(ctx, req, s.cfg.Heartbeat)
 	defer prog.stop()
 	breq := backend.Request{
-		Repository: repo, Task: in.Task, SessionID: in.SessionID, Settings: s.cfg.Settings,
+		Repository: repo, Task: in.Task, SessionID: in.SessionID, ForkSession: in.ForkSession, Settings: s.cfg.Settings,
 	}
 	recorded := ""
 	started := time.Now()

@@ -141,6 +141,33 @@ func TestResumeStaysInRepository(t *testing.T) {
 	}
 }
 
+// fork_session continues a copy of a session under a new id (claude's
+// --fork-session): the fork resumes after that as its own session, and the
+// session it came from goes on as it was. It needs a session_id.
+func TestForkSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cs, _ := e.stdio(t, nil, nil)
+	first := execute(t, cs, map[string]any{"repository": "a", "task": "x"})
+	fork := execute(t, cs, map[string]any{"task": "y", "session_id": first.out.SessionID, "fork_session": true})
+	if fork.isError || len(fork.out.SessionID) != 36 || fork.out.SessionID == first.out.SessionID {
+		t.Fatalf("fork: %+v; want a new session", fork)
+	}
+	if again := execute(t, cs, map[string]any{"task": "z", "session_id": fork.out.SessionID}); again.isError || again.out.SessionID != fork.out.SessionID {
+		t.Errorf("resuming the fork: %+v", again)
+	}
+	if orig := execute(t, cs, map[string]any{"task": "w", "session_id": first.out.SessionID}); orig.isError || orig.out.SessionID != first.out.SessionID {
+		t.Errorf("resuming the original: %+v", orig)
+	}
+	calls := e.invocations(t)
+	if len(calls) != 4 || !strings.Contains(calls[1].Args(), "--resume "+first.out.SessionID+" --fork-session") || strings.Contains(calls[2].Args(), "--fork-session") {
+		t.Errorf("the fake's argv: %v", calls)
+	}
+	if r := execute(t, cs, map[string]any{"repository": "a", "task": "x", "fork_session": true}); !r.isError || !strings.Contains(r.text, "fork_session needs the session_id") {
+		t.Errorf("fork without a session: %+v", r)
+	}
+}
+
 // Two calls on one session at once: the second waits (default) or is refused.
 func TestOneRunPerSession(t *testing.T) {
 	t.Parallel()

@@ -347,6 +347,14 @@ func TestFork(t *testing.T) {
 	if fmt.Sprint(rerun) != "[two three]" {
 		t.Errorf("the fork ran %v, want [two three]", rerun)
 	}
+	// Role a's session came with the checkpoint: three works in a copy of
+	// it, since the source run may go on in it; role b had none there.
+	source, _ := b.eng.GetRun(ctx, run.ID)
+	for _, c := range b.exec.Calls()[before:] {
+		if fork := c.NodeID == "three"; c.ForkSession != fork || fork && c.SessionID != source.Sessions["a"] {
+			t.Errorf("fork's %s: session %q, fork_session %v; want a copy of %q for three only", c.NodeID, c.SessionID, c.ForkSession, source.Sessions["a"])
+		}
+	}
 	if v.ForkedFromRun != run.ID || *v.ForkedFromSeq != 1 {
 		t.Errorf("fork's origin %s@%v", v.ForkedFromRun, v.ForkedFromSeq)
 	}

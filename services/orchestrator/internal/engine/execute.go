@@ -144,6 +144,14 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 		}
 	}
 	req.Task, req.SessionID = task, session
+	if session != "" && role.Via == pipeline.ViaMesh {
+		// A fork's first node of the role works in a copy of the session
+		// the fork was seeded with: the run it came from goes on in it.
+		// The copy is saved as the role's session when the agent names it.
+		if req.ForkSession, err = store.SessionSeeded(ctx, e.pool, run.Thread, n.Role, session); err != nil {
+			return res, err
+		}
+	}
 	var saveMu sync.Mutex
 	saved := session
 	req.OnSession = func(id string) {

@@ -36,6 +36,10 @@ type Request struct {
 	Task string
 	// SessionID continues the role's agent session; empty starts one.
 	SessionID string
+	// ForkSession continues a copy of SessionID, leaving it as it was: the
+	// session came with a fork's checkpoint, and the run it came from may
+	// go on in it (roles via mesh; a marketplace journey is the thread's).
+	ForkSession bool
 	// Timeout bounds the attempt; 0 means none beyond the context's.
 	Timeout time.Duration
 	// Source seeds the worker's workspace (roles via marketplace); nil for

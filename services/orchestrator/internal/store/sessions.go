@@ -38,6 +38,18 @@ func SaveRoleSession(ctx context.Context, q Execer, thread, role, session, runID
 	return tag.RowsAffected() > 0, err
 }
 
+// SessionSeeded reports whether a thread's session of role is still the one
+// a fork seeded it with (SeedRoleSessions): no node of the thread has
+// worked in it yet, and the run it came from may still.
+func SessionSeeded(ctx context.Context, q Querier, thread, role, session string) (bool, error) {
+	var seeded bool
+	err := q.QueryRow(ctx, `SELECT node_id = '' FROM role_sessions WHERE thread = $1 AND role = $2 AND session_id = $3`, thread, role, session).Scan(&seeded)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return seeded, err
+}
+
 // SeedRoleSessions gives a new thread the sessions of a state (a fork).
 func SeedRoleSessions(ctx context.Context, q Execer, thread, runID string, sessions map[string]string) error {
 	for role, s := range sessions {

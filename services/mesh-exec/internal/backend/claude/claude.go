@@ -48,6 +48,10 @@ func New(cfg Config) *Backend {
 // Name returns "claude", the backend's name in worker definitions.
 func (b *Backend) Name() string { return "claude" }
 
+// Forks reports that claude forks a session: --resume with --fork-session
+// continues a copy under a new id.
+func (b *Backend) Forks() bool { return true }
+
 // NewParser returns a parser for one run's stream-json output, in the
 // run's repository, with hooks if the run has hook settings.
 func (b *Backend) NewParser(req backend.Request) backend.Parser {

@@ -50,6 +50,9 @@ func (b *Backend) Command(req backend.Request) ([]string, error) {
 	argv := []string{b.cfg.Binary, "-p", "--output-format", "stream-json", "--verbose"}
 	if req.SessionID != "" {
 		argv = append(argv, "--resume", req.SessionID)
+		if req.ForkSession {
+			argv = append(argv, "--fork-session")
+		}
 	}
 	if req.Model != "" {
 		argv = append(argv, "--model", req.Model)

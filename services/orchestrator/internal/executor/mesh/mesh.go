@@ -69,7 +69,7 @@ func (e *Executor) Close() error { return e.conn.Close() }
 // (is_error) returns the partial output, the session and the cost together
 // with an error holding mesh-exec's message.
 func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.Result, error) {
-	in := meshapi.MeshExecuteIn{Repository: req.Role.Repository, Task: req.Task, SessionID: req.SessionID}
+	in := meshapi.MeshExecuteIn{Repository: req.Role.Repository, Task: req.Task, SessionID: req.SessionID, ForkSession: req.ForkSession && req.SessionID != ""}
 	// mesh_execute has no per-call system prompt (mesh-exec takes one for
 	// all its runs, --append-system-prompt), so the role's prompt opens the
 	// first task of a session instead; the agent keeps it in its context

@@ -128,6 +128,34 @@ func TestExecuteStartsAndResumes(t *testing.T) {
 	}
 }
 
+// A fork's node works in a copy of its seeded session: the result names a
+// new session, which OnSession reports, and the seeded one is left alone.
+func TestExecuteForksASession(t *testing.T) {
+	t.Parallel()
+	ex, srv := setup(t, meshexectest.Options{})
+	first, err := ex.Execute(context.Background(), request("first task", "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got sessions
+	req := request("in the fork", first.SessionID, got.record)
+	req.ForkSession = true
+	fork, err := ex.Execute(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.SessionID == "" || fork.SessionID == first.SessionID {
+		t.Fatalf("fork's session %q; want a new one, not %s", fork.SessionID, first.SessionID)
+	}
+	if ids := got.get(); len(ids) != 1 || ids[0] != fork.SessionID {
+		t.Errorf("OnSession got %q; want [%s]", ids, fork.SessionID)
+	}
+	runs := srv.Invocations(t)
+	if len(runs) != 2 || !strings.Contains(runs[1].Args(), "--resume "+first.SessionID+" --fork-session") {
+		t.Errorf("the fork's run: %v", runs)
+	}
+}
+
 // The session is reported while the agent still runs (from the progress
 // notification of its init event), to the right one of concurrent calls,
 // so that a node cut off in the middle can resume it.
