@@ -15,13 +15,8 @@ import (
 // waiters queue on a mutex first, so that a journey has at most one
 // connection waiting for or holding its lock here.
 func (m *Manager) lockJourney(ctx context.Context, uid uuid.UUID) (unlock func(), err error) {
-	local := m.local.lock(uid)
-	shared, err := m.cfg.Store.LockJourney(ctx, uid)
-	if err != nil {
-		local()
-		return nil, unavailable("the journey's lock could not be taken: %v", err)
-	}
-	return func() { shared(); local() }, nil
+	unlock, _, err = m.takeLock(ctx, uid, false)
+	return unlock, err
 }
 
 // lockJourneyForAction is lockJourney for an action, which may hold the
@@ -29,11 +24,9 @@ func (m *Manager) lockJourney(ctx context.Context, uid uuid.UUID) (unlock func()
 // errLockLost if the lock's database connection ends meanwhile (another
 // marketplace may take the lock then). done releases the lock.
 func (m *Manager) lockJourneyForAction(ctx context.Context, uid uuid.UUID) (actx context.Context, done func(), err error) {
-	local := m.local.lock(uid)
-	shared, lost, err := m.cfg.Store.LockJourneyWatched(ctx, uid)
+	unlock, lost, err := m.takeLock(ctx, uid, true)
 	if err != nil {
-		local()
-		return nil, nil, unavailable("the journey's lock could not be taken: %v", err)
+		return nil, nil, err
 	}
 	actx, cancel := context.WithCancelCause(ctx)
 	watching := make(chan struct{})
@@ -49,9 +42,26 @@ func (m *Manager) lockJourneyForAction(ctx context.Context, uid uuid.UUID) (actx
 	return actx, func() {
 		cancel(nil)
 		<-watching
-		shared()
-		local()
+		unlock()
 	}, nil
+}
+
+// takeLock takes the journey's lock in this process, then on the database,
+// watched (store.LockJourneyWatched: lost is closed if it is lost) or not
+// (lost is nil).
+func (m *Manager) takeLock(ctx context.Context, uid uuid.UUID, watched bool) (unlock func(), lost <-chan struct{}, err error) {
+	local := m.local.lock(uid)
+	var shared func()
+	if watched {
+		shared, lost, err = m.cfg.Store.LockJourneyWatched(ctx, uid)
+	} else {
+		shared, err = m.cfg.Store.LockJourney(ctx, uid)
+	}
+	if err != nil {
+		local()
+		return nil, nil, unavailable("the journey's lock could not be taken: %v", err)
+	}
+	return func() { shared(); local() }, lost, nil
 }
 
 // errLockLost cancels an action whose journey lock was lost.

@@ -185,13 +185,7 @@ func (p *parser) user(ev event) []backend.Event {
 // denied marks the decisions of the calls the CLI's own permission rules
 // refused after the hook allowed them (agent.allowed_tools, the permission
 // mode): the call did not run, and its audit says so.
-func denied(decisions []backend.ToolDecision, denials []permissionDenial) {
-	ids := make(map[string]bool, len(denials))
-	for _, d := range denials {
-		if d.ToolUseID != "" {
-			ids[d.ToolUseID] = true
-		}
-	}
+func denied(decisions []backend.ToolDecision, ids map[string]bool) {
 	for i := range decisions {
 		d := &decisions[i]
 		if d.Allowed && d.ToolCallID != "" && ids[d.ToolCallID] {
@@ -223,7 +217,7 @@ func (p *parser) Finish(exitCode int, stderr string) backend.Result {
 		}
 		res.CostUSD = r.TotalCostUSD
 		res.DurationMS = r.DurationMS
-		denied(res.ToolDecisions, r.PermissionDenials)
+		denied(res.ToolDecisions, r.deniedCalls())
 		res.NumTurns = r.NumTurns
 		// Every input token, cached or not, as OpenTelemetry's
 		// gen_ai.usage.input_tokens counts them.
@@ -257,10 +251,7 @@ func (p *parser) unchecked(res *backend.Result) {
 	if !p.hooked || p.result == nil {
 		return
 	}
-	refused := map[string]bool{}
-	for _, d := range p.result.PermissionDenials {
-		refused[d.ToolUseID] = true
-	}
+	refused := p.result.deniedCalls()
 	var names []string
 	for _, u := range p.uses {
 		if u.decided || refused[u.id] || !p.answered[u.id] {

@@ -57,6 +57,17 @@ type permissionDenial struct {
 	ToolUseID string `json:"tool_use_id"`
 }
 
+// deniedCalls are the tool_use ids of a result's permission_denials.
+func (ev *event) deniedCalls() map[string]bool {
+	ids := make(map[string]bool, len(ev.PermissionDenials))
+	for _, d := range ev.PermissionDenials {
+		if d.ToolUseID != "" {
+			ids[d.ToolUseID] = true
+		}
+	}
+	return ids
+}
+
 // message is the message of an assistant or user event.
 type message struct {
 	// Content is a list of blocks, or a plain string for a user prompt.
