@@ -171,27 +171,40 @@ func (s *Set) Len() int {
 
 // Caller returns the caller whose token this is.
 func (s *Set) Caller(token string) (string, bool) {
-	if s == nil {
-		return "", false
-	}
-	h := sha256.Sum256([]byte(token))
-	caller := ""
-	for _, e := range s.entries { // no early exit: the time does not depend on which matched
-		if subtle.ConstantTimeCompare(h[:], e.hash[:]) == 1 {
-			caller = e.caller
-		}
-	}
-	return caller, caller != ""
+	caller, _, ok := s.Lookup(token)
+	return caller, ok
 }
 
-// HashOf returns the hash of caller's first token.
-func (s *Set) HashOf(caller string) ([]byte, bool) {
-	for _, e := range s.entries {
-		if e.caller == caller {
-			return e.hash[:], true
+// Lookup returns the caller whose token this is and the token's hash,
+// which tells this token from the caller's others.
+func (s *Set) Lookup(token string) (caller string, hash []byte, ok bool) {
+	if s == nil {
+		return "", nil, false
+	}
+	h := sha256.Sum256([]byte(token))
+	var match *entry
+	for i := range s.entries { // no early exit: the time does not depend on which matched
+		if subtle.ConstantTimeCompare(h[:], s.entries[i].hash[:]) == 1 {
+			match = &s.entries[i]
 		}
 	}
-	return nil, false
+	if match == nil {
+		return "", nil, false
+	}
+	return match.caller, match.hash[:], true
+}
+
+// Has reports whether caller has a token.
+func (s *Set) Has(caller string) bool {
+	if s == nil {
+		return false
+	}
+	for c := range s.All() {
+		if c == caller {
+			return true
+		}
+	}
+	return false
 }
 
 // All yields each caller and its token's hash, in the order of loading.

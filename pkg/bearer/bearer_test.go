@@ -44,11 +44,14 @@ func TestNew(t *testing.T) {
 			t.Errorf("Caller(%q) was accepted", unknown)
 		}
 	}
-	if h, ok := tokens.HashOf("alice"); !ok || string(h) != string(Hash(aliceToken)) {
-		t.Errorf("HashOf(alice) = %x, %v", h, ok)
+	if c, h, ok := tokens.Lookup(aliceToken); !ok || c != "alice" || string(h) != string(Hash(aliceToken)) {
+		t.Errorf("Lookup(alice's) = %q %x, %v", c, h, ok)
+	}
+	if !tokens.Has("alice") || tokens.Has("carol") {
+		t.Error("Has does not tell a caller with a token from one without")
 	}
 	var nilSet *Set
-	if _, ok := nilSet.Caller(aliceToken); ok || nilSet.Len() != 0 {
+	if _, ok := nilSet.Caller(aliceToken); ok || nilSet.Len() != 0 || nilSet.Has("alice") {
 		t.Error("a nil set accepted a token")
 	}
 }

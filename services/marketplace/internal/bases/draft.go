@@ -121,7 +121,7 @@ func (d *Draft) AddTree(t *object.Tree) error {
 			return refused("the files pass the limit of %d bytes at %q", d.limits.MaxBytes, clean)
 		}
 		if e.Mode == filemode.Symlink {
-			target, err := readBlob(d.mem, e.Hash, 4096)
+			target, err := readBlob(d.mem, e.Hash, MaxLinkTarget)
 			if err != nil {
 				return refused("symbolic link %q: %v", clean, err)
 			}
@@ -244,9 +244,9 @@ func (d *Draft) checkLinks() error {
 		if e.Mode != filemode.Symlink {
 			continue
 		}
-		target, err := readBlob(d.mem, e.Hash, 4096)
+		target, err := readBlob(d.mem, e.Hash, MaxLinkTarget)
 		if err != nil {
-			return err
+			return refused("symbolic link %q: %v", p, err)
 		}
 		links[p] = string(target)
 	}

@@ -41,6 +41,10 @@ const (
 	DefaultMaxBytes = 1 << 30
 )
 
+// MaxLinkTarget is the longest symbolic link target a base takes: Linux's
+// PATH_MAX less its NUL, so that every link a base holds can be made.
+const MaxLinkTarget = 4095
+
 // MaxEntries bounds the entries (files and directories) a source's tree or
 // archive may hold while it is read, before its files are counted: twice
 // the files, room for a directory each.
@@ -98,6 +102,9 @@ func CheckPath(p string) (string, error) {
 func CheckLink(p, target string) error {
 	if target == "" {
 		return refused("symbolic link %q has an empty target", p)
+	}
+	if len(target) > MaxLinkTarget {
+		return refused("symbolic link %q has a target of %d bytes; at most %d are taken", p, len(target), MaxLinkTarget)
 	}
 	if strings.HasPrefix(target, "/") {
 		return refused("symbolic link %q points to the absolute path %q, outside the workspace", p, target)

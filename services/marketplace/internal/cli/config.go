@@ -44,7 +44,8 @@ type serveConfig struct {
 	ProcessStateDir string
 	// Meshworker is the meshworker binary process isolation runs. Defaults to "meshworker" beside the marketplace binary.
 	Meshworker string
-	// IdleCheck is how often idle workers are looked for. Defaults to 1m.
+	// IdleCheck is how often idle workers and abandoned spawns are looked
+	// for. Defaults to 1m.
 	IdleCheck time.Duration
 	// ChannelIdle is how long a channel to a worker stays open unused.
 	// Defaults to 2m.
@@ -144,7 +145,7 @@ func (c *serveConfig) fields() []configField {
 		{flag: "allow-process-isolation", usage: "allow isolation_level process: NO container isolation, development only", boolean: &c.AllowProcessIsolation},
 		{flag: "process-state-dir", usage: "workspaces of process-isolated workers", str: &c.ProcessStateDir},
 		{flag: "meshworker", usage: "meshworker binary for process isolation", str: &c.Meshworker},
-		{flag: "idle-check", usage: "how often to stop idle workers", dur: &c.IdleCheck},
+		{flag: "idle-check", usage: "how often to stop idle workers and sweep abandoned spawns", dur: &c.IdleCheck},
 		{flag: "channel-idle", usage: "close a journey's channel to its worker (its server process) after this long unused; the next action reopens it", dur: &c.ChannelIdle},
 		{flag: "labels", usage: `extra labels on worker containers, "k=v,k=v"`, str: &c.Labels},
 		{flag: "nested-mcp-url", usage: "this marketplace's /mcp URL as agent containers reach it (enables nested workers)", str: &c.NestedMCPURL},

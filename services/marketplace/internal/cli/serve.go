@@ -241,7 +241,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return err
 	}
 	if cfg.Delegates == "" { // a delegate may act for a caller of any name
-		warnCredentialCallers(ctx, logger, sources, func(c string) bool { _, ok := tokens.HashOf(c); return ok })
+		warnCredentialCallers(ctx, logger, sources, tokens.Has)
 	}
 
 	srv := mcpserver.New(mgr, catalog, meshapi.Delegating(meshapi.TokenCaller, splitList(cfg.Delegates)), logger)

@@ -62,6 +62,12 @@ type Record struct {
 	Duration       time.Duration
 }
 
+// DefaultMaxConnsPerSource bounds the connections one worker holds through
+// the proxy at once: tunnels and plain requests. A package manager opens a
+// few dozen; the proxy serves every caller's workers, and each connection
+// holds two copy buffers in the marketplace.
+const DefaultMaxConnsPerSource = 64
+
 // Proxy is the egress proxy. It is an http.Handler; serve it on an address
 // the internal network reaches.
 type Proxy struct {
@@ -69,6 +75,11 @@ type Proxy struct {
 	audit  func(Record)
 	logger *slog.Logger
 	dialer net.Dialer
+
+	// conns counts each source's open connections, at most maxPerSource.
+	connsMu      sync.Mutex
+	conns        map[string]int
+	maxPerSource int
 
 	mu     sync.RWMutex
 	grants map[string]*Grant // by worker address
@@ -93,7 +104,10 @@ func New(audit func(Record), logger *slog.Logger) *Proxy {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{audit: audit, logger: logger, grants: map[string]*Grant{}, dialer: net.Dialer{Timeout: 30 * time.Second}}
+	p := &Proxy{
+		audit: audit, logger: logger, grants: map[string]*Grant{}, dialer: net.Dialer{Timeout: 30 * time.Second},
+		conns: map[string]int{}, maxPerSource: DefaultMaxConnsPerSource,
+	}
 	gp := goproxy.NewProxyHttpServer()
 	gp.Logger = slogPrinter{logger}
 	// Plain HTTP goes out through a transport of its own, which never uses
@@ -108,6 +122,35 @@ func New(audit func(Record), logger *slog.Logger) *Proxy {
 	gp.OnResponse().DoFunc(p.response)
 	p.gp = gp
 	return p
+}
+
+// SetMaxConnsPerSource changes DefaultMaxConnsPerSource for this proxy.
+func (p *Proxy) SetMaxConnsPerSource(n int) {
+	p.connsMu.Lock()
+	defer p.connsMu.Unlock()
+	p.maxPerSource = n
+}
+
+// acquire takes one of src's connections, or reports in rec why it cannot.
+func (p *Proxy) acquire(rec *Record) bool {
+	p.connsMu.Lock()
+	defer p.connsMu.Unlock()
+	if p.conns[rec.Source] >= p.maxPerSource {
+		rec.Allowed = false
+		rec.Reason = fmt.Sprintf("the worker holds %d connections through the proxy already, the most it may at once", p.maxPerSource)
+		return false
+	}
+	p.conns[rec.Source]++
+	return true
+}
+
+// release gives back one of src's connections.
+func (p *Proxy) release(src string) {
+	p.connsMu.Lock()
+	defer p.connsMu.Unlock()
+	if p.conns[src]--; p.conns[src] <= 0 {
+		delete(p.conns, src)
+	}
 }
 
 // ServeHTTP serves the proxy.
@@ -196,14 +239,20 @@ func (p *Proxy) dialTunnel(req *http.Request, network, addr string) (net.Conn, e
 		p.audit(rec)
 		return nil, errors.New(rec.Reason)
 	}
+	if !p.acquire(&rec) {
+		p.audit(rec)
+		return nil, errors.New(rec.Reason)
+	}
 	start := time.Now()
 	c, err := p.dialer.DialContext(req.Context(), network, addr)
 	if err != nil {
+		p.release(rec.Source)
 		rec.Reason, rec.Duration = "dialing: "+err.Error(), time.Since(start)
 		p.audit(rec)
 		return nil, err
 	}
 	return &countingConn{Conn: c, done: func(sent, received int64) {
+		p.release(rec.Source)
 		rec.Sent, rec.Received, rec.Duration = sent, received, time.Since(start)
 		p.audit(rec)
 	}}, nil
@@ -225,6 +274,10 @@ func (p *Proxy) request(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, 
 		p.audit(rec)
 		return r, goproxy.NewResponse(r, goproxy.ContentTypeText, http.StatusForbidden, refusal(rec))
 	}
+	if !p.acquire(&rec) {
+		p.audit(rec)
+		return r, goproxy.NewResponse(r, goproxy.ContentTypeText, http.StatusTooManyRequests, refusal(rec))
+	}
 	rec.Sent = max(r.ContentLength, 0)
 	ctx.UserData = &pending{rec: rec, start: time.Now()}
 	return r, nil
@@ -243,6 +296,7 @@ func (p *Proxy) response(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Respo
 		return resp
 	}
 	if resp == nil {
+		p.release(pr.rec.Source)
 		pr.rec.Reason, pr.rec.Duration = "no response", time.Since(pr.start)
 		if ctx.Error != nil {
 			pr.rec.Reason = ctx.Error.Error()
@@ -251,6 +305,7 @@ func (p *Proxy) response(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Respo
 		return resp
 	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, done: func(n int64) {
+		p.release(pr.rec.Source)
 		pr.rec.Received, pr.rec.Duration = n, time.Since(pr.start)
 		p.audit(pr.rec)
 	}}

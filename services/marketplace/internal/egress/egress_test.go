@@ -1,10 +1,14 @@
 package egress_test
 
 import (
+	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,5 +110,87 @@ func TestProxy(t *testing.T) {
 	}
 	if allowed != 2 || refused != 3 {
 		t.Errorf("%d allowed and %d refused records, want 2 and 3", allowed, refused)
+	}
+}
+
+// A worker holds at most so many connections through the proxy at once;
+// one more is refused, audited with the reason, and a closed one makes
+// room again.
+func TestProxyBoundsAWorkersConnections(t *testing.T) {
+	t.Parallel()
+	upstream, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upstream.Close()
+	go func() {
+		for {
+			c, err := upstream.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	var mu sync.Mutex
+	var reasons []string
+	p := egress.New(func(r egress.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		reasons = append(reasons, r.Reason)
+	}, nil)
+	p.SetMaxConnsPerSource(3)
+	p.Grant("127.0.0.1", egress.Grant{Journey: "j1", Allowed: []string{upstream.Addr().String()}})
+	proxy := httptest.NewServer(p)
+	defer proxy.Close()
+
+	tunnel := func() (net.Conn, string) {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(proxy.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", upstream.Addr(), upstream.Addr())
+		status, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the CONNECT's answer: %v", err)
+		}
+		return c, strings.TrimSpace(status)
+	}
+	var open []net.Conn
+	for i := range 3 {
+		c, status := tunnel()
+		if !strings.Contains(status, " 200") {
+			t.Fatalf("tunnel %d: %q, want 200", i+1, status)
+		}
+		open = append(open, c)
+	}
+	c, status := tunnel()
+	c.Close()
+	if strings.Contains(status, " 200") {
+		t.Fatalf("a fourth tunnel at once: %q, want it refused", status)
+	}
+	mu.Lock()
+	refused := slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, "holds 3 connections") })
+	mu.Unlock()
+	if !refused {
+		t.Errorf("no audit record says why the fourth was refused: %q", reasons)
+	}
+	open[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, status := tunnel()
+		c.Close()
+		if strings.Contains(status, " 200") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after one tunnel closed, a new one is still refused: %q", status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, c := range open[1:] {
+		c.Close()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -269,6 +270,17 @@ func (m *Manager) stopOnce(ctx context.Context, caller, id, mode string) (res St
 			// there (the next action opens a channel again).
 			return StopResult{}, false, err
 		}
+		// An archive whose stop fails (or goes round again) is not the
+		// caller's: it is removed rather than left unreported, one more
+		// each time the stop is tried again.
+		archived := res.Archive
+		defer func() {
+			if err != nil || raced {
+				if rerr := os.Remove(archived); rerr != nil {
+					m.logger.WarnContext(ctx, "removing the archive of a failed stop", slog.String("archive", archived), slog.Any("error", rerr))
+				}
+			}
+		}()
 	}
 	// Revoked before the worker goes, so that its address cannot serve
 	// another container with this grant.
@@ -519,6 +531,82 @@ func (m *Manager) reconcileWorker(ctx context.Context, rt workerruntime.Runtime,
 	return false
 }
 
+// SweepAbandonedSpawns ends, while the marketplace runs, the spawns that
+// another marketplace died in the middle of (Reconcile does it only as a
+// marketplace starts). A spawn holds its journey's lock from before the
+// journey turns starting until its worker is recorded, so a journey still
+// starting whose lock is free has no spawn left: the worker that spawn
+// may have created is removed (its workspace kept) and the journey is
+// orphaned, for stop_worker or spawn_worker mode resume to take up. It
+// returns how many journeys it orphaned.
+func (m *Manager) SweepAbandonedSpawns(ctx context.Context) (int, error) {
+	uids, err := m.cfg.Store.StartingJourneys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	swept := 0
+	for _, uid := range uids {
+		ok, err := m.sweepAbandonedSpawn(ctx, uid)
+		if err != nil {
+			return swept, err
+		}
+		if ok {
+			swept++
+		}
+	}
+	return swept, nil
+}
+
+// sweepAbandonedSpawn orphans uid if it is starting with no spawn holding
+// its lock, and reports whether it did.
+func (m *Manager) sweepAbandonedSpawn(ctx context.Context, uid uuid.UUID) (bool, error) {
+	unlock, ok, err := m.tryLockJourney(ctx, uid)
+	if err != nil || !ok {
+		return false, err // being spawned, here or elsewhere
+	}
+	defer unlock()
+	j, err := m.cfg.Store.JourneyByUID(ctx, uid)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if j.State != store.StateStarting {
+		return false, nil // its spawn ended between the list and the lock
+	}
+	if rt, _, err := m.runtimeFor(j.IsolationLevel); err == nil {
+		workers, err := rt.List(ctx, m.journeyLabels(uid))
+		if err != nil {
+			return false, fmt.Errorf("listing the workers of journey %s: %w", uid, err)
+		}
+		for _, w := range workers {
+			if w.ID != "" && (w.ID != j.ContainerID || w.State != workerruntime.StateRunning) {
+				m.removeStale(ctx, rt, w, false)
+			}
+		}
+	}
+	if m.checkLive(ctx, j) {
+		return false, nil
+	}
+	orphaned, err := m.cfg.Store.Orphan(ctx, uid, j.ContainerID, j.Spawns)
+	if err != nil || !orphaned {
+		return false, err
+	}
+	m.logger.WarnContext(ctx, "a spawn was abandoned half-way; journey orphaned", slog.String("journey", uid.String()))
+	return true, nil
+}
+
+// journeyLabels is the label filter that lists uid's workers only.
+func (m *Manager) journeyLabels(uid uuid.UUID) map[string]string {
+	labels := maps.Clone(m.cfg.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[workerruntime.LabelJourney] = uid.String()
+	return labels
+}
+
 // removeStale removes a worker without a live journey, and its workspace
 // when no journey has it.
 func (m *Manager) removeStale(ctx context.Context, rt workerruntime.Runtime, w workerruntime.Listed, workspace bool) {
@@ -548,7 +636,7 @@ func (m *Manager) orphan(ctx context.Context, uid uuid.UUID) error {
 	// to change, when the engine said the worker is gone): a spawn that
 	// died before recording a worker, or an isolation level this
 	// marketplace does not serve.
-	if ok, err := m.cfg.Store.Orphan(ctx, uid, j.ContainerID); err != nil || !ok {
+	if ok, err := m.cfg.Store.Orphan(ctx, uid, j.ContainerID, j.Spawns); err != nil || !ok {
 		return err
 	}
 	m.logger.WarnContext(ctx, "journey has no running worker; orphaned", slog.String("journey", uid.String()))
@@ -607,8 +695,8 @@ func (m *Manager) StopIdle(ctx context.Context, now time.Time) (int, error) {
 	return stopped, nil
 }
 
-// RunIdleStopper calls StopIdle and CloseIdleChannels every interval until
-// ctx ends.
+// RunIdleStopper calls StopIdle, CloseIdleChannels and
+// SweepAbandonedSpawns every interval until ctx ends.
 func (m *Manager) RunIdleStopper(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -621,6 +709,9 @@ func (m *Manager) RunIdleStopper(ctx context.Context, interval time.Duration) {
 				m.logger.WarnContext(ctx, "idle check failed", slog.Any("error", err))
 			}
 			m.CloseIdleChannels(ctx, now.Add(-m.cfg.ChannelIdle))
+			if _, err := m.SweepAbandonedSpawns(ctx); err != nil && ctx.Err() == nil {
+				m.logger.WarnContext(ctx, "sweeping abandoned spawns failed", slog.Any("error", err))
+			}
 		}
 	}
 }

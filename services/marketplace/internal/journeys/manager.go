@@ -770,11 +770,12 @@ func (m *Manager) checkLive(ctx context.Context, j store.Journey) bool {
 		// reconciliation (orphan) sweeps what is left, under the lock.
 		return false
 	}
-	m.dropChannel(j.UID)
-	m.egressRevoke(j.UID)
 	// Only if it is still this worker's live journey: a stop_worker may
-	// have ended it while it was checked.
-	if ok, err := m.cfg.Store.Orphan(ctx, j.UID, j.ContainerID); err == nil && ok {
+	// have ended it while it was checked, or a spawn replaced its worker
+	// (j was read without the journey's lock). The channel and the egress
+	// grant (cleared by Orphan) go only then: a new worker's stay.
+	if ok, err := m.cfg.Store.Orphan(ctx, j.UID, j.ContainerID, j.Spawns); err == nil && ok {
+		m.dropChannel(j.UID)
 		m.logger.WarnContext(ctx, "worker is gone; journey orphaned", slog.String("journey", j.UID.String()), slog.String("runtime_state", string(st)))
 	}
 	return false

@@ -289,22 +289,24 @@ func (m *Manager) retireIfFree(ctx context.Context, rt workerruntime.Runtime, ui
 	return m.retireMember(ctx, rt, cur, reason)
 }
 
-// retireMember removes a member, its row first: once the row is gone no
-// claim can have it. The caller holds the member's lock.
+// retireMember removes a member: its worker first, then its row, so that
+// a worker the engine would not remove keeps its row, and a later pass
+// (the trim, a claim that finds it dead, reconciliation) tries again. The
+// caller holds the member's lock, so no claim takes it meanwhile.
 func (m *Manager) retireMember(ctx context.Context, rt workerruntime.Runtime, mem store.PoolMember, reason string) bool {
-	if ok, err := m.cfg.Store.DeletePoolMember(ctx, mem.UID); err != nil || !ok {
-		return false // claimed meanwhile, or the database is away: left for the next pass
-	}
 	m.dropPoolChannel(mem.UID)
 	m.logger.InfoContext(ctx, "removing a pool member", slog.String("member", mem.UID.String()), slog.String("worker", mem.WorkerID), slog.String("reason", reason))
+	if mem.ContainerID != "" || mem.Workspace != "" {
+		if err := rt.Remove(context.WithoutCancel(ctx), workerruntime.Handle{ID: mem.ContainerID, Workspace: mem.Workspace}, workerruntime.RemoveOptions{Workspace: true}); err != nil {
+			m.logger.WarnContext(ctx, "removing a pool member failed; it is tried again later", slog.String("member", mem.UID.String()), slog.Any("error", err))
+			return false
+		}
+	}
+	if ok, err := m.cfg.Store.DeletePoolMember(ctx, mem.UID); err != nil || !ok {
+		return false // the database is away: the row is left for the next pass, its worker gone
+	}
 	if err := m.cfg.Bases.Remove(mem.UID); err != nil {
 		m.logger.WarnContext(ctx, "removing a pool member's base failed", slog.String("member", mem.UID.String()), slog.Any("error", err))
-	}
-	if mem.ContainerID == "" && mem.Workspace == "" {
-		return true
-	}
-	if err := rt.Remove(context.WithoutCancel(ctx), workerruntime.Handle{ID: mem.ContainerID, Workspace: mem.Workspace}, workerruntime.RemoveOptions{Workspace: true}); err != nil {
-		m.logger.WarnContext(ctx, "removing a pool member failed", slog.String("member", mem.UID.String()), slog.Any("error", err))
 	}
 	return true
 }
@@ -359,9 +361,14 @@ func (m *Manager) createMember(ctx context.Context, rt workerruntime.Runtime, en
 		_, _ = m.cfg.Store.DeletePoolMember(context.WithoutCancel(ctx), uid)
 		return false, err
 	}
+	// A worker the engine would not remove keeps its row (not ready, its
+	// lock free once this returns): the next trim retires it.
 	cleanup := func() {
+		if err := rt.Remove(context.WithoutCancel(ctx), h, workerruntime.RemoveOptions{Workspace: true}); err != nil {
+			m.logger.WarnContext(ctx, "removing a pool member that failed to be made; it is tried again later", slog.String("member", uid.String()), slog.Any("error", err))
+			return
+		}
 		_, _ = m.cfg.Store.DeletePoolMember(context.WithoutCancel(ctx), uid)
-		_ = rt.Remove(context.WithoutCancel(ctx), h, workerruntime.RemoveOptions{Workspace: true})
 		_ = m.cfg.Bases.Remove(uid)
 	}
 	if err := m.cfg.Store.PoolMemberCreated(context.WithoutCancel(ctx), uid, h.ID, h.Workspace); err != nil {

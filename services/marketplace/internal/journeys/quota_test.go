@@ -33,6 +33,7 @@ type quotaBundle struct {
 	labels   map[string]string
 	stateDir string // the process runtime's: workspaces/<journey uid>
 	baseDir  string // the base store's: <journey uid>.git
+	archives string // stop_worker's archives
 }
 
 func setupQuota(t *testing.T, perCaller, total int) *quotaBundle {
@@ -49,6 +50,7 @@ func setupWith(t *testing.T, perCaller, total int, wrap func(workerruntime.Runti
 		labels:   map[string]string{pgtest.Label: "journeys-" + uuid.NewString()[:8]},
 		stateDir: t.TempDir(),
 		baseDir:  t.TempDir(),
+		archives: t.TempDir(),
 	}
 	var err error
 	if b.rt, err = process.New(process.Config{StateDir: b.stateDir}, nil); err != nil {
@@ -67,7 +69,7 @@ func setupWith(t *testing.T, perCaller, total int, wrap func(workerruntime.Runti
 		rt = wrap(rt)
 	}
 	b.mgr, err = journeys.New(journeys.Config{
-		Catalog: catalog, Store: store.New(b.pool), Labels: b.labels, ArchiveDir: t.TempDir(), Bases: baseStore,
+		Catalog: catalog, Store: store.New(b.pool), Labels: b.labels, ArchiveDir: b.archives, Bases: baseStore,
 		Runtimes:             map[meshtype.IsolationLevel]workerruntime.Runtime{meshtype.IsolationProcess: rt},
 		MaxJourneysPerCaller: perCaller, MaxJourneys: total,
 	})

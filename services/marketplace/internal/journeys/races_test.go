@@ -2,8 +2,12 @@ package journeys_test
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +48,43 @@ func (h *heldRuntime) Remove(ctx context.Context, hd workerruntime.Handle, opts 
 	err := h.Runtime.Remove(ctx, hd, opts)
 	h.wait(h.holdRemove)
 	return err
+}
+
+// failingRuntime fails its first Remove, having done nothing: an engine
+// that would not remove a worker.
+type failingRuntime struct {
+	workerruntime.Runtime
+	failed atomic.Bool
+}
+
+func (f *failingRuntime) Remove(ctx context.Context, hd workerruntime.Handle, opts workerruntime.RemoveOptions) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return errors.New("the engine is not answering")
+	}
+	return f.Runtime.Remove(ctx, hd, opts)
+}
+
+// A stop_worker with workspace archive that fails after the archive is
+// written (the worker would not go) leaves no archive behind: its caller
+// was told of none, and each retry writes the workspace again.
+func TestAFailedArchivingStopLeavesNoArchive(t *testing.T) {
+	t.Parallel()
+	f := &failingRuntime{}
+	b := setupWith(t, 0, 0, func(rt workerruntime.Runtime) workerruntime.Runtime { f.Runtime = rt; return f })
+	b.mustSpawn(t, "alice", "j", "")
+	if _, err := b.mgr.Stop(context.Background(), "alice", journeys.StopRequest{JourneyID: "j", Workspace: "archive"}); err == nil {
+		t.Fatal("the stop succeeded though the worker was not removed")
+	}
+	if left, _ := os.ReadDir(b.archives); len(left) != 0 {
+		t.Fatalf("the failed stop left %d files in the archive directory, want none", len(left))
+	}
+	res, err := b.mgr.Stop(context.Background(), "alice", journeys.StopRequest{JourneyID: "j", Workspace: "archive"})
+	if err != nil {
+		t.Fatalf("stopping again: %v", err)
+	}
+	if left, _ := os.ReadDir(b.archives); len(left) != 1 || filepath.Join(b.archives, left[0].Name()) != res.Archive {
+		t.Errorf("the archive directory holds %v, want only the reported %s", left, res.Archive)
+	}
 }
 
 // inBackground runs f in a goroutine; its error arrives on the channel.

@@ -466,3 +466,44 @@ func TestPoolMembersOfOldSettingsAreRetired(t *testing.T) {
 		t.Errorf("the spawn after the restart: %v, want a member made under the new settings", sp)
 	}
 }
+
+// A member whose worker the engine would not remove keeps its row, and a
+// later pass removes it: no worker is left running that no row counts.
+func TestAPoolMemberWhoseWorkerWouldNotGoIsRetiredLater(t *testing.T) {
+	t.Parallel()
+	const size = 2
+	a := setupWith(t, &bundle{adjust: withPool(size)})
+	ctx := context.Background()
+	old := fillPools(t, a, size)
+	a.labels["meshwork.settings"] = "second"
+	a.start(t) // a restart with new settings: the old members are retired
+	a.rt.failRemoves.Store(1)
+	if err := a.mgr.FillPools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	rows := poolRows(t, a)
+	for uid, container := range old {
+		if containerState(t, a, container) != workerruntime.StateMissing {
+			kept++
+			if _, ok := rows[uid]; !ok {
+				t.Errorf("old member %s's worker is still there, and its row is gone: nothing will remove it", uid)
+			}
+		}
+	}
+	if kept != 1 {
+		t.Fatalf("%d old workers left after one removal failed, want 1", kept)
+	}
+	if err := a.mgr.FillPools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows = poolRows(t, a)
+	for uid, container := range old {
+		if st := containerState(t, a, container); st != workerruntime.StateMissing {
+			t.Errorf("old member %s's worker is %s after a second pass, want removed", uid, st)
+		}
+		if _, ok := rows[uid]; ok {
+			t.Errorf("old member %s is still in the pool", uid)
+		}
+	}
+}

@@ -185,6 +185,68 @@ func TestReconcileLeavesASpawnUnderWay(t *testing.T) {
 	}
 }
 
+// A replica that keeps running sweeps a spawn another replica died in the
+// middle of: not while the spawn holds the journey's lock, and once the
+// lock is free (the spawner is gone), its worker is removed and the journey
+// orphaned, so that a resume brings it back.
+func TestARunningReplicaSweepsAnAbandonedSpawn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := setup(t)
+	cs := a.client(t, aliceToken)
+	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "abandoned"})
+	container, _ := sp["container_id"].(string)
+	var uid uuid.UUID
+	if err := a.pool.QueryRow(ctx, `UPDATE journeys SET state = 'starting', container_id = NULL WHERE id = 'abandoned' RETURNING uid`).Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	spawner := store.New(a.pool) // another marketplace, mid-spawn
+	t.Cleanup(spawner.Close)
+	held, ok, err := spawner.TryLockJourney(ctx, uid)
+	if err != nil || !ok {
+		t.Fatalf("taking the journey's lock: %v %v", ok, err)
+	}
+	unlock := sync.OnceFunc(held)
+	t.Cleanup(unlock) // before spawner.Close, which waits for it
+	journeyState := func() string {
+		t.Helper()
+		var state string
+		if err := a.pool.QueryRow(ctx, `SELECT state FROM journeys WHERE uid = $1`, uid).Scan(&state); err != nil {
+			t.Fatal(err)
+		}
+		return state
+	}
+
+	if n, err := a.mgr.SweepAbandonedSpawns(ctx); err != nil || n != 0 {
+		t.Fatalf("a sweep during the spawn orphaned %d (%v), want 0", n, err)
+	}
+	if st := containerState(t, a, container); st != workerruntime.StateRunning {
+		t.Fatalf("the worker of a spawn under way is %s after a sweep, want running", st)
+	}
+	if st := journeyState(); st != "starting" {
+		t.Fatalf("journey state %q after a sweep during its spawn, want starting", st)
+	}
+
+	unlock() // the spawner died
+	if n, err := a.mgr.SweepAbandonedSpawns(ctx); err != nil || n != 1 {
+		t.Fatalf("a sweep after the spawner died orphaned %d (%v), want 1", n, err)
+	}
+	if st := containerState(t, a, container); st != workerruntime.StateMissing {
+		t.Errorf("the abandoned spawn's worker is %s, want removed", st)
+	}
+	if st := journeyState(); st != "orphaned" {
+		t.Errorf("journey state %q, want orphaned", st)
+	}
+	if n, err := a.mgr.SweepAbandonedSpawns(ctx); err != nil || n != 0 {
+		t.Errorf("a second sweep orphaned %d (%v), want 0", n, err)
+	}
+	res := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "abandoned", "mode": "resume"})
+	if res["state"] != "active" {
+		t.Errorf("resuming the swept journey: %v, want active", res)
+	}
+	must(t, cs, "execute_in_worker", execArgs("abandoned", map[string]any{"type": "write", "target": "after.txt", "content": "resumed"}))
+}
+
 func containerState(t *testing.T, b *bundle, id string) workerruntime.State {
 	t.Helper()
 	st, err := b.rt.State(context.Background(), workerruntime.Handle{ID: id})

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -50,6 +51,17 @@ type countingRuntime struct {
 	workerruntime.Runtime
 	execs  atomic.Int64
 	states atomic.Int64
+	// failRemoves is how many Removes from now fail, doing nothing: an
+	// engine that would not remove a worker.
+	failRemoves atomic.Int64
+}
+
+func (c *countingRuntime) Remove(ctx context.Context, h workerruntime.Handle, opts workerruntime.RemoveOptions) error {
+	if c.failRemoves.Add(-1) >= 0 {
+		return errors.New("the engine is not answering")
+	}
+	c.failRemoves.Store(0)
+	return c.Runtime.Remove(ctx, h, opts)
 }
 
 func (c *countingRuntime) State(ctx context.Context, h workerruntime.Handle) (workerruntime.State, error) {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -80,6 +81,7 @@ func TestArchive(t *testing.T) {
 		{"a file and a directory", archive(t, file("a", 1), file("a/b", 1)), bases.Limits{}, 0, `"a" is both a file and a directory`},
 		{"a directory and a file", archive(t, file("a/b", 1), file("a", 1)), bases.Limits{}, 0, `"a" is both a file and a directory`},
 		{"a link through a link", archive(t, &tar.Header{Name: "x/up", Typeflag: tar.TypeSymlink, Linkname: ".."}, &tar.Header{Name: "y", Typeflag: tar.TypeSymlink, Linkname: "x/up/.."}), bases.Limits{}, 0, `"y" points through the symbolic link "x/up"`},
+		{"a link target longer than a path may be", archive(t, &tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: strings.Repeat("a/", 2500)}), bases.Limits{}, 0, "a target of 5000 bytes; at most 4095"},
 		{"a link to a link", archive(t, file("a", 1), &tar.Header{Name: "b", Typeflag: tar.TypeSymlink, Linkname: "a"}, &tar.Header{Name: "c", Typeflag: tar.TypeSymlink, Linkname: "b"}), bases.Limits{}, 3, ""},
 		{".meshwork at the root", archive(t, file(".meshwork/home/x", 1)), bases.Limits{}, 0, ".meshwork is reserved"},
 		{".GIT in any case", archive(t, file("sub/.GIT/config", 1)), bases.Limits{}, 0, ".git directories are not taken"},
@@ -98,6 +100,9 @@ func TestArchive(t *testing.T) {
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				}
+				if e := (*source.Error)(nil); !errors.Is(err, bases.ErrRefused) && (!errors.As(err, &e) || e.Code != source.CodeInvalid) {
+					t.Errorf("%v is neither refused nor a client's error (invalid_argument)", err)
 				}
 				return
 			}

@@ -318,13 +318,15 @@ func (s *Store) StopIf(ctx context.Context, uid uuid.UUID, state JourneyState, s
 	return tag.RowsAffected() == 1, nil
 }
 
-// Orphan marks a live journey orphaned if its worker is still containerID,
-// and reports whether it did. A journey stopped, deleted or given another
-// worker since it was read (a stop_worker that raced the check, another
-// marketplace's spawn) is left as it is.
-func (s *Store) Orphan(ctx context.Context, uid uuid.UUID, containerID string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE journeys SET state = 'orphaned', stopped_at = now()
-		WHERE uid = $1 AND state IN ('starting', 'active') AND container_id IS NOT DISTINCT FROM NULLIF($2, '')`, uid, containerID)
+// Orphan marks a live journey orphaned if its worker is still containerID
+// and it was not spawned again since it was read (spawns), and reports
+// whether it did; its egress grant goes with it. A journey stopped,
+// deleted or given another worker since it was read (a stop_worker that
+// raced the check, a spawn here or at another marketplace, which keeps the
+// old worker's name until it records the new one) is left as it is.
+func (s *Store) Orphan(ctx context.Context, uid uuid.UUID, containerID string, spawns int64) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE journeys SET state = 'orphaned', stopped_at = now(), egress_addr = NULL
+		WHERE uid = $1 AND state IN ('starting', 'active') AND container_id IS NOT DISTINCT FROM NULLIF($2, '') AND spawns = $3`, uid, containerID, spawns)
 	if err != nil {
 		return false, fmt.Errorf("orphaning journey: %w", err)
 	}
@@ -373,6 +375,16 @@ func (s *Store) TouchJourney(ctx context.Context, uid uuid.UUID) (Journey, error
 // SetAgentSession records the agent session id an agent worker reported.
 func (s *Store) SetAgentSession(ctx context.Context, uid uuid.UUID, sessionID string) error {
 	return s.exec(ctx, `UPDATE journeys SET agent_session_id = $2 WHERE uid = $1`, uid, sessionID)
+}
+
+// StartingJourneys lists the journeys being spawned: their spawns under
+// way, and those a marketplace died in the middle of.
+func (s *Store) StartingJourneys(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := s.pool.Query(ctx, `SELECT uid FROM journeys WHERE state = 'starting'`)
+	if err != nil {
+		return nil, fmt.Errorf("listing starting journeys: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 }
 
 // IdleJourneys lists active journeys unused since before cutoff.

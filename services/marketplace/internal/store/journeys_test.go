@@ -28,16 +28,30 @@ func TestOrphan(t *testing.T) {
 		}
 		return got.State
 	}
-	if ok, err := s.Orphan(ctx, j.UID, "c0"); err != nil || ok || state() != store.StateActive {
+	if err := s.SetEgressAddr(ctx, j.UID, "10.0.0.7"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Orphan(ctx, j.UID, "c0", j.Spawns); err != nil || ok || state() != store.StateActive {
 		t.Errorf("Orphan of another worker: %v, %v, state %s; want not done, active", ok, err, state())
 	}
-	if ok, err := s.Orphan(ctx, j.UID, "c1"); err != nil || !ok || state() != store.StateOrphaned {
+	if ok, err := s.Orphan(ctx, j.UID, "c1", j.Spawns-1); err != nil || ok || state() != store.StateActive {
+		t.Errorf("Orphan of the journey as an earlier spawn left it: %v, %v, state %s; want not done, active", ok, err, state())
+	}
+	if ok, err := s.Orphan(ctx, j.UID, "c1", j.Spawns); err != nil || !ok || state() != store.StateOrphaned {
 		t.Errorf("Orphan of its worker: %v, %v, state %s; want done, orphaned", ok, err, state())
+	}
+	// Resumed, it is live again, and its old worker's address grants
+	// nothing: the orphaning cleared it.
+	if err := s.Restart(ctx, "alice", j.UID, "h", store.Quota{PerCaller: 10, Total: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EgressJourney(ctx, "10.0.0.7"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the orphaned journey's egress address still grants: %v", err)
 	}
 	if err := s.SetState(ctx, j.UID, store.StateStopped); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.Orphan(ctx, j.UID, "c1"); err != nil || ok || state() != store.StateStopped {
+	if ok, err := s.Orphan(ctx, j.UID, "c1", j.Spawns); err != nil || ok || state() != store.StateStopped {
 		t.Errorf("Orphan of a stopped journey: %v, %v, state %s; want not done, stopped", ok, err, state())
 	}
 }

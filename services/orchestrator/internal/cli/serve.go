@@ -78,6 +78,9 @@ type serveConfig struct {
 	// TraceURL links a run's page to its trace ("{trace_id}" replaced).
 	// Defaults to none.
 	TraceURL string
+	// ConsoleSecureCookies marks the console's cookies Secure, for a
+	// console that a proxy serves over TLS. Defaults to false.
+	ConsoleSecureCookies bool
 }
 
 // bindFlags defines serve's flags on fs, bound to c, with their defaults.
@@ -93,6 +96,7 @@ func (c *serveConfig) bindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.APIOnly, "api-only", false, "serve the API but work no nodes (other replicas work them)")
 	fs.BoolVar(&c.Migrate, "migrate", true, "apply pending database migrations at start")
 	fs.BoolVar(&c.Console, "console", true, "serve the web console at / (sign in with a token)")
+	fs.BoolVar(&c.ConsoleSecureCookies, "console-secure-cookies", false, "mark the console's cookies Secure: set it when a proxy serves the console over https (the orchestrator serves plain http)")
 	fs.StringVar(&c.TraceURL, "trace-url", "", `link from a run's console page to its trace, "{trace_id}" replaced (e.g. a Grafana explore URL)`)
 	fs.StringSliceVar(&c.Admins, "admins", nil, "callers that see and act on every caller's runs (comma-separated); any other caller sees only the runs it started")
 	fs.StringVar(&c.TokensFile, "tokens-file", "", `bearer tokens file, one "caller token" or "caller=token" per line (besides ORCHESTRATOR_TOKENS)`)
@@ -231,7 +235,7 @@ func serve(ctx context.Context, cfg serveConfig, getenv func(string) string, log
 	}
 	var web http.Handler
 	if cfg.Console {
-		cc := console.Config{Engine: eng, Tokens: tokens, Admins: cfg.Admins, TraceURL: cfg.TraceURL, Logger: logger}
+		cc := console.Config{Engine: eng, Tokens: tokens, Admins: cfg.Admins, TraceURL: cfg.TraceURL, Logger: logger, SecureCookies: cfg.ConsoleSecureCookies}
 		if cfg.MarketplaceURL != "" {
 			// newExecutors checked the token. The console's journeys are
 			// asked for on the signed-in caller's behalf: the marketplace

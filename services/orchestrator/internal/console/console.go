@@ -13,7 +13,6 @@ package console
 
 import (
 	"context"
-	"crypto/sha256"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -51,18 +51,6 @@ var staticFS embed.FS
 // is the run's event stream and the page's own refresh.
 const contentSecurityPolicy = "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// signingKey is the key of caller's sessions: derived from the hash of the
-// caller's token, so that every replica with the same tokens accepts a
-// session, and a changed token ends its sessions.
-func signingKey(tokens *bearer.Set, caller string) ([]byte, bool) {
-	h, ok := tokens.HashOf(caller)
-	if !ok {
-		return nil, false
-	}
-	k := sha256.Sum256(append([]byte("meshwork console session\x00"), h...))
-	return k[:], true
-}
-
 // Config configures the console.
 type Config struct {
 	Engine *engine.Engine
@@ -78,6 +66,11 @@ type Config struct {
 	Journeys Journeys
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// SecureCookies marks the console's cookies Secure, for a console
+	// served over TLS by a proxy in front of it (the orchestrator itself
+	// serves plain HTTP; a request that came over TLS gets Secure cookies
+	// anyway).
+	SecureCookies bool
 }
 
 type console struct {
@@ -98,7 +91,7 @@ func SessionCaller(tokens *bearer.Set, now func() time.Time) func(*http.Request)
 		if err != nil {
 			return "", false
 		}
-		s, ok := parseSession(ck.Value, func(caller string) ([]byte, bool) { return signingKey(tokens, caller) }, now())
+		s, ok := parseSession(ck.Value, tokens, now())
 		return s.caller, ok
 	}
 }
@@ -144,8 +137,16 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A POST from another site is refused before anything reads it, the
+	// sign-in among them (a page elsewhere could sign a browser in as its
+	// own caller): browsers say where a request comes from (Sec-Fetch-Site,
+	// Origin), and the forms' CSRF tokens are a second check.
+	crossOrigin := http.NewCrossOriginProtection()
+	crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusForbidden, "This form was sent from another site, so the console did not take it. Open the console and send it from there.")
+	}))
 	r := chi.NewRouter()
-	r.Use(headers)
+	r.Use(headers, crossOrigin.Handler, c.readForm)
 	r.Handle("/static/*", http.StripPrefix("/static/", http.FileServerFS(static)))
 	r.Get("/signin", c.signinPage)
 	r.Post("/signin", c.signin)
@@ -184,6 +185,38 @@ func headers(next http.Handler) http.Handler {
 	})
 }
 
+// maxFormBytes bounds a console form, as httpapi.MaxBodyBytes bounds an
+// API request.
+const maxFormBytes = 1 << 20
+
+// readForm reads a POST's form, at most maxFormBytes of it, before any
+// handler asks for a value: the console's forms are URL-encoded, and a
+// multipart body (which would be spooled to temporary files, whatever its
+// size) is refused.
+func (c *console) readForm(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+			c.fail(w, r, http.StatusUnsupportedMediaType, "The console takes URL-encoded forms only.")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				c.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than the %d bytes the console takes.", maxFormBytes))
+				return
+			}
+			c.fail(w, r, http.StatusBadRequest, "The form could not be read: "+err.Error())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 type sessionKey struct{}
 
 // requireSession lets signed-in callers through with their viewer in the
@@ -194,7 +227,7 @@ func (c *console) requireSession(next http.Handler) http.Handler {
 		var s session
 		ok := false
 		if ck, err := r.Cookie(cookieName); err == nil {
-			s, ok = parseSession(ck.Value, func(caller string) ([]byte, bool) { return signingKey(c.cfg.Tokens, caller) }, c.cfg.Now())
+			s, ok = parseSession(ck.Value, c.cfg.Tokens, c.cfg.Now())
 		}
 		if !ok {
 			if r.Method != http.MethodGet {
@@ -265,25 +298,30 @@ func (c *console) signinPage(w http.ResponseWriter, r *http.Request) {
 
 func (c *console) signin(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostFormValue("next"))
-	caller, ok := c.cfg.Tokens.Caller(strings.TrimSpace(r.PostFormValue("token")))
+	caller, hash, ok := c.cfg.Tokens.Lookup(strings.TrimSpace(r.PostFormValue("token")))
 	if !ok {
 		c.render(w, r, http.StatusUnauthorized, "signin", "Sign in", struct{ Next, Error string }{Next: next, Error: "That token is not one of the orchestrator's callers'. Check it and try again."})
 		return
 	}
-	key, _ := signingKey(c.cfg.Tokens, caller)
-	setCookie(w, r, session{caller: caller, expires: c.cfg.Now().Add(sessionTTL), key: key})
+	c.setSession(w, r, newSession(caller, hash, c.cfg.Now()))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (c *console) signout(w http.ResponseWriter, r *http.Request) {
-	setCookie(w, r, session{})
+	c.setSession(w, r, session{})
+	c.clearArchived(w, r) // the next caller on this browser must not see it
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
 // safeNext keeps a redirect after sign-in on the console: a path, never
-// another origin.
+// another origin. A browser drops tabs and newlines from a URL and reads a
+// backslash as a slash, so a path holding any control character or
+// backslash is refused, not only one that starts with "//".
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil ||
+		!strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
 		return "/runs"
 	}
 	return next

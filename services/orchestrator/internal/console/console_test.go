@@ -280,7 +280,7 @@ func TestConsole(t *testing.T) {
 	}
 	signedIn, _ := alice.post("/signin", url.Values{"token": {aliceToken}})
 	cookie := signedIn.Header.Get("Set-Cookie")
-	for _, want := range []string{"meshwork_session=alice.", "HttpOnly", "SameSite=Strict", "Expires="} {
+	for _, want := range []string{"meshwork_session=YWxpY2U.", "HttpOnly", "SameSite=Strict", "Expires="} { // base64url("alice")
 		if !strings.Contains(cookie, want) {
 			t.Errorf("session cookie %q lacks %s", cookie, want)
 		}
@@ -607,5 +607,60 @@ func TestResumeAFailedRun(t *testing.T) {
 	}
 	if v := s.settle(run.ID); v.Status != runstate.RunSucceeded || v.Outputs["second"] != "b: second: a: first: t" {
 		t.Errorf("after the resume: %s, outputs %v", v.Status, v.Outputs)
+	}
+}
+
+// A form sent from another site is refused before it is read, the sign-in
+// among them (a page elsewhere could sign a browser in as its own
+// caller); a form is URL-encoded and at most a MiB.
+func TestFormsFromElsewhere(t *testing.T) {
+	t.Parallel()
+	s := start(t)
+	post := func(header http.Header, body io.Reader) (reply, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, s.url+"/signin", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = header
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{resp.StatusCode, resp.Header}, string(b)
+	}
+	form := func() io.Reader { return strings.NewReader(url.Values{"token": {aliceToken}}.Encode()) }
+	urlencoded := "application/x-www-form-urlencoded"
+	for name, h := range map[string]http.Header{
+		"Sec-Fetch-Site cross-site": {"Content-Type": {urlencoded}, "Sec-Fetch-Site": {"cross-site"}},
+		"Origin elsewhere":          {"Content-Type": {urlencoded}, "Origin": {"https://evil.example"}},
+	} {
+		resp, body := post(h, form())
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Set-Cookie") != "" || !strings.Contains(body, "from another site") {
+			t.Errorf("a sign-in with %s: %d, cookie %q\n%s", name, resp.StatusCode, resp.Header.Get("Set-Cookie"), body)
+		}
+	}
+	if resp, _ := post(http.Header{"Content-Type": {urlencoded}, "Sec-Fetch-Site": {"same-origin"}}, form()); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Set-Cookie") == "" {
+		t.Errorf("a sign-in from the console's own page: %d", resp.StatusCode)
+	}
+	multipart := "multipart/form-data; boundary=x"
+	resp, body := post(http.Header{"Content-Type": {multipart}}, strings.NewReader("--x\r\nContent-Disposition: form-data; name=\"token\"\r\n\r\n"+aliceToken+"\r\n--x--\r\n"))
+	if resp.StatusCode != http.StatusUnsupportedMediaType || resp.Header.Get("Set-Cookie") != "" {
+		t.Errorf("a multipart sign-in: %d\n%s", resp.StatusCode, body)
+	}
+	resp, body = post(http.Header{"Content-Type": {urlencoded}}, strings.NewReader("token="+strings.Repeat("a", 2<<20)))
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "larger than") {
+		t.Errorf("a 2 MiB sign-in: %d\n%s", resp.StatusCode, body)
+	}
+
+	// Signing out forgets an archive a stop kept for the journeys page.
+	alice := s.browser()
+	alice.signIn(aliceToken)
+	_, page := alice.get("/runs")
+	resp2, _ := alice.post("/signout", url.Values{"csrf": {csrfOf(t, page)}})
+	if c := strings.Join(resp2.Header.Values("Set-Cookie"), "\n"); !strings.Contains(c, "meshwork_archived=;") || !strings.Contains(c, "Max-Age=0") {
+		t.Errorf("sign out's cookies:\n%s", c)
 	}
 }

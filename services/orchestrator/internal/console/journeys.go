@@ -51,7 +51,7 @@ type journeysData struct {
 }
 
 func (c *console) journeys(w http.ResponseWriter, r *http.Request) {
-	c.listJourneys(w, r, takeArchived(w, r))
+	c.listJourneys(w, r, c.takeArchived(w, r))
 }
 
 // archivedCookie carries, once, from an archiving stop to the journeys page
@@ -60,30 +60,36 @@ func (c *console) journeys(w http.ResponseWriter, r *http.Request) {
 const archivedCookie = "meshwork_archived"
 
 // putArchived keeps out for the next journeys page.
-func putArchived(w http.ResponseWriter, r *http.Request, out meshapi.StopWorkerOut) {
+func (c *console) putArchived(w http.ResponseWriter, r *http.Request, out meshapi.StopWorkerOut) {
 	b, err := json.Marshal(meshapi.StopWorkerOut{JourneyID: out.JourneyID, Archive: out.Archive, Bytes: out.Bytes, SHA256: out.SHA256})
 	if err != nil || len(b) > 3000 { // a cookie's room; the archive is still in the marketplace's log
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: archivedCookie, Value: base64.RawURLEncoding.EncodeToString(b), Path: "/journeys", MaxAge: 300,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-	})
+	ck := c.cookie(r, archivedCookie, "/journeys")
+	ck.Value, ck.MaxAge = base64.RawURLEncoding.EncodeToString(b), 300
+	http.SetCookie(w, ck)
 }
 
 // takeArchived reads and clears what putArchived kept, if anything.
-func takeArchived(w http.ResponseWriter, r *http.Request) *meshapi.StopWorkerOut {
+func (c *console) takeArchived(w http.ResponseWriter, r *http.Request) *meshapi.StopWorkerOut {
 	ck, err := r.Cookie(archivedCookie)
 	if err != nil {
 		return nil
 	}
-	http.SetCookie(w, &http.Cookie{Name: archivedCookie, Path: "/journeys", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	c.clearArchived(w, r)
 	var out meshapi.StopWorkerOut
 	b, err := base64.RawURLEncoding.DecodeString(ck.Value)
 	if err != nil || json.Unmarshal(b, &out) != nil || out.Archive == "" {
 		return nil
 	}
 	return &out
+}
+
+// clearArchived forgets what putArchived kept.
+func (c *console) clearArchived(w http.ResponseWriter, r *http.Request) {
+	ck := c.cookie(r, archivedCookie, "/journeys")
+	ck.MaxAge = -1
+	http.SetCookie(w, ck)
 }
 
 // listJourneys renders the journeys page, with the archive a stop just
@@ -213,7 +219,7 @@ func (c *console) stopJourney(w http.ResponseWriter, r *http.Request) {
 	case "archive":
 		// Nothing of the journey is left but its archive, whose path and
 		// digest the journeys page says once.
-		putArchived(w, r, out)
+		c.putArchived(w, r, out)
 		http.Redirect(w, r, "/journeys", http.StatusSeeOther)
 	default:
 		http.Redirect(w, r, "/journeys/"+url.PathEscape(id), http.StatusSeeOther)
