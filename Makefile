@@ -250,6 +250,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s)
 	go test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./pkg/workerdef
 	go test -run '^$$' -fuzz '^FuzzArchive$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/source
 	go test -run '^$$' -fuzz '^FuzzCheckPack$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/bases
+	go test -run '^$$' -fuzz '^FuzzIsDotGit$$' -fuzztime $(FUZZTIME) ./pkg/gitpath
 	go test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/workdiff
 	go test -run '^$$' -fuzz '^FuzzPathsStayInRoot$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/meshworker
 	go test -run '^$$' -fuzz '^FuzzPolicyHidesDenied$$' -fuzztime $(FUZZTIME) ./services/marketplace/internal/meshworker

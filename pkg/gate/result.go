@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/meshwork/meshwork/pkg/gitpath"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 )
 
@@ -85,6 +86,7 @@ func (g *Gate) EvaluateResult(c *meshtype.ChangeSummary) []meshtype.Violation {
 			col.add(ConstraintResultPathSafety, fmt.Sprintf("change to %q is refused: it is a symbolic link to %q, outside the workspace", f.Path, f.LinkTarget))
 		}
 	}
+	linkProblems(c.Files, &col)
 	if len(r.rules) > 0 {
 		// Rules see the same file count the limit was checked against.
 		s := *c
@@ -153,6 +155,56 @@ func changedPathProblem(p string) string {
 		return "the path names the workspace root"
 	case clean != p:
 		return fmt.Sprintf("the path is not in canonical form (%q)", clean)
+	case strings.Contains(p, `"`):
+		// git reads a name that starts with one as C-quoted: the patch
+		// would write another path than the one judged here.
+		return "the path holds a double quote, which a patch cannot carry as it is"
+	case gitpath.HasDotGit(p):
+		return "the path is in a .git directory, as git names it on some file system (such as .git. or GIT~1)"
 	}
 	return ""
+}
+
+// linkProblems finds the changes a patch would write through a symbolic
+// link it makes itself, on the file systems where letter case does not
+// count (X -> .git, then x/hooks/post-checkout): git checks a path
+// against the links the patch makes with their case, so the write would
+// land behind the link. Links into a .git directory are refused as such.
+func linkProblems(files []meshtype.ChangedFile, col *collector) {
+	links := map[string]string{} // by lower-case path
+	for i := range files {
+		f := &files[i]
+		if f.LinkTarget == "" || f.Status == meshtype.ChangeDeleted {
+			continue
+		}
+		links[strings.ToLower(f.Path)] = f.Path
+		if gitpath.HasDotGit(f.LinkTarget) {
+			col.add(ConstraintResultPathSafety, fmt.Sprintf("change to %q is refused: it is a symbolic link into a .git directory (%q)", f.Path, f.LinkTarget))
+		}
+	}
+	if len(links) == 0 {
+		return
+	}
+	for i := range files {
+		f := &files[i]
+		if f.Status == meshtype.ChangeDeleted {
+			continue
+		}
+		lower := strings.ToLower(f.Path)
+		for j := strings.IndexByte(lower, '/'); j >= 0; j = nextSlash(lower, j) {
+			if link, ok := links[lower[:j]]; ok {
+				col.add(ConstraintResultPathSafety, fmt.Sprintf("change to %q is refused: it would be written through the symbolic link %q the change makes (letter case does not count on some file systems)", f.Path, link))
+				break
+			}
+		}
+	}
+}
+
+// nextSlash is the index of the first "/" in s after i, or -1.
+func nextSlash(s string, i int) int {
+	k := strings.IndexByte(s[i+1:], '/')
+	if k < 0 {
+		return -1
+	}
+	return i + 1 + k
 }

@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,8 +158,12 @@ func TestEvaluateResultWithoutResultBlock(t *testing.T) {
 		t.Errorf("got %+v, want no violations", vs)
 	}
 	// The action gate's denied globs apply to changes too.
-	if got := ids(g.EvaluateResult(summary(modified(".git/config")))); !reflect.DeepEqual(got, []string{gate.ConstraintResultDenied}) {
-		t.Errorf(".git/config: got %v, want [%s]", got, gate.ConstraintResultDenied)
+	if got := ids(g.EvaluateResult(summary(modified("app/.env")))); !reflect.DeepEqual(got, []string{gate.ConstraintResultDenied}) {
+		t.Errorf("app/.env: got %v, want [%s]", got, gate.ConstraintResultDenied)
+	}
+	// A .git directory is never a change's, denied or not.
+	if got := ids(g.EvaluateResult(summary(modified(".git/config")))); !reflect.DeepEqual(got, []string{gate.ConstraintResultPathSafety}) {
+		t.Errorf(".git/config: got %v, want [%s]", got, gate.ConstraintResultPathSafety)
 	}
 	if got := ids(g.EvaluateResult(summary(modified("../x")))); !reflect.DeepEqual(got, []string{gate.ConstraintResultPathSafety}) {
 		t.Errorf("../x: got %v, want [%s]", got, gate.ConstraintResultPathSafety)
@@ -330,6 +335,42 @@ func TestEvaluateResultLinkTargets(t *testing.T) {
 		got := ids(g.EvaluateResult(summary(f)))
 		if refused := reflect.DeepEqual(got, []string{gate.ConstraintResultPathSafety}); refused != tt.refused || (!tt.refused && len(got) > 0) {
 			t.Errorf("%s -> %s: %v, want refused %v", tt.path, tt.target, got, tt.refused)
+		}
+	}
+}
+
+// What a patch carries is what was judged, on every file system git checks
+// it out on: no double quote (git would read the name as C-quoted), no
+// name another file system takes for .git, no link into .git, and nothing
+// written through a link the change makes, in any letter case.
+func TestEvaluateResultPathsGitReadsOtherwise(t *testing.T) {
+	t.Parallel()
+	g := mustCompile(t, resultDef())
+	link := func(p, target string) meshtype.ChangedFile {
+		return meshtype.ChangedFile{Path: p, Status: meshtype.ChangeAdded, Mode: "120000", LinkTarget: target}
+	}
+	added := func(p string) meshtype.ChangedFile {
+		return meshtype.ChangedFile{Path: p, Status: meshtype.ChangeAdded, Mode: "100644"}
+	}
+	for _, tt := range []struct {
+		name    string
+		files   []meshtype.ChangedFile
+		refused bool
+	}{
+		{"a quoted rename into a denied path", []meshtype.ChangedFile{renamed("docs/ci.yml", `".github/workflows/evil.yml"`)}, true},
+		{"a quote inside a name", []meshtype.ChangedFile{added(`docs/say "hi".txt`)}, true},
+		{"a .git with a trailing dot", []meshtype.ChangedFile{added(".git./hooks/pre-commit")}, true},
+		{"git's short name on NTFS", []meshtype.ChangedFile{added("sub/GIT~1/config")}, true},
+		{"a link into .git", []meshtype.ChangedFile{link("X", ".git")}, true},
+		{"a write through a new link in another case", []meshtype.ChangedFile{link("X", "docs"), added("x/hooks/post-checkout")}, true},
+		{"a write through a new link in its case", []meshtype.ChangedFile{link("X", "docs"), added("X/notes.md")}, true},
+		{"a link and a file beside it", []meshtype.ChangedFile{link("X", "docs"), added("Xylophone/notes.md")}, false},
+		{".github is not .git", []meshtype.ChangedFile{added("src/.gitignore"), added("src/.github.md")}, false},
+	} {
+		got := ids(g.EvaluateResult(summary(tt.files...)))
+		refused := slices.Contains(got, gate.ConstraintResultPathSafety)
+		if refused != tt.refused || (!tt.refused && len(got) > 0) {
+			t.Errorf("%s: %v, want refused %v", tt.name, got, tt.refused)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/meshwork/meshwork/pkg/gate"
+	"github.com/meshwork/meshwork/pkg/gitpath"
 )
 
 // Entry is one file of a tree: a regular file, an executable or a symbolic
@@ -71,7 +72,7 @@ func refused(format string, args ...any) error {
 
 // CheckPath refuses a path a workspace must not receive: anything the gate's
 // lexical path safety refuses (absolute, "..", control and look-alike
-// characters), a ".git" segment in any letter case (the worker's own
+// characters), a ".git" segment in any form git knows it by (the worker's own
 // repository is its business; a source must not plant hooks or config there),
 // and ".meshwork" at the root (the marketplace's private part of the workspace).
 // It returns the path in canonical form.
@@ -86,10 +87,8 @@ func CheckPath(p string) (string, error) {
 	if clean == "." {
 		return "", refused("%q names the workspace root", p)
 	}
-	for seg := range strings.SplitSeq(clean, "/") {
-		if strings.EqualFold(seg, ".git") {
-			return "", refused("%q: .git directories are not taken from sources", p)
-		}
+	if gitpath.HasDotGit(clean) {
+		return "", refused("%q: .git directories are not taken from sources (in any letter case, nor a name another file system takes for one, such as .git. or GIT~1)", p)
 	}
 	if first, _, _ := strings.Cut(clean, "/"); strings.EqualFold(first, ".meshwork") {
 		return "", refused("%q: .meshwork is reserved for the marketplace", p)

@@ -304,6 +304,15 @@ func (p *Proxy) response(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Respo
 		p.audit(pr.rec)
 		return resp
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// An upgraded connection (a websocket) is goproxy's to copy, and
+		// its body is never closed: it is reported, and its slot given
+		// back, as it starts.
+		p.release(pr.rec.Source)
+		pr.rec.Duration = time.Since(pr.start)
+		p.audit(pr.rec)
+		return resp
+	}
 	resp.Body = &countingBody{ReadCloser: resp.Body, done: func(n int64) {
 		p.release(pr.rec.Source)
 		pr.rec.Received, pr.rec.Duration = n, time.Since(pr.start)

@@ -194,3 +194,53 @@ func TestProxyBoundsAWorkersConnections(t *testing.T) {
 		c.Close()
 	}
 }
+
+// An upgraded connection (a websocket in the clear) gives its slot back:
+// goproxy copies it and never closes its body.
+func TestProxyReleasesAnUpgradedConnection(t *testing.T) {
+	t.Parallel()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "websocket")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}))
+	defer upstream.Close()
+	p := egress.New(func(egress.Record) {}, nil)
+	p.SetMaxConnsPerSource(1)
+	host := strings.TrimPrefix(upstream.URL, "http://")
+	p.Grant("127.0.0.1", egress.Grant{Journey: "j1", Allowed: []string{host}})
+	proxy := httptest.NewServer(p)
+	defer proxy.Close()
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(proxy.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "GET %s/ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", upstream.URL, host)
+	status, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(status, " 101") {
+		t.Fatalf("the upgrade: %q, %v", status, err)
+	}
+	proxyURL, _ := url.Parse(proxy.URL)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL)}, Timeout: 10 * time.Second}
+	resp, err := client.Get(upstream.URL + "/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Errorf("a request after the upgrade: %s %s, want 200 (the upgrade's slot given back)", resp.Status, b)
+	}
+}

@@ -216,6 +216,7 @@ const stopRounds = 3
 // journey after it was read, and the round changed nothing the next one
 // does not do again.
 func (m *Manager) stopOnce(ctx context.Context, caller, id, mode string) (res StopResult, raced bool, err error) {
+	removed := false // the worker and (but with keep) its workspace
 	j, err := m.journey(ctx, caller, id)
 	if err != nil {
 		return StopResult{}, false, err
@@ -270,15 +271,21 @@ func (m *Manager) stopOnce(ctx context.Context, caller, id, mode string) (res St
 			// there (the next action opens a channel again).
 			return StopResult{}, false, err
 		}
-		// An archive whose stop fails (or goes round again) is not the
-		// caller's: it is removed rather than left unreported, one more
-		// each time the stop is tried again.
+		// An archive whose stop fails before the workspace is removed is
+		// not the caller's: it is removed rather than left unreported, one
+		// more each time the stop is tried again. Once the workspace is
+		// gone the archive is its only copy, kept and logged whatever
+		// follows.
 		archived := res.Archive
 		defer func() {
-			if err != nil || raced {
+			switch {
+			case err == nil && !raced:
+			case !removed:
 				if rerr := os.Remove(archived); rerr != nil {
 					m.logger.WarnContext(ctx, "removing the archive of a failed stop", slog.String("archive", archived), slog.Any("error", rerr))
 				}
+			default:
+				m.logger.WarnContext(ctx, "a stop failed after its workspace was removed; its archive is kept", slog.String("journey", j.UID.String()), slog.String("archive", archived), slog.Bool("raced", raced), slog.Any("error", err))
 			}
 		}()
 	}
@@ -293,6 +300,7 @@ func (m *Manager) stopOnce(ctx context.Context, caller, id, mode string) (res St
 			return StopResult{}, false, unavailable("stopping the worker: %v", err)
 		}
 	}
+	removed = true
 	// A stopped agent's nested token stops working with it, and its nested
 	// journeys stop with it: after its own state, so that a nested spawn
 	// either committed before (and is found) or is refused (the parent is
@@ -489,6 +497,11 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	if err := m.reconcilePoolRows(ctx, listed); err != nil {
 		return err
 	}
+	// A journey left starting with its worker running (a claimed pool
+	// member's) was counted running above.
+	if _, err := m.SweepAbandonedSpawns(ctx); err != nil {
+		return err
+	}
 	m.pruneBases(ctx)
 	for uid, j := range known {
 		if j.State.Live() && !running[uid] {
@@ -580,14 +593,13 @@ func (m *Manager) sweepAbandonedSpawn(ctx context.Context, uid uuid.UUID) (bool,
 		if err != nil {
 			return false, fmt.Errorf("listing the workers of journey %s: %w", uid, err)
 		}
+		// Even one recorded and running (a claimed pool member's) is
+		// nobody's: no spawn is left to make it the journey's.
 		for _, w := range workers {
-			if w.ID != "" && (w.ID != j.ContainerID || w.State != workerruntime.StateRunning) {
+			if w.ID != "" {
 				m.removeStale(ctx, rt, w, false)
 			}
 		}
-	}
-	if m.checkLive(ctx, j) {
-		return false, nil
 	}
 	orphaned, err := m.cfg.Store.Orphan(ctx, uid, j.ContainerID, j.Spawns)
 	if err != nil || !orphaned {

@@ -296,8 +296,22 @@ func (m *Manager) retireIfFree(ctx context.Context, rt workerruntime.Runtime, ui
 func (m *Manager) retireMember(ctx context.Context, rt workerruntime.Runtime, mem store.PoolMember, reason string) bool {
 	m.dropPoolChannel(mem.UID)
 	m.logger.InfoContext(ctx, "removing a pool member", slog.String("member", mem.UID.String()), slog.String("worker", mem.WorkerID), slog.String("reason", reason))
-	if mem.ContainerID != "" || mem.Workspace != "" {
-		if err := rt.Remove(context.WithoutCancel(ctx), workerruntime.Handle{ID: mem.ContainerID, Workspace: mem.Workspace}, workerruntime.RemoveOptions{Workspace: true}); err != nil {
+	handles := []workerruntime.Handle{{ID: mem.ContainerID, Workspace: mem.Workspace}}
+	if mem.ContainerID == "" && mem.Workspace == "" {
+		// Not recorded (its maker died, or failed to record it and to
+		// remove it): found by its label, if it was made at all.
+		listed, err := rt.List(ctx, m.journeyLabels(mem.UID))
+		if err != nil {
+			m.logger.WarnContext(ctx, "listing a pool member's worker failed; it is tried again later", slog.String("member", mem.UID.String()), slog.Any("error", err))
+			return false
+		}
+		handles = handles[:0]
+		for _, w := range listed {
+			handles = append(handles, w.Handle)
+		}
+	}
+	for _, h := range handles {
+		if err := rt.Remove(context.WithoutCancel(ctx), h, workerruntime.RemoveOptions{Workspace: true}); err != nil {
 			m.logger.WarnContext(ctx, "removing a pool member failed; it is tried again later", slog.String("member", mem.UID.String()), slog.Any("error", err))
 			return false
 		}

@@ -245,6 +245,20 @@ func TestARunningReplicaSweepsAnAbandonedSpawn(t *testing.T) {
 		t.Errorf("resuming the swept journey: %v, want active", res)
 	}
 	must(t, cs, "execute_in_worker", execArgs("abandoned", map[string]any{"type": "write", "target": "after.txt", "content": "resumed"}))
+
+	// A spawn that died with its worker recorded and running (a claimed
+	// pool member's, being seeded): nobody will make it the journey's.
+	sp = must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "claimed"})
+	container, _ = sp["container_id"].(string)
+	if _, err := a.pool.Exec(ctx, `UPDATE journeys SET state = 'starting' WHERE id = 'claimed'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.mgr.SweepAbandonedSpawns(ctx); err != nil || n != 1 {
+		t.Fatalf("a sweep of a spawn that died with its worker running orphaned %d (%v), want 1", n, err)
+	}
+	if st := containerState(t, a, container); st != workerruntime.StateMissing {
+		t.Errorf("the dead spawn's running worker is %s, want removed", st)
+	}
 }
 
 func containerState(t *testing.T, b *bundle, id string) workerruntime.State {

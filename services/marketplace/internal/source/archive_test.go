@@ -85,6 +85,7 @@ func TestArchive(t *testing.T) {
 		{"a link to a link", archive(t, file("a", 1), &tar.Header{Name: "b", Typeflag: tar.TypeSymlink, Linkname: "a"}, &tar.Header{Name: "c", Typeflag: tar.TypeSymlink, Linkname: "b"}), bases.Limits{}, 3, ""},
 		{".meshwork at the root", archive(t, file(".meshwork/home/x", 1)), bases.Limits{}, 0, ".meshwork is reserved"},
 		{".GIT in any case", archive(t, file("sub/.GIT/config", 1)), bases.Limits{}, 0, ".git directories are not taken"},
+		{".git as NTFS reads it", archive(t, file("sub/.git. /config", 1)), bases.Limits{}, 0, ".git directories are not taken"},
 		{"backslash", archive(t, file(`a\..\b`, 1)), bases.Limits{}, 0, "backslash"},
 		{"global headers inflate past the bound", paxBomb(t, 4), bases.Limits{MaxFiles: 10, MaxBytes: 1 << 20}, 0, "the archive inflates past 2127872 bytes"},
 		{"global headers within it", paxBomb(t, 2), bases.Limits{MaxFiles: 10, MaxBytes: 1 << 20}, 0, ""},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -20,9 +21,13 @@ import (
 // binarySniff is how much of a file git looks at to call it binary.
 const binarySniff = 8000
 
-// IsBinary applies git's rule: a NUL byte in the first 8,000 bytes.
+// IsBinary reports whether a patch lists a file's content rather than
+// inlining it: git's rule (a NUL byte in the first 8,000 bytes), and any
+// content that is not UTF-8. A patch travels to MCP clients as JSON text,
+// whose encoders replace such bytes: inlined, the patch would no longer
+// apply, or would write other bytes than the worker's.
 func IsBinary(data []byte) bool {
-	return bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0
+	return bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0 || !utf8.Valid(data)
 }
 
 // File is one side of a change: a path, a git mode and the content's blob

@@ -27,6 +27,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/meshwork/meshwork/pkg/gate"
+	"github.com/meshwork/meshwork/pkg/gitpath"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/unidiff"
@@ -103,18 +104,12 @@ type changedFile struct {
 }
 
 // Private reports whether a workspace path is left out of changes:
-// .meshwork/ at the root, and any .git directory, in any letter case.
+// .meshwork/ at the root, and any .git directory, in any letter case or
+// any name another file system takes for one (gitpath: ".git.", "GIT~1"),
+// which git would refuse, and the whole patch with it.
 func Private(p string) bool {
 	first, _, _ := strings.Cut(p, "/")
-	if strings.EqualFold(first, ".meshwork") {
-		return true
-	}
-	for seg := range strings.SplitSeq(p, "/") {
-		if strings.EqualFold(seg, ".git") {
-			return true
-		}
-	}
-	return false
+	return strings.EqualFold(first, ".meshwork") || gitpath.HasDotGit(p)
 }
 
 // Compute reads the workspace tar and compares it with base.

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -445,5 +446,56 @@ func TestPatchBound(t *testing.T) {
 	ch, err := workdiff.Compute(base, bytes.NewReader(empty.Bytes()), workdiff.Options{})
 	if err != nil || ch.Summary.Deleted != 2 {
 		t.Errorf("deleting both files: %v, %+v", err, ch)
+	}
+}
+
+// A patch reaches MCP clients as JSON text: what it inlines survives that
+// as it is, and applies with git. Text that is not UTF-8 is listed, like a
+// binary file (JSON would replace its bytes), and names another file
+// system takes for .git are left out, as .git is (git refuses them, and
+// the whole patch with them).
+func TestPatchSurvivesJSON(t *testing.T) {
+	t.Parallel()
+	base, repo := keep(t, map[string]string{"latin1.txt": "caf\xe9\n", "notes.md": "one\n"}, nil)
+	ws := t.TempDir()
+	seedWorkspace(t, base, ws)
+	for name, content := range map[string]string{
+		"latin1.txt": "caf\xe9s\n", "notes.md": "one\ntwo \u00e9t\u00e9\n",
+		".git./hooks/post-checkout": "#!/bin/sh\n", "sub/GIT~1/config": "[core]\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch, err := workdiff.Compute(base, tarDir(t, ws), workdiff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ch.Summary; s.FilesChanged != 2 || len(s.Binary) != 1 || s.Binary[0] != "latin1.txt" {
+		t.Fatalf("summary %+v\n%s", s, ch.Patch)
+	}
+	wire, err := json.Marshal(string(ch.Patch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var received string
+	if err := json.Unmarshal(wire, &received); err != nil {
+		t.Fatal(err)
+	}
+	if received != string(ch.Patch) {
+		t.Fatalf("the patch changed on its way through JSON:\n%q\n%q", ch.Patch, received)
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	gittest.Run(t, filepath.Dir(clone), "clone", "-q", repo, clone)
+	pf := filepath.Join(filepath.Dir(clone), "p.patch")
+	if err := os.WriteFile(pf, []byte(received), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Run(t, clone, "apply", pf)
+	if got, _ := os.ReadFile(filepath.Join(clone, "notes.md")); string(got) != "one\ntwo \u00e9t\u00e9\n" {
+		t.Errorf("notes.md after git apply: %q", got)
 	}
 }

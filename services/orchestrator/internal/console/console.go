@@ -190,18 +190,20 @@ func headers(next http.Handler) http.Handler {
 const maxFormBytes = 1 << 20
 
 // readForm reads a POST's form, at most maxFormBytes of it, before any
-// handler asks for a value: the console's forms are URL-encoded, and a
-// multipart body (which would be spooled to temporary files, whatever its
-// size) is refused.
+// handler asks for a value: the console's forms are URL-encoded, and any
+// other body (a multipart one would be spooled to temporary files, whatever
+// its size) is refused.
 func (c *console) readForm(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
-			c.fail(w, r, http.StatusUnsupportedMediaType, "The console takes URL-encoded forms only.")
-			return
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			if mt, _, _ := mime.ParseMediaType(ct); mt != "application/x-www-form-urlencoded" {
+				c.fail(w, r, http.StatusUnsupportedMediaType, "The console takes URL-encoded forms only.")
+				return
+			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		if err := r.ParseForm(); err != nil {

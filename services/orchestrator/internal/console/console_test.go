@@ -650,6 +650,10 @@ func TestFormsFromElsewhere(t *testing.T) {
 	if resp.StatusCode != http.StatusUnsupportedMediaType || resp.Header.Get("Set-Cookie") != "" {
 		t.Errorf("a multipart sign-in: %d\n%s", resp.StatusCode, body)
 	}
+	resp, body = post(http.Header{"Content-Type": {"text/plain"}}, form())
+	if resp.StatusCode != http.StatusUnsupportedMediaType || resp.Header.Get("Set-Cookie") != "" {
+		t.Errorf("a text/plain sign-in: %d\n%s", resp.StatusCode, body)
+	}
 	resp, body = post(http.Header{"Content-Type": {urlencoded}}, strings.NewReader("token="+strings.Repeat("a", 2<<20)))
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "larger than") {
 		t.Errorf("a 2 MiB sign-in: %d\n%s", resp.StatusCode, body)
