@@ -437,11 +437,8 @@ func TestIdleChannelsClose(t *testing.T) {
 func TestPoolMembersOfOldSettingsAreRetired(t *testing.T) {
 	t.Parallel()
 	const size = 2
-	a := setupWith(t, &bundle{adjust: withPool(size)})
+	a, old := restartedWithNewSettings(t, size)
 	ctx := context.Background()
-	old := fillPools(t, a, size)
-	a.labels["meshwork.settings"] = "second"
-	a.start(t) // a restart with new settings
 	if err := a.mgr.FillPools(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -467,16 +464,24 @@ func TestPoolMembersOfOldSettingsAreRetired(t *testing.T) {
 	}
 }
 
+// restartedWithNewSettings fills a pool of size members, then restarts the
+// marketplace with other settings (labels): the members it returns are of
+// the old ones, for the next refill to retire.
+func restartedWithNewSettings(t *testing.T, size int) (*bundle, map[uuid.UUID]string) {
+	t.Helper()
+	a := setupWith(t, &bundle{adjust: withPool(size)})
+	old := fillPools(t, a, size)
+	a.labels["meshwork.settings"] = "second"
+	a.start(t)
+	return a, old
+}
+
 // A member whose worker the engine would not remove keeps its row, and a
 // later pass removes it: no worker is left running that no row counts.
 func TestAPoolMemberWhoseWorkerWouldNotGoIsRetiredLater(t *testing.T) {
 	t.Parallel()
-	const size = 2
-	a := setupWith(t, &bundle{adjust: withPool(size)})
+	a, old := restartedWithNewSettings(t, 2)
 	ctx := context.Background()
-	old := fillPools(t, a, size)
-	a.labels["meshwork.settings"] = "second"
-	a.start(t) // a restart with new settings: the old members are retired
 	a.rt.failRemoves.Store(1)
 	if err := a.mgr.FillPools(ctx); err != nil {
 		t.Fatal(err)

@@ -151,21 +151,7 @@ func decodeStructured(res *mcp.CallToolResult, v any) error {
 func TestReconcileLeavesASpawnUnderWay(t *testing.T) {
 	t.Parallel()
 	a := setup(t)
-	cs := a.client(t, aliceToken)
-	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "midway"})
-	container, _ := sp["container_id"].(string)
-	var uid uuid.UUID
-	if err := a.pool.QueryRow(context.Background(), `UPDATE journeys SET state = 'starting', container_id = NULL WHERE id = 'midway' RETURNING uid`).Scan(&uid); err != nil {
-		t.Fatal(err)
-	}
-	spawner := store.New(a.pool) // another marketplace, mid-spawn
-	t.Cleanup(spawner.Close)
-	held, ok, err := spawner.TryLockJourney(context.Background(), uid)
-	if err != nil || !ok {
-		t.Fatalf("taking the journey's lock: %v %v", ok, err)
-	}
-	unlock := sync.OnceFunc(held)
-	t.Cleanup(unlock) // before spawner.Close, which waits for it
+	uid, container, unlock := midSpawn(t, a, a.client(t, aliceToken), "midway")
 	b := a.replica(t) // starts, reconciles
 	if st := containerState(t, b, container); st != workerruntime.StateRunning {
 		t.Fatalf("the worker of a spawn under way is %s after another marketplace started, want running", st)
@@ -194,20 +180,7 @@ func TestARunningReplicaSweepsAnAbandonedSpawn(t *testing.T) {
 	ctx := context.Background()
 	a := setup(t)
 	cs := a.client(t, aliceToken)
-	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "abandoned"})
-	container, _ := sp["container_id"].(string)
-	var uid uuid.UUID
-	if err := a.pool.QueryRow(ctx, `UPDATE journeys SET state = 'starting', container_id = NULL WHERE id = 'abandoned' RETURNING uid`).Scan(&uid); err != nil {
-		t.Fatal(err)
-	}
-	spawner := store.New(a.pool) // another marketplace, mid-spawn
-	t.Cleanup(spawner.Close)
-	held, ok, err := spawner.TryLockJourney(ctx, uid)
-	if err != nil || !ok {
-		t.Fatalf("taking the journey's lock: %v %v", ok, err)
-	}
-	unlock := sync.OnceFunc(held)
-	t.Cleanup(unlock) // before spawner.Close, which waits for it
+	uid, container, unlock := midSpawn(t, a, cs, "abandoned")
 	journeyState := func() string {
 		t.Helper()
 		var state string
@@ -248,7 +221,7 @@ func TestARunningReplicaSweepsAnAbandonedSpawn(t *testing.T) {
 
 	// A spawn that died with its worker recorded and running (a claimed
 	// pool member's, being seeded): nobody will make it the journey's.
-	sp = must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "claimed"})
+	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": "claimed"})
 	container, _ = sp["container_id"].(string)
 	if _, err := a.pool.Exec(ctx, `UPDATE journeys SET state = 'starting' WHERE id = 'claimed'`); err != nil {
 		t.Fatal(err)
@@ -259,6 +232,27 @@ func TestARunningReplicaSweepsAnAbandonedSpawn(t *testing.T) {
 	if st := containerState(t, a, container); st != workerruntime.StateMissing {
 		t.Errorf("the dead spawn's running worker is %s, want removed", st)
 	}
+}
+
+// midSpawn spawns journey id and leaves it as another marketplace's spawn
+// under way would: starting, its worker made but not recorded, its lock
+// held by that marketplace until unlock (the spawner dies).
+func midSpawn(t *testing.T, a *bundle, cs *mcp.ClientSession, id string) (uid uuid.UUID, container string, unlock func()) {
+	t.Helper()
+	sp := must(t, cs, "spawn_worker", map[string]any{"worker_id": "filesystem_write_v1", "journey_id": id})
+	container, _ = sp["container_id"].(string)
+	if err := a.pool.QueryRow(context.Background(), `UPDATE journeys SET state = 'starting', container_id = NULL WHERE id = $1 RETURNING uid`, id).Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	spawner := store.New(a.pool) // another marketplace, mid-spawn
+	t.Cleanup(spawner.Close)
+	held, ok, err := spawner.TryLockJourney(context.Background(), uid)
+	if err != nil || !ok {
+		t.Fatalf("taking the journey's lock: %v %v", ok, err)
+	}
+	unlock = sync.OnceFunc(held)
+	t.Cleanup(unlock) // before spawner.Close, which waits for it
+	return uid, container, unlock
 }
 
 func containerState(t *testing.T, b *bundle, id string) workerruntime.State {

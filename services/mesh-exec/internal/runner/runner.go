@@ -77,6 +77,16 @@ type Outcome struct {
 // scrubbed drops the variables an agent must not inherit.
 var scrubbed = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
 
+// private reports whether a variable is mesh-exec's own and not the
+// agent's: its settings, its bearer token (MESH_EXEC_TOKEN) among them,
+// and the telemetry exporter's headers, which carry the collector's
+// credentials. An agent runs what a task tells it to, and would hand them
+// to anyone who asks.
+func private(name string) bool {
+	return strings.HasPrefix(name, "MESH_EXEC_") ||
+		strings.HasPrefix(name, "OTEL_EXPORTER_OTLP_") && strings.HasSuffix(name, "HEADERS")
+}
+
 // gitEnv is configuration for every git the agent runs, its CLI's own
 // included (Claude Code runs git status as a session starts, before any
 // tool call its hooks see), given as git's command-line configuration,
@@ -91,13 +101,13 @@ var gitEnv = []string{
 	"GIT_CONFIG_KEY_2=core.hooksPath", "GIT_CONFIG_VALUE_2=/dev/null",
 }
 
-// scrubEnv is the agent's environment: env without the scrubbed variables
-// and any git command-line configuration, with gitEnv.
+// scrubEnv is the agent's environment: env without the scrubbed and
+// private variables and any git command-line configuration, with gitEnv.
 func scrubEnv(env []string) []string {
 	out := make([]string, 0, len(env)+len(gitEnv))
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		drop := strings.HasPrefix(name, "GIT_CONFIG_") || name == "GIT_CONFIG_PARAMETERS"
+		drop := strings.HasPrefix(name, "GIT_CONFIG_") || name == "GIT_CONFIG_PARAMETERS" || private(name)
 		for _, s := range scrubbed {
 			drop = drop || name == s
 		}

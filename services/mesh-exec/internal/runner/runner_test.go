@@ -65,12 +65,18 @@ func TestRunEndsWhenTheAgentExits(t *testing.T) {
 	}
 }
 
-// CLAUDECODE and CLAUDE_CODE_ENTRYPOINT never reach an agent.
+// CLAUDECODE and CLAUDE_CODE_ENTRYPOINT never reach an agent, nor does
+// mesh-exec's own configuration (its bearer token among it) or the
+// telemetry exporter's headers (credentials of the collector).
 func TestEnvironmentIsScrubbed(t *testing.T) {
 	t.Parallel()
-	r := runner.New(runner.Config{Env: []string{"PATH=" + os.Getenv("PATH"), "CLAUDECODE=1", "CLAUDE_CODE_ENTRYPOINT=cli", "KEEP=yes"}})
-	res, _, err := r.Run(context.Background(), shellAgent{`echo "[$CLAUDECODE][$CLAUDE_CODE_ENTRYPOINT][$KEEP]"`}, backend.Request{Repository: os.TempDir()}, nil)
-	if err != nil || res.Output != "[][][yes]" {
+	r := runner.New(runner.Config{Env: []string{
+		"PATH=" + os.Getenv("PATH"), "CLAUDECODE=1", "CLAUDE_CODE_ENTRYPOINT=cli", "KEEP=yes",
+		"MESH_EXEC_TOKEN=server-secret-token-0123456789", "MESH_EXEC_WORKSPACE_ROOT=/w",
+		"OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer x", "OTEL_EXPORTER_OTLP_TRACES_HEADERS=k=v", "OTEL_SERVICE_NAME=kept",
+	}})
+	res, _, err := r.Run(context.Background(), shellAgent{`echo "[$CLAUDECODE][$CLAUDE_CODE_ENTRYPOINT][$KEEP][$MESH_EXEC_TOKEN][$MESH_EXEC_WORKSPACE_ROOT][$OTEL_EXPORTER_OTLP_HEADERS][$OTEL_EXPORTER_OTLP_TRACES_HEADERS][$OTEL_SERVICE_NAME]"`}, backend.Request{Repository: os.TempDir()}, nil)
+	if err != nil || res.Output != "[][][yes][][][][][kept]" {
 		t.Errorf("environment: %q %v", res.Output, err)
 	}
 }

@@ -204,6 +204,13 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 				return fail(meshapi.CodeInvalidArgument, "session %s belongs to repository %s; a resume always runs there (omit repository or pass that one)", sess.ID, sess.Repository)
 			}
 		}
+		// The session's repository is checked again as a new call's is:
+		// a link put on its way since, or a session file written by
+		// someone other than mesh-exec, must not take the agent out of
+		// the workspace root.
+		if r, err := s.resolve(sess.Repository); err != nil || r != sess.Repository {
+			return fail(meshapi.CodeInvalidArgument, "session %s's repository %s is no longer inside the workspace root %s as it was: start a new session", sess.ID, sess.Repository, s.cfg.WorkspaceRoot)
+		}
 		name, repo = sess.Backend, sess.Repository
 		if s.cfg.Backends[name] == nil {
 			return fail(meshapi.CodeUnavailable, "session %s was started with backend %s, which this mesh-exec does not have", sess.ID, name)

@@ -139,6 +139,18 @@ func TestResumeStaysInRepository(t *testing.T) {
 	if r := execute(t, cs, map[string]any{"repository": "a", "task": "y", "session_id": first.out.SessionID}); r.isError {
 		t.Errorf("resume naming its own repository: %+v", r)
 	}
+	// The repository made a link out of the workspace root since: the
+	// resume is refused, as a new call there is.
+	outside := t.TempDir()
+	if err := os.RemoveAll(filepath.Join(e.root, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(e.root, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if r := execute(t, cs, map[string]any{"task": "y", "session_id": first.out.SessionID}); !r.isError || !strings.Contains(r.text, "no longer inside the workspace root") {
+		t.Errorf("resume in a repository that now leads out of the root: %+v", r)
+	}
 }
 
 // fork_session continues a copy of a session under a new id (claude's

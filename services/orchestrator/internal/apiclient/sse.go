@@ -2,12 +2,14 @@ package apiclient
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"strings"
 )
 
-// maxEventBytes bounds one line of an event stream; a checkpoint event holds
-// node outputs, which can be long.
+// maxEventBytes bounds one event of a stream, its lines each and its data
+// fields together; a checkpoint event holds node outputs, which can be
+// long.
 const maxEventBytes = 64 << 20
 
 // sseEvent is one event of a text/event-stream.
@@ -66,6 +68,9 @@ func (r *sseReader) Next() (sseEvent, error) {
 		case "event":
 			name = value
 		case "data":
+			if data.Len()+len(value)+1 > maxEventBytes {
+				return sseEvent{}, fmt.Errorf("an event of the stream passes %d bytes", maxEventBytes)
+			}
 			if hasData {
 				data.WriteByte('\n')
 			}

@@ -73,6 +73,19 @@ func TestSSEReaderError(t *testing.T) {
 	}
 }
 
+// An event's data lines add up to at most maxEventBytes: a stream of
+// lines each under the bound, with no blank line to end the event, is an
+// error once they pass it, not a buffer that grows until memory ends.
+func TestSSEReaderBoundsAnEvent(t *testing.T) {
+	t.Parallel()
+	line := "data: " + strings.Repeat("x", 1<<20) + "\n"
+	lines := maxEventBytes>>20 + 2
+	r := newSSEReader(strings.NewReader(strings.Repeat(line, lines) + "\n"))
+	if ev, err := r.Next(); err == nil || !strings.Contains(err.Error(), "passes") {
+		t.Fatalf("Next = %d bytes of data, %v; want an error", len(ev.Data), err)
+	}
+}
+
 // FuzzSSEReader checks that no stream makes the reader panic or loop, and
 // that reading in one piece or byte by byte gives the same events.
 func FuzzSSEReader(f *testing.F) {

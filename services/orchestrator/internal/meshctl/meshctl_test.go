@@ -216,6 +216,11 @@ func TestErrors(t *testing.T) {
 			"meshctl: --output \"yaml\": want text or json\n",
 		},
 		{
+			"negative limit", nil,
+			[]string{"runs", "list", "--limit", "-1"},
+			"meshctl: --limit -1: want 1 to 1000 (0 or none: 50)\n",
+		},
+		{
 			"missing arg", nil,
 			[]string{"runs", "cancel"},
 			"meshctl: missing RUN_ID (usage: meshctl runs cancel RUN_ID [flags])\n",
@@ -589,5 +594,39 @@ func TestRunsPatch(t *testing.T) {
 				t.Errorf("stdout %q, stderr %q; want %q, %q", r.stdout, r.stderr, tt.wantStdout, tt.wantError)
 			}
 		})
+	}
+}
+
+// What the orchestrator sends reaches the terminal without its escape
+// sequences: an agent's output, a node's error, an error message cannot
+// rewrite the screen or set the clipboard. A patch is written byte for
+// byte, and JSON output as its encoder escapes it.
+func TestServerTextIsSafeForATerminal(t *testing.T) {
+	t.Parallel()
+	const hostile = "\x1b]52;c;ZXZpbA==\a\x1b[2K\rOK \u202egnp.exe\u202c \xc2\x9b31m"
+	b := setup(t)
+	v := succeeded().view
+	v.Outputs = map[string]string{v.Nodes[0].ID: "fine\n" + hostile}
+	v.Error = hostile
+	v.PatchNode, v.Patch = v.Nodes[0].ID, "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-\x1b[0m\n+ok\n"
+	v.Nodes[0].Patch = v.Patch
+	b.fake.AddRun(v)
+	b.fake.Fail(http.MethodPost, "/v1/runs/"+runID+"/cancel", apiclient.Error{Status: http.StatusConflict, Code: "conflict", Message: "no: " + hostile})
+	for _, args := range [][]string{{"runs", "show", runID}, {"runs", "cancel", runID}} {
+		r := b.exec(t, args...)
+		for name, got := range map[string]string{"stdout": r.stdout, "stderr": r.stderr} {
+			if strings.ContainsAny(got, "\x1b\a\r\u202e\u009b") {
+				t.Errorf("meshctl %v: %s holds control characters: %q", args, name, got)
+			}
+		}
+		if args[1] == "show" && !strings.Contains(r.stdout, "fine") {
+			t.Errorf("meshctl runs show: the output is gone:\n%s", r.stdout)
+		}
+	}
+	if r := b.exec(t, "runs", "patch", runID); r.stdout != v.Patch {
+		t.Errorf("runs patch: %q, want the patch byte for byte", r.stdout)
+	}
+	if r := b.exec(t, "runs", "show", runID, "--output", "json"); !strings.Contains(r.stdout, `\u001b]52`) {
+		t.Errorf("runs show --output json does not carry the output as JSON escapes it:\n%s", r.stdout)
 	}
 }

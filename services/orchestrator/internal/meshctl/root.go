@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -45,6 +46,9 @@ type app struct {
 	server string
 	token  string
 	output string
+	// rawOut is standard output as it is, for a patch: byte for byte what
+	// git apply is to read.
+	rawOut io.Writer
 }
 
 // NewRoot returns the meshctl command with all its subcommands.
@@ -71,10 +75,18 @@ goes on).`,
 		Version:       buildinfo.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if a.output != "text" && a.output != "json" {
 				return fmt.Errorf("--output %q: want text or json", a.output)
 			}
+			// What the orchestrator sends is written for people through
+			// terminalSafe; a patch is written as it is (rawOut).
+			root := cmd.Root()
+			a.rawOut = root.OutOrStdout()
+			if !a.json() {
+				root.SetOut(terminalSafe{a.rawOut})
+			}
+			root.SetErr(terminalSafe{root.ErrOrStderr()})
 			return nil
 		},
 	}

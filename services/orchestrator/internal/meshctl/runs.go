@@ -50,7 +50,11 @@ func (a *app) runsPatch() *cobra.Command {
 				_, err = fmt.Fprintf(cmd.ErrOrStderr(), "run %s: %s changed nothing; its patch is empty\n", v.ID, cmp.Or(node, v.PatchNode))
 				return err
 			}
-			_, err = io.WriteString(cmd.OutOrStdout(), patch)
+			out := a.rawOut
+			if out == nil {
+				out = cmd.OutOrStdout()
+			}
+			_, err = io.WriteString(out, patch)
 			return err
 		}),
 	}
@@ -86,6 +90,9 @@ func (a *app) runsList() *cobra.Command {
 		Short: "List runs, newest first",
 		Args:  exactArgs(),
 		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, _ []string) error {
+			if f.Limit < 0 || f.Limit > api.MaxListLimit {
+				return fmt.Errorf("--limit %d: want 1 to %d (0 or none: %d)", f.Limit, api.MaxListLimit, api.DefaultListLimit)
+			}
 			runs, err := c.ListRuns(ctx, f)
 			if err != nil {
 				return err
