@@ -12,6 +12,8 @@ package backend
 import (
 	"errors"
 
+	"github.com/google/uuid"
+
 	"github.com/meshwork/meshwork/pkg/meshtype"
 )
 
@@ -82,7 +84,22 @@ type Request struct {
 	// new id, the session itself left as it was; only for a backend that
 	// is a Forker.
 	ForkSession bool
+	// NewSessionID is the id a new session takes (SessionID empty) with a
+	// CLI that lets its caller name it: one per run, given by the runner,
+	// so that the run's command line and its parser agree on it. Backends
+	// whose CLI picks its own ignore it.
+	NewSessionID string
 	Settings
+}
+
+// ForRun is req as one run takes it: a new session gets its id here
+// (NewSessionID), once, so that the run's command line and its parser,
+// made in two calls, agree on it.
+func ForRun(req Request) Request {
+	if req.SessionID == "" && req.NewSessionID == "" {
+		req.NewSessionID = uuid.NewString()
+	}
+	return req
 }
 
 // Settings are the agent settings of a run, the same for every run of a

@@ -125,6 +125,7 @@ var ErrBinaryNotFound = errors.New("agent CLI not found")
 // as "timeout", a cancellation as "canceled"). onEvent sees every event as it
 // is parsed, from the run's goroutine; it must not block for long.
 func (r *Runner) Run(ctx context.Context, b backend.Backend, req backend.Request, onEvent func(backend.Event)) (backend.Result, Outcome, error) {
+	req = backend.ForRun(req)
 	argv, err := b.Command(req)
 	if err != nil {
 		return backend.Result{}, Outcome{}, err

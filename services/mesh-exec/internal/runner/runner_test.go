@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
+	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend/command"
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/runner"
 )
 
@@ -62,6 +63,38 @@ func TestRunEndsWhenTheAgentExits(t *testing.T) {
 				t.Errorf("the run took %s: it waited for the child", d)
 			}
 		})
+	}
+}
+
+// Each new run gets a session id of its own, the same in its command line
+// and its parser: two runs of one request at once, through a CLI that takes
+// its id from the caller, each report the id they ran with.
+func TestEachRunHasItsOwnSessionID(t *testing.T) {
+	t.Parallel()
+	b := command.New(command.Config{Argv: []string{"sh", "-c", "echo {session_id}"}})
+	r := runner.New(runner.Config{})
+	req := backend.Request{Repository: os.TempDir(), Task: "same"}
+	type run struct {
+		res backend.Result
+		err error
+	}
+	runs := make(chan run, 2)
+	for range 2 {
+		go func() {
+			res, _, err := r.Run(context.Background(), b, req, nil)
+			runs <- run{res, err}
+		}()
+	}
+	seen := map[string]bool{}
+	for range 2 {
+		got := <-runs
+		if got.err != nil || got.res.SessionID == "" || got.res.SessionID != strings.TrimSpace(got.res.Output) {
+			t.Fatalf("a run reports session %q but ran with %q (%v)", got.res.SessionID, got.res.Output, got.err)
+		}
+		seen[got.res.SessionID] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("two runs share a session id: %v", seen)
 	}
 }
 

@@ -179,6 +179,7 @@ type bundle struct {
 func (x *bundle) run(t *testing.T, req backend.Request, s Scenario) Process {
 	t.Helper()
 	req.Repository = x.repo
+	req = backend.ForRun(req)
 	argv, err := x.b.Command(req)
 	if err != nil {
 		t.Fatalf("Command(%+v): %v", req, err)

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/meshwork/meshwork/services/mesh-exec/internal/backend"
@@ -112,65 +111,26 @@ func TestName(t *testing.T) {
 	}
 }
 
-// TestGeneratedSessionID checks that a new run's argv and parser agree on
-// the generated id, in either call order, and that runs of identical
-// requests each get their own.
-func TestGeneratedSessionID(t *testing.T) {
+// A new run's argv and parser both take the id the runner gave the run
+// (Request.NewSessionID), whichever is made first; a Command without one
+// (nothing runs it) gets a fresh UUID.
+func TestNewSessionID(t *testing.T) {
 	t.Parallel()
 	b := New(Config{Argv: []string{"agent", "--session", "{session_id}", "{task}"}})
-	req := backend.Request{Repository: "/r", Task: "same task"}
-
 	idOf := func(argv []string) string { return argv[2] }
 	sessionOf := func(p backend.Parser) string { return p.Finish(0, "").SessionID }
-
-	argv1, _ := b.Command(req)
-	argv2, _ := b.Command(req)
-	p1, p2 := b.NewParser(req), b.NewParser(req)
-	if !uuidRe.MatchString(idOf(argv1)) {
-		t.Fatalf("generated id %q is not a UUID v4", idOf(argv1))
+	for _, id := range []string{"0b7a3c1e-6a39-4d43-9d5f-3f2b8c1d2e4f", "5d1f6a2b-7c3e-4f80-a1b2-c3d4e5f60718"} {
+		req := backend.Request{Repository: "/r", Task: "same task", NewSessionID: id}
+		p := b.NewParser(req)
+		argv, err := b.Command(req)
+		if err != nil || idOf(argv) != id || sessionOf(p) != id {
+			t.Errorf("run %s: argv %q (%v), parser %q", id, argv, err, sessionOf(p))
+		}
 	}
-	if idOf(argv1) == idOf(argv2) {
-		t.Fatalf("two runs share the id %q", idOf(argv1))
+	argv, _ := b.Command(backend.Request{Task: "t"})
+	if !uuidRe.MatchString(idOf(argv)) {
+		t.Errorf("generated id %q is not a UUID v4", idOf(argv))
 	}
-	if sessionOf(p1) != idOf(argv1) || sessionOf(p2) != idOf(argv2) {
-		t.Errorf("parsers got %q, %q; argvs %q, %q", sessionOf(p1), sessionOf(p2), idOf(argv1), idOf(argv2))
-	}
-
-	// Parser first, then Command.
-	p3 := b.NewParser(req)
-	argv3, _ := b.Command(req)
-	if sessionOf(p3) != idOf(argv3) {
-		t.Errorf("parser-first: parser %q, argv %q", sessionOf(p3), idOf(argv3))
-	}
-
-	// Nothing is left waiting.
-	b.ids.mu.Lock()
-	defer b.ids.mu.Unlock()
-	if len(b.ids.pending) != 0 {
-		t.Errorf("pending ids left: %d", len(b.ids.pending))
-	}
-}
-
-func TestGeneratedSessionIDConcurrent(t *testing.T) {
-	t.Parallel()
-	b := New(Config{Argv: []string{"agent", "{session_id}", "{task}"}})
-	var wg sync.WaitGroup
-	for i := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := backend.Request{Task: strings.Repeat("x", i%5)}
-			argv, err := b.Command(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if got := b.NewParser(req).Finish(0, "").SessionID; !uuidRe.MatchString(got) {
-				t.Errorf("session id %q (argv %q)", got, argv)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 func TestResumedParserKeepsTheSession(t *testing.T) {

@@ -135,6 +135,7 @@ func Scripted(bin string) backendtest.Scripted {
 // runs that share it. The request's Repository is the working directory.
 func Run(t *testing.T, b backend.Backend, home string, req backend.Request, sc *script.Script) backendtest.Process {
 	t.Helper()
+	req = backend.ForRun(req)
 	argv, err := b.Command(req)
 	if err != nil {
 		t.Fatalf("Command(%+v): %v", req, err)
