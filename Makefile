@@ -138,12 +138,17 @@ env: ## Write deploy/.env from deploy/.env.example with fresh random tokens and 
 	  done <deploy/.env.example >$(ENV_FILE); \
 	  echo "env: wrote $(ENV_FILE) (fresh tokens and Postgres password, DOCKER_GID=$$gid); put your Claude credentials in it"
 
+# The repositories spawn_worker may take (mounted at /sources): made here,
+# as the user's, before Compose would make a missing one as root's.
+SOURCES_DIR := deploy/sources
+
 # A start that fails says why: Compose itself only says that a dependency
 # failed to start; the service's own log says what it refused.
 OR_SAY_WHY = || { deploy/dev/show-unhealthy.sh meshwork; exit 1; }
 
 .PHONY: up
 up: env images image-shell-worker image-claude-worker image-codex-worker ## Build every image, then start the whole stack with Grafana (needs a registry; settings in deploy/.env)
+	@mkdir -p $(SOURCES_DIR)
 	$(STACK) up -d $(OR_SAY_WHY)
 	@deploy/dev/wait-healthy.sh meshwork
 	@echo "up: marketplace MCP http://127.0.0.1:8080/mcp, orchestrator http://127.0.0.1:8090, Grafana http://127.0.0.1:3000 (default ports; tokens in $(ENV_FILE))"
@@ -156,6 +161,7 @@ up/offline: env offline-images ## No registry: start the core services (no Grafa
 	  rm -f $(OFFLINE_CATALOG_DIR)/*.go $(OFFLINE_CATALOG_DIR)/go.* && chmod -R a+rX $(OFFLINE_CATALOG_DIR) && \
 	  sed -i -e 's|image: meshwork/claude-worker:latest|image: $(FAKE_MESH_EXEC_IMAGE)|' \
 	    -e 's|image: meshwork/codex-worker:latest|image: $(FAKE_CODEX_IMAGE)|' $(OFFLINE_CATALOG_DIR)/*.yaml
+	@mkdir -p $(SOURCES_DIR)
 	POSTGRES_IMAGE=$(OFFLINE_POSTGRES_IMAGE) MESH_EXEC_IMAGE=$(FAKE_MESH_EXEC_IMAGE) OFFLINE_CATALOG_DIR=$(OFFLINE_CATALOG_DIR) \
 	  ANTHROPIC_API_KEY=fake-key-for-the-fake-claude CLAUDE_CODE_OAUTH_TOKEN= OTEL_EXPORTER_OTLP_ENDPOINT= \
 	  $(STACK) -f deploy/offline/compose.fake-agents.yaml up -d $(CORE_SERVICES) $(OR_SAY_WHY)
