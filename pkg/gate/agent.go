@@ -11,6 +11,7 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
+	"github.com/meshwork/meshwork/pkg/gitpath"
 	"github.com/meshwork/meshwork/pkg/meshtype"
 )
 
@@ -50,21 +51,20 @@ const (
 // or name them to a command.
 var agentConfigGlobs = []string{"**/.claude", "**/.claude/**", "**/.mcp.json", ".meshwork", ".meshwork/**"}
 
-// gitDirGlobs are a repository's git directories: their config can name
-// commands git runs (core.fsmonitor, filters, hooks), and the CLI runs git
-// itself, before any tool call its hooks see. An agent may not write them
-// or name them to a command, but may name them as an option's value
-// (grep --exclude-dir=.git), which is how commands leave them out.
-var gitDirGlobs = []string{"**/.git", "**/.git/**"}
-
 // agentConfig reports whether a clean workspace path is agent
-// configuration: what agentConfigGlobs or gitDirGlobs match.
+// configuration: what agentConfigGlobs match, or a git directory.
 func agentConfig(clean string) bool {
 	return matchesAny(agentConfigGlobs, clean) || gitDir(clean)
 }
 
-// gitDir reports whether a clean workspace path is in a git directory.
-func gitDir(clean string) bool { return matchesAny(gitDirGlobs, clean) }
+// gitDir reports whether a clean workspace path is in a repository's git
+// directory, under any name a file system takes for one (gitpath): its
+// config can name commands git runs (core.fsmonitor, filters, hooks), and
+// the CLI runs git itself, before any tool call its hooks see. An agent
+// may not write them or name them to a command, but may name them as an
+// option's value (grep --exclude-dir=.git), which is how commands leave
+// them out.
+func gitDir(clean string) bool { return gitpath.HasDotGit(clean) }
 
 // matchesAny reports whether a clean path matches one of globs, case
 // folded (the workspace may be on a case-insensitive file system).

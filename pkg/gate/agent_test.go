@@ -141,6 +141,7 @@ func TestEvaluateToolCall(t *testing.T) {
 		{"bash cd with two dirs", "Bash", in("command", "cd sub other && echo x > y"), []string{"path_safety"}, "names more than one directory"},
 		{"bash grep leaving out .git", "Bash", in("command", "ls -R --ignore=.git ."), nil, ""},
 		{"bash names .git", "Bash", in("command", "tee .git/config"), []string{"agent_config"}, "a git directory, whose config can name commands git runs"},
+		{"write .git as NTFS names it", "Write", in("file_path", "/workspace/sub/.git. /hooks/post-checkout", "content", "x"), []string{"agent_config"}, "a git directory"},
 		{"bash cd - goes back", "Bash", in("command", "cd sub; cd -; echo x > y"), []string{"path_safety"}, `"cd -" goes to the previous directory`},
 		{"bash cd with an option", "Bash", in("command", "cd -P sub && pwd"), nil, ""},
 		{"bash cd to a dash-named dir", "Bash", in("command", "cd -- -odd && pwd"), nil, ""},

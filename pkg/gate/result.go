@@ -155,10 +155,11 @@ func changedPathProblem(p string) string {
 		return "the path names the workspace root"
 	case clean != p:
 		return fmt.Sprintf("the path is not in canonical form (%q)", clean)
-	case strings.Contains(p, `"`):
-		// git reads a name that starts with one as C-quoted: the patch
-		// would write another path than the one judged here.
-		return "the path holds a double quote, which a patch cannot carry as it is"
+	case strings.HasPrefix(p, `"`):
+		// git reads a name that starts with one as C-quoted (a rename's
+		// "rename from" line has no a/ before it): the patch would write
+		// another path than the one judged here.
+		return "the path starts with a double quote, which git reads as a quoted name in a patch"
 	case gitpath.HasDotGit(p):
 		return "the path is in a .git directory, as git names it on some file system (such as .git. or GIT~1)"
 	}

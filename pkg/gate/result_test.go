@@ -340,7 +340,8 @@ func TestEvaluateResultLinkTargets(t *testing.T) {
 }
 
 // What a patch carries is what was judged, on every file system git checks
-// it out on: no double quote (git would read the name as C-quoted), no
+// it out on: no name that starts with a double quote (git would read it as
+// C-quoted), no
 // name another file system takes for .git, no link into .git, and nothing
 // written through a link the change makes, in any letter case.
 func TestEvaluateResultPathsGitReadsOtherwise(t *testing.T) {
@@ -358,7 +359,8 @@ func TestEvaluateResultPathsGitReadsOtherwise(t *testing.T) {
 		refused bool
 	}{
 		{"a quoted rename into a denied path", []meshtype.ChangedFile{renamed("docs/ci.yml", `".github/workflows/evil.yml"`)}, true},
-		{"a quote inside a name", []meshtype.ChangedFile{added(`docs/say "hi".txt`)}, true},
+		{"a name that starts with a quote", []meshtype.ChangedFile{added(`"hi".txt`)}, true},
+		{"a quote inside a name", []meshtype.ChangedFile{added(`docs/say "hi".txt`)}, false},
 		{"a .git with a trailing dot", []meshtype.ChangedFile{added(".git./hooks/pre-commit")}, true},
 		{"git's short name on NTFS", []meshtype.ChangedFile{added("sub/GIT~1/config")}, true},
 		{"a link into .git", []meshtype.ChangedFile{link("X", ".git")}, true},

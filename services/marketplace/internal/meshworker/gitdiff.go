@@ -126,8 +126,8 @@ type side struct {
 	hash    plumbing.Hash
 	mode    filemode.FileMode
 	content []byte
-	// binary is set for content with a NUL byte, and for content over the
-	// size limit, which is not read.
+	// binary is set for content unidiff.IsBinary lists (a NUL byte, or not
+	// UTF-8), and for content over the size limit, which is not read.
 	binary bool
 }
 
@@ -214,6 +214,8 @@ func filePatchOf(from, to *side) (*unidiff.FilePatch, bool) {
 		return nil, false
 	case from != nil && to != nil && from.hash == to.hash && from.mode == to.mode && !from.hash.IsZero():
 		return nil, false
+	case from != nil && to != nil && from.hash == to.hash && !from.hash.IsZero():
+		return unidiff.Text(from.file(), to.file(), nil, nil), true // a mode change: headers only
 	}
 	if (from != nil && from.binary) || (to != nil && to.binary) {
 		return unidiff.Binary(from.file(), to.file()), true

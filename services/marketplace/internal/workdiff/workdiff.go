@@ -449,6 +449,11 @@ func (c *Change) size(f *file) (int64, error) {
 // filePatch diffs one change, filling its line counts and binary flag. It
 // returns nil for a binary change: those are listed, not put in the patch.
 func (c *Change) filePatch(ch *fileChange, opts Options) (*unidiff.FilePatch, error) {
+	if ch.from != nil && ch.to != nil && ch.from.entry.Hash == ch.to.entry.Hash && !ch.from.entry.Hash.IsZero() {
+		// A rename or a mode change that keeps the content is headers
+		// only, whatever the content: git apply takes it as it is.
+		return unidiff.Text(ch.from.side(), ch.to.side(), nil, nil), nil
+	}
 	for _, f := range []*file{ch.from, ch.to} {
 		n, err := c.size(f)
 		if err != nil {

@@ -456,9 +456,17 @@ func TestPatchBound(t *testing.T) {
 // the whole patch with them).
 func TestPatchSurvivesJSON(t *testing.T) {
 	t.Parallel()
-	base, repo := keep(t, map[string]string{"latin1.txt": "caf\xe9\n", "notes.md": "one\n"}, nil)
+	base, repo := keep(t, map[string]string{"latin1.txt": "caf\xe9\n", "notes.md": "one\n", "old-latin.txt": "na\xefve\n", "run.sh": "echo caf\xe9\n"}, nil)
 	ws := t.TempDir()
 	seedWorkspace(t, base, ws)
+	// A rename and a mode change that keep content that is not UTF-8 are
+	// headers only: they are in the patch.
+	if err := os.Rename(filepath.Join(ws, "old-latin.txt"), filepath.Join(ws, "new-latin.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(ws, "run.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, content := range map[string]string{
 		"latin1.txt": "caf\xe9s\n", "notes.md": "one\ntwo \u00e9t\u00e9\n",
 		".git./hooks/post-checkout": "#!/bin/sh\n", "sub/GIT~1/config": "[core]\n",
@@ -474,7 +482,7 @@ func TestPatchSurvivesJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := ch.Summary; s.FilesChanged != 2 || len(s.Binary) != 1 || s.Binary[0] != "latin1.txt" {
+	if s := ch.Summary; s.FilesChanged != 4 || len(s.Binary) != 1 || s.Binary[0] != "latin1.txt" {
 		t.Fatalf("summary %+v\n%s", s, ch.Patch)
 	}
 	wire, err := json.Marshal(string(ch.Patch))
@@ -497,5 +505,11 @@ func TestPatchSurvivesJSON(t *testing.T) {
 	gittest.Run(t, clone, "apply", pf)
 	if got, _ := os.ReadFile(filepath.Join(clone, "notes.md")); string(got) != "one\ntwo \u00e9t\u00e9\n" {
 		t.Errorf("notes.md after git apply: %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(clone, "new-latin.txt")); string(got) != "na\xefve\n" {
+		t.Errorf("the renamed file after git apply: %q", got)
+	}
+	if fi, err := os.Stat(filepath.Join(clone, "run.sh")); err != nil || fi.Mode()&0o111 == 0 {
+		t.Errorf("run.sh after git apply is not executable: %v", err)
 	}
 }

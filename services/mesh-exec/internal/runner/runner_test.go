@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,35 +68,49 @@ func TestRunEndsWhenTheAgentExits(t *testing.T) {
 	}
 }
 
-// Each new run gets a session id of its own, the same in its command line
-// and its parser: two runs of one request at once, through a CLI that takes
-// its id from the caller, each report the id they ran with.
+// recordingAgent is shellAgent that records the new session id its
+// command line and its parser were made with.
+type recordingAgent struct {
+	shellAgent
+	mu              sync.Mutex
+	command, parser []string
+}
+
+func (a *recordingAgent) Command(req backend.Request) ([]string, error) {
+	a.mu.Lock()
+	a.command = append(a.command, req.NewSessionID)
+	a.mu.Unlock()
+	return a.shellAgent.Command(req)
+}
+
+func (a *recordingAgent) NewParser(req backend.Request) backend.Parser {
+	a.mu.Lock()
+	a.parser = append(a.parser, req.NewSessionID)
+	a.mu.Unlock()
+	return a.shellAgent.NewParser(req)
+}
+
+// Each new run gets a session id of its own, given once: its command line
+// and its parser are made with the same one, and two runs of one request
+// have two. Through a CLI that takes its id from the caller (the command
+// backend), the run reports the id it ran with.
 func TestEachRunHasItsOwnSessionID(t *testing.T) {
 	t.Parallel()
-	b := command.New(command.Config{Argv: []string{"sh", "-c", "echo {session_id}"}})
 	r := runner.New(runner.Config{})
 	req := backend.Request{Repository: os.TempDir(), Task: "same"}
-	type run struct {
-		res backend.Result
-		err error
-	}
-	runs := make(chan run, 2)
+	a := &recordingAgent{shellAgent: shellAgent{"true"}}
 	for range 2 {
-		go func() {
-			res, _, err := r.Run(context.Background(), b, req, nil)
-			runs <- run{res, err}
-		}()
-	}
-	seen := map[string]bool{}
-	for range 2 {
-		got := <-runs
-		if got.err != nil || got.res.SessionID == "" || got.res.SessionID != strings.TrimSpace(got.res.Output) {
-			t.Fatalf("a run reports session %q but ran with %q (%v)", got.res.SessionID, got.res.Output, got.err)
+		if _, _, err := r.Run(context.Background(), a, req, nil); err != nil {
+			t.Fatal(err)
 		}
-		seen[got.res.SessionID] = true
 	}
-	if len(seen) != 2 {
-		t.Errorf("two runs share a session id: %v", seen)
+	if len(a.command) != 2 || a.command[0] == "" || a.command[0] == a.command[1] || !slices.Equal(a.command, a.parser) {
+		t.Errorf("command lines made with %q, parsers with %q: want two ids, the same for each run", a.command, a.parser)
+	}
+	b := command.New(command.Config{Argv: []string{"sh", "-c", "echo {session_id}"}})
+	res, _, err := r.Run(context.Background(), b, req, nil)
+	if err != nil || res.SessionID == "" || res.SessionID != strings.TrimSpace(res.Output) {
+		t.Errorf("a run reports session %q but ran with %q (%v)", res.SessionID, res.Output, err)
 	}
 }
 

@@ -626,7 +626,17 @@ func TestServerTextIsSafeForATerminal(t *testing.T) {
 	if r := b.exec(t, "runs", "patch", runID); r.stdout != v.Patch {
 		t.Errorf("runs patch: %q, want the patch byte for byte", r.stdout)
 	}
-	if r := b.exec(t, "runs", "show", runID, "--output", "json"); !strings.Contains(r.stdout, `\u001b]52`) {
-		t.Errorf("runs show --output json does not carry the output as JSON escapes it:\n%s", r.stdout)
+	r := b.exec(t, "runs", "show", runID, "--output", "json")
+	if !strings.Contains(r.stdout, `\u001b]52`) || !strings.Contains(r.stdout, `\u202e`) || !strings.Contains(r.stdout, `\u009b`) || strings.ContainsAny(r.stdout, "\u202e\u009b") {
+		t.Errorf("runs show --output json does not escape what a terminal acts on:\n%s", r.stdout)
+	}
+	var got api.RunView
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Error != hostile {
+		t.Errorf("runs show --output json: the error reads back as %q (%v), want it as sent", got.Error, err)
+	}
+	// An agent's Windows line endings read as line endings.
+	var out strings.Builder
+	if _, err := (terminalSafe{&out}).Write([]byte("one\r\ntwo\r")); err != nil || out.String() != "one\ntwo\ufffd" {
+		t.Errorf("terminalSafe wrote %q (%v)", out.String(), err)
 	}
 }

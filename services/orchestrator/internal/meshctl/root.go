@@ -79,11 +79,13 @@ goes on).`,
 			if a.output != "text" && a.output != "json" {
 				return fmt.Errorf("--output %q: want text or json", a.output)
 			}
-			// What the orchestrator sends is written for people through
-			// terminalSafe; a patch is written as it is (rawOut).
+			// What the orchestrator sends is written through terminalSafe
+			// (text) or jsonSafe; a patch is written as it is (rawOut).
 			root := cmd.Root()
 			a.rawOut = root.OutOrStdout()
-			if !a.json() {
+			if a.json() {
+				root.SetOut(jsonSafe{a.rawOut})
+			} else {
 				root.SetOut(terminalSafe{a.rawOut})
 			}
 			root.SetErr(terminalSafe{root.ErrOrStderr()})

@@ -1,8 +1,10 @@
 package meshctl
 
 import (
+	"fmt"
 	"io"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -11,11 +13,37 @@ import (
 // character or escape sequence in it could rewrite the screen, hide lines
 // or set the clipboard (OSC 52). Every control character but newline and
 // tab, every format character (the bidirectional overrides among them) and
-// every byte that is not UTF-8 is written as U+FFFD. JSON output is left
-// alone: its encoder escapes control characters, and programs read it.
+// every byte that is not UTF-8 is written as U+FFFD; a carriage return
+// before a newline (an agent's Windows line ending) is dropped.
 type terminalSafe struct{ w io.Writer }
 
 func (t terminalSafe) Write(p []byte) (int, error) {
+	return rewrite(t.w, p, func(out []byte, r rune) []byte { return utf8.AppendRune(out, utf8.RuneError) })
+}
+
+// jsonSafe writes JSON for a terminal as terminalSafe writes text, but
+// keeps the data: the JSON encoder escapes the C0 control characters, and
+// this escapes the rest a terminal acts on (DEL, the C1 controls such as
+// U+009B, format characters) as \uXXXX, which they can only be inside a
+// JSON string. Programs read the same values.
+type jsonSafe struct{ w io.Writer }
+
+func (j jsonSafe) Write(p []byte) (int, error) {
+	return rewrite(j.w, p, func(out []byte, r rune) []byte {
+		if r == utf8.RuneError {
+			return utf8.AppendRune(out, r) // encoding/json never writes one raw
+		}
+		if r > 0xffff {
+			hi, lo := utf16.EncodeRune(r)
+			return fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+		}
+		return fmt.Appendf(out, `\u%04x`, r)
+	})
+}
+
+// rewrite writes p to w with every rune a terminal must not get as it is
+// replaced by what replace appends for it.
+func rewrite(w io.Writer, p []byte, replace func(out []byte, r rune) []byte) (int, error) {
 	clean := true
 	for i := 0; i < len(p); {
 		r, size := utf8.DecodeRune(p[i:])
@@ -26,19 +54,21 @@ func (t terminalSafe) Write(p []byte) (int, error) {
 		i += size
 	}
 	if clean {
-		return t.w.Write(p)
+		return w.Write(p)
 	}
 	out := make([]byte, 0, len(p)+16)
 	for i := 0; i < len(p); {
 		r, size := utf8.DecodeRune(p[i:])
-		if unsafeRune(r, size) {
-			out = utf8.AppendRune(out, utf8.RuneError)
-		} else {
+		switch {
+		case r == '\r' && i+1 < len(p) && p[i+1] == '\n':
+		case unsafeRune(r, size):
+			out = replace(out, r)
+		default:
 			out = append(out, p[i:i+size]...)
 		}
 		i += size
 	}
-	if _, err := t.w.Write(out); err != nil {
+	if _, err := w.Write(out); err != nil {
 		return 0, err
 	}
 	return len(p), nil
