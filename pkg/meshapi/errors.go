@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/meshwork/meshwork/pkg/textcut"
 )
 
 // Code names a kind of failure, stable for clients to branch on. A tool
@@ -85,9 +89,23 @@ type errorContent struct {
 	Error *Error `json:"error"`
 }
 
+// MaxMessageBytes bounds an error's message as a client gets it: a message
+// may quote what the client sent, and must not send a megabyte back for a
+// megabyte of bad input (twice: as text and structured content).
+const MaxMessageBytes = 4096
+
+// Clipped is e with its message valid UTF-8 and at most MaxMessageBytes.
+func (e *Error) Clipped() *Error {
+	if len(e.Message) <= MaxMessageBytes && utf8.ValidString(e.Message) {
+		return e
+	}
+	return &Error{Code: e.Code, Message: textcut.Valid(e.Message, MaxMessageBytes) + " …"}
+}
+
 // ErrorResult is the tool result that reports e: isError, the message as
 // text, and the code in the structured content.
 func ErrorResult(e *Error) *mcp.CallToolResult {
+	e = e.Clipped()
 	return &mcp.CallToolResult{
 		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: e.Message}},
@@ -111,6 +129,7 @@ func ErrorMiddleware() mcp.Middleware {
 					e, ok = schemaRefusal(tr.GetError().Error())
 				}
 				if ok {
+					e = e.Clipped()
 					tr.StructuredContent = errorContent{Error: e}
 					tr.Content = []mcp.Content{&mcp.TextContent{Text: e.Message}}
 				}
@@ -123,8 +142,19 @@ func ErrorMiddleware() mcp.Middleware {
 // schemaRefusal reads the SDK's refusal of a call's arguments (the error it
 // set on the result, which starts "validating "arguments": validating
 // root: ") as an invalid_argument error, said without the validator's
-// framing: "journey_id: type: 42 has type "integer", want "string"".
+// framing: "journey_id: type: 42 has type "integer", want "string"". So is
+// its failure to decode arguments the schema let through (a number out of
+// the field's range): "tail: cannot take number 1e300".
 func schemaRefusal(text string) (*Error, bool) {
+	if m := unmarshalError.FindStringSubmatch(text); m != nil {
+		// "meshapi.in.tail": the Go types' names before the field's.
+		field := m[2][strings.LastIndexByte(m[2], '.')+1:]
+		if field == "" {
+			field = "the arguments"
+		}
+		value := strings.TrimSuffix(strings.TrimPrefix(strings.Trim(m[1], `"`), "number "), " overflows")
+		return &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("the arguments do not fit the tool's input: %s: cannot take %s", field, value)}, true
+	}
 	rest, ok := strings.CutPrefix(text, `validating "arguments": `)
 	if !ok {
 		return nil, false
@@ -132,6 +162,9 @@ func schemaRefusal(text string) (*Error, bool) {
 	rest = strings.TrimPrefix(strings.TrimPrefix(rest, "validating root: "), "validating /properties/")
 	return &Error{Code: CodeInvalidArgument, Message: "the arguments do not match the tool's input schema: " + rest}, true
 }
+
+// unmarshalError is encoding/json's refusal of a value for a Go field.
+var unmarshalError = regexp.MustCompile(`^json: cannot unmarshal (.+?) into Go (?:struct field (.+)|value) of type \S+$`)
 
 // ErrorOf returns the error a tool result reports, for clients: its code
 // and message from the structured content when the server sent one, else

@@ -95,6 +95,7 @@ func TestErrorMiddlewareCodesSchemaRefusals(t *testing.T) {
 	srv.AddReceivingMiddleware(ErrorMiddleware())
 	type in struct {
 		JourneyID string `json:"journey_id"`
+		Tail      int    `json:"tail,omitempty"`
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "get"}, func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, struct{}, error) {
 		return nil, struct{}{}, Errorf(CodeNotFound, "no journey %q", a.JourneyID)
@@ -119,14 +120,16 @@ func TestErrorMiddlewareCodesSchemaRefusals(t *testing.T) {
 		{"a number for a string", map[string]any{"journey_id": 42}, CodeInvalidArgument, `journey_id: type: 42 has type "integer", want "string"`},
 		{"a required field missing", map[string]any{}, CodeInvalidArgument, "journey_id"},
 		{"the handler's own error", map[string]any{"journey_id": "j"}, CodeNotFound, `no journey "j"`},
+		{"a number out of the field's range", map[string]any{"journey_id": "j", "tail": 1e300}, CodeInvalidArgument, "tail: cannot take 1e+300"},
+		{"a long message, clipped", map[string]any{"journey_id": strings.Repeat("j", 1<<20)}, CodeNotFound, `no journey "jjj`},
 	} {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get", Arguments: tc.args})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		e, ok := ErrorOf(res)
-		if !ok || e.Code != tc.code || !strings.Contains(e.Message, tc.says) || ResultText(res) != e.Message {
-			t.Errorf("%s: %+v (text %q), want %s saying %q", tc.name, e, ResultText(res), tc.code, tc.says)
+		if !ok || e.Code != tc.code || !strings.Contains(e.Message, tc.says) || ResultText(res) != e.Message || len(e.Message) > MaxMessageBytes+8 {
+			t.Errorf("%s: %.200q (text %.200q), want %s saying %q, at most %d bytes", tc.name, e.Message, ResultText(res), tc.code, tc.says, MaxMessageBytes)
 		}
 	}
 }

@@ -36,6 +36,11 @@ func RunStatuses() []string {
 	return []string{RunRunning, RunWaiting, RunSucceeded, RunFailed, RunCancelled}
 }
 
+// MaxRequestBytes bounds a request to the orchestrator, over /v1 or /mcp:
+// run inputs, approval values and fork patches are kept in Postgres with
+// every checkpoint they belong to.
+const MaxRequestBytes = 1 << 20
+
 // How many runs one list returns: DefaultListLimit without a limit, and
 // MaxListLimit at the most.
 const (

@@ -42,6 +42,9 @@ type ExecuteResult struct {
 // violations; it is not an error.
 func (m *Manager) Execute(ctx context.Context, caller, journeyID string, rawAction []byte) (ExecuteResult, error) {
 	start := time.Now()
+	if err := checkJourneyID(journeyID); err != nil {
+		return ExecuteResult{}, err
+	}
 	j, err := m.cfg.Store.Journey(ctx, caller, journeyID)
 	if errors.Is(err, store.ErrNotFound) {
 		return ExecuteResult{}, notFound("no journey %q (spawn_worker creates it)", journeyID)

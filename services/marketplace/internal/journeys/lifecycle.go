@@ -42,6 +42,11 @@ func stateOf(j store.Journey) WorkerState {
 }
 
 func (m *Manager) journey(ctx context.Context, caller, id string) (store.Journey, error) {
+	// Checked before the store sees it: no journey has another kind of id,
+	// and one with a NUL byte would be Postgres's error, not the caller's.
+	if err := checkJourneyID(id); err != nil {
+		return store.Journey{}, err
+	}
 	j, err := m.cfg.Store.Journey(ctx, caller, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return j, notFound("no journey %q", id)

@@ -19,6 +19,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/proctree"
 	"github.com/meshwork/meshwork/pkg/telemetry"
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/egress"
@@ -225,7 +226,7 @@ func (m *Manager) Close() {
 
 func checkJourneyID(id string) error {
 	if !meshapi.ValidID(id) {
-		return invalid("journey_id %q must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
+		return invalid("journey_id %q must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", textcut.Valid(id, 140))
 	}
 	return nil
 }
@@ -258,7 +259,7 @@ type SpawnResult struct {
 func (m *Manager) Worker(workerID string) (*workerdef.Entry, error) {
 	e, ok := m.cfg.Catalog.Lookup(workerID)
 	if !ok || e.Definition.Abstract {
-		return nil, notFound("unknown worker %q (list_workers shows the catalog)", workerID)
+		return nil, notFound("unknown worker %q (list_workers shows the catalog)", textcut.Valid(workerID, 140))
 	}
 	return e, nil
 }
@@ -269,7 +270,7 @@ func (m *Manager) runtimeFor(level string) (workerruntime.Runtime, meshtype.Isol
 		l = meshtype.IsolationContainer
 	}
 	if l != meshtype.IsolationContainer && l != meshtype.IsolationProcess {
-		return nil, "", invalid("isolation_level %q is not one of container, process", level)
+		return nil, "", invalid("isolation_level %q is not one of container, process", textcut.Valid(level, 64))
 	}
 	rt := m.cfg.Runtimes[l]
 	if rt == nil {
@@ -296,7 +297,12 @@ func (m *Manager) Spawn(ctx context.Context, caller string, req SpawnRequest) (S
 		mode = "normal"
 	}
 	if mode != "normal" && mode != "resume" && mode != "fresh" {
-		return SpawnResult{}, invalid("mode %q is not one of normal, resume, fresh", req.Mode)
+		return SpawnResult{}, invalid("mode %q is not one of normal, resume, fresh", textcut.Valid(req.Mode, 64))
+	}
+	// Checked before a source is fetched or unpacked for a spawn that
+	// cannot run.
+	if _, _, err := m.runtimeFor(level); err != nil {
+		return SpawnResult{}, err
 	}
 	ctx, span := startSpawn(ctx, req.JourneyID, entry.Definition.ID, mode)
 	defer span.End()

@@ -20,8 +20,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/uuid"
 
+	"github.com/meshwork/meshwork/pkg/gate"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/meshtype"
+	"github.com/meshwork/meshwork/pkg/textcut"
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
 	"github.com/meshwork/meshwork/services/marketplace/internal/source"
 	"github.com/meshwork/meshwork/services/marketplace/internal/store"
@@ -228,6 +230,24 @@ type DiffRequest struct {
 	Paths     []string `json:"paths,omitempty" jsonschema:"only changes to these files or under these directories (default: all)"`
 }
 
+// MaxDiffPaths is the most paths one workspace_diff narrows its patch to.
+const MaxDiffPaths = 1000
+
+// checkDiffPaths refuses a paths list too long to filter a change by (each
+// changed file is matched against each path, under the journey's lock), or
+// a path no workspace has.
+func checkDiffPaths(paths []string) error {
+	if len(paths) > MaxDiffPaths {
+		return invalid("paths holds %d entries; at most %d", len(paths), MaxDiffPaths)
+	}
+	for _, p := range paths {
+		if len(p) > gate.MaxPathLen || strings.ContainsRune(p, 0) {
+			return invalid("paths: %q is not a workspace path (at most %d bytes, no NUL)", textcut.Valid(p, 64), gate.MaxPathLen)
+		}
+	}
+	return nil
+}
+
 // DiffResult is the output of workspace_diff.
 type DiffResult struct {
 	JourneyID string                 `json:"journey_id"`
@@ -281,7 +301,7 @@ func (m *Manager) change(ctx context.Context, caller string, j store.Journey, pa
 	}
 	rec := store.ActionRecord{
 		JourneyUID: j.UID, Caller: caller, WorkerID: j.WorkerID, DefinitionHash: entry.Hash,
-		ActionType: auditType, Target: strings.Join(paths, ","), Uncounted: true,
+		ActionType: auditType, Target: strings.Join(paths, ","), Uncounted: true, // cut by the store
 		ResponseBytes: int64(len(ch.Patch)),
 	}
 	// The whole change is judged, whatever part is asked for: a change is
@@ -328,6 +348,9 @@ func baseInfo(j store.Journey) BaseInfo {
 // Diff returns a journey's change against its base, if the result gate
 // allows it.
 func (m *Manager) Diff(ctx context.Context, caller string, req DiffRequest) (DiffResult, error) {
+	if err := checkDiffPaths(req.Paths); err != nil {
+		return DiffResult{}, err
+	}
 	j, unlock, err := m.lockedJourney(ctx, caller, req.JourneyID)
 	if err != nil {
 		return DiffResult{}, err

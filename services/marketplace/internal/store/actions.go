@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtext"
+	"github.com/meshwork/meshwork/pkg/textcut"
 )
 
 // Decision is what became of an action.
@@ -108,19 +109,35 @@ func (s *Store) RecordAction(ctx context.Context, r ActionRecord) error {
 			ORDER BY c.n
 		)
 		UPDATE journeys SET action_count = action_count + $19, cost_usd = least(cost_usd + $13, 99999999.999999), last_used_at = now() WHERE uid = $1`,
-		r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, pgtext.Scrub(r.Target),
-		string(r.Decision), violations, pgtext.Scrub(r.Error), r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID,
+		r.JourneyUID, r.Caller, r.WorkerID, r.DefinitionHash, r.ActionType, auditText(r.Target),
+		string(r.Decision), violations, auditText(r.Error), r.Duration.Microseconds(), r.RequestBytes, r.ResponseBytes, r.CostUSD, r.TraceID,
 		ActionTypeAgentTool, targets, decisions, callViolations, counted); err != nil {
 		return fmt.Errorf("recording action: %w", err)
 	}
 	return nil
 }
 
-// scrubbedViolations is vs, never nil, with their text scrubbed.
+// MaxAuditText bounds each text an audit row keeps (a target, an error, a
+// violation's message): they quote what a client or an agent sent, and a
+// refused action costs its caller nothing, so its row must cost the log
+// little; a page of journey_audit reads hundreds of them.
+const MaxAuditText = 4096
+
+// auditText is s as an audit row keeps it: valid UTF-8 without NUL bytes,
+// at most MaxAuditText bytes and a mark where it was cut.
+func auditText(s string) string {
+	if len(s) > MaxAuditText {
+		s = textcut.Valid(s, MaxAuditText) + " …"
+	}
+	return pgtext.Scrub(s)
+}
+
+// scrubbedViolations is vs, never nil, with their text as audit rows keep
+// it.
 func scrubbedViolations(vs []meshtype.Violation) []meshtype.Violation {
 	out := make([]meshtype.Violation, len(vs))
 	for i, v := range vs {
-		v.ConstraintID, v.Message = pgtext.Scrub(v.ConstraintID), pgtext.Scrub(v.Message)
+		v.ConstraintID, v.Message = auditText(v.ConstraintID), auditText(v.Message)
 		out[i] = v
 	}
 	return out

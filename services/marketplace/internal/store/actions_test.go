@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/meshwork/meshwork/pkg/meshtype"
 	"github.com/meshwork/meshwork/pkg/pgtest"
@@ -131,6 +133,35 @@ func BenchmarkRecordAction(b *testing.B) {
 	for b.Loop() {
 		if err := s.RecordAction(ctx, r); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// An audit row keeps at most MaxAuditText bytes of each text a client or
+// an agent sent (a target, an error, a violation's message), cut on a
+// character and marked: a refused action costs its caller nothing, and
+// must cost the log little.
+func TestAuditTextIsBounded(t *testing.T) {
+	t.Parallel()
+	s, j := newJourney(t)
+	ctx := context.Background()
+	long := strings.Repeat("é", 1<<20)
+	r := store.ActionRecord{
+		JourneyUID: j.UID, Caller: "alice", WorkerID: "w_v1", DefinitionHash: "h", ActionType: "read",
+		Target: long, Error: long, Decision: store.DecisionRefused,
+		Violations: []meshtype.Violation{{ConstraintID: "denied_paths", Violated: true, Message: long}},
+	}
+	if err := s.RecordAction(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Actions(ctx, j.UID)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %v, %v", rows, err)
+	}
+	got := rows[0]
+	for name, text := range map[string]string{"target": got.Target, "error": got.Error, "violation": got.Violations[0].Message} {
+		if len(text) > store.MaxAuditText+8 || !utf8.ValidString(text) || !strings.HasPrefix(text, "éé") || !strings.HasSuffix(text, "…") {
+			t.Errorf("the %s kept %d bytes (valid UTF-8: %v), want at most %d, cut and marked", name, len(text), utf8.ValidString(text), store.MaxAuditText)
 		}
 	}
 }

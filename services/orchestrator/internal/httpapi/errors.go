@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
@@ -27,7 +28,7 @@ const (
 const internalMessage = "internal error; the orchestrator logged it"
 
 // MaxBodyBytes bounds a request body.
-const MaxBodyBytes = 1 << 20
+const MaxBodyBytes = api.MaxRequestBytes
 
 type errorBody struct {
 	Error errorDetail `json:"error"`
@@ -47,7 +48,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code meshapi.Code, msg string) {
-	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+	e := (&meshapi.Error{Code: code, Message: msg}).Clipped()
+	writeJSON(w, status, errorBody{Error: errorDetail{Code: e.Code, Message: e.Message}})
 }
 
 // classify maps an engine error to a status and code; ok is false for an

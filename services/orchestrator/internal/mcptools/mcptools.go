@@ -93,7 +93,7 @@ func New(cfg Config) (*mcp.Server, error) {
 // HTTPHandler serves s over MCP's streamable HTTP transport, stateless
 // (mcphttp.Handler); the API's router checks the bearer token before it.
 func HTTPHandler(s *mcp.Server, logger *slog.Logger) http.Handler {
-	return mcphttp.Handler(s, mcphttp.HandlerOptions{Logger: logger})
+	return mcphttp.Handler(s, mcphttp.HandlerOptions{Logger: logger, MaxRequestBytes: api.MaxRequestBytes})
 }
 
 // add registers a tool whose schemas are inferred from In and Out, raw JSON
