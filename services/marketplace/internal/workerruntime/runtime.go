@@ -27,6 +27,11 @@ const (
 // WorkspacePath is where the workspace is mounted inside a worker.
 const WorkspacePath = "/workspace"
 
+// MaxLogBytes bounds what Logs returns: the last bytes of the tail asked
+// for. A worker's output is its own, and one that logs every request it
+// serves would otherwise make worker_logs a read of hundreds of megabytes.
+const MaxLogBytes = 1 << 20
+
 // ErrNotFound is returned when a worker or its workspace does not exist.
 var ErrNotFound = errors.New("runtime: not found")
 
