@@ -49,8 +49,8 @@ func TestJourneyAudit(t *testing.T) {
 	if r := call(t, bob, "journey_audit", map[string]any{"journey_id": "audited"}); !r.isError || errorCode(r) != string(meshapi.CodeNotFound) {
 		t.Errorf("bob read alice's audit log: %+v", r)
 	}
-	if r := call(t, alice, "journey_audit", map[string]any{"journey_id": "../etc"}); !r.isError || errorCode(r) != string(meshapi.CodeNotFound) {
-		t.Errorf("an id that cannot be: %+v", r)
+	if r := call(t, alice, "journey_audit", map[string]any{"journey_id": "../etc"}); !r.isError || errorCode(r) != string(meshapi.CodeInvalidArgument) {
+		t.Errorf("an id that cannot be: %+v, want invalid_argument", r)
 	}
 	for _, args := range []map[string]any{
 		{"journey_id": "audited", "limit": meshapi.MaxPageLimit + 1},
