@@ -14,6 +14,7 @@ type Buffer struct {
 
 	mu  sync.Mutex
 	buf []byte
+	cut bool
 }
 
 // New returns a Buffer of the last max bytes.
@@ -24,19 +25,36 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.Max; over > 0 {
-		// Copy down rather than reslice, so the array stays near Max
-		// instead of growing with everything ever written.
-		b.buf = append(b.buf[:0], b.buf[over:]...)
+	if len(b.buf) > 2*b.Max {
+		// Copy down rather than reslice, so the array stays near twice
+		// Max instead of growing with everything ever written; once in
+		// Max bytes written, not on every write.
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.Max:]...)
+		b.cut = true
 	}
 	return len(p), nil
+}
+
+// kept is the last Max bytes written; b.mu is held.
+func (b *Buffer) kept() []byte {
+	if over := len(b.buf) - b.Max; over > 0 {
+		return b.buf[over:]
+	}
+	return b.buf
+}
+
+// Cut reports whether anything written was dropped.
+func (b *Buffer) Cut() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cut || len(b.buf) > b.Max
 }
 
 // String returns what is kept.
 func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return string(b.buf)
+	return string(b.kept())
 }
 
 // Lines returns the last n lines kept (all of them if n <= 0); a trailing
@@ -44,7 +62,7 @@ func (b *Buffer) String() string {
 func (b *Buffer) Lines(n int) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := b.buf
+	out := b.kept()
 	if n > 0 {
 		end := len(out)
 		if end > 0 && out[end-1] == '\n' {

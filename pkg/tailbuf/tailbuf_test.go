@@ -29,4 +29,23 @@ func TestBuffer(t *testing.T) {
 	if got := big.String(); got != "abcd" {
 		t.Errorf("one large write kept %q", got)
 	}
+	if !big.Cut() || b.Cut() != true {
+		t.Error("Cut does not say that bytes were dropped")
+	}
+	if tailbuf.New(100).Cut() {
+		t.Error("an empty buffer says it dropped bytes")
+	}
+
+	// Many small writes keep the array near twice Max, not everything
+	// written, and still the last Max bytes.
+	many := tailbuf.New(100)
+	var all strings.Builder
+	for i := range 10000 {
+		line := strings.Repeat("y", i%7) + "\n"
+		all.WriteString(line)
+		_, _ = many.Write([]byte(line))
+	}
+	if got := many.String(); len(got) != 100 || !strings.HasSuffix(all.String(), got) {
+		t.Errorf("after many writes kept %d bytes %q, want the last 100", len(got), got)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/meshwork/meshwork/pkg/tailbuf"
 	"github.com/meshwork/meshwork/services/marketplace/internal/workerruntime"
 )
 
@@ -368,42 +369,18 @@ func (r *Runtime) Logs(ctx context.Context, h workerruntime.Handle, tail int) ([
 	}
 	defer rc.Close()
 	// Workers never get a TTY, so the log stream is multiplexed.
-	buf := tailWriter{max: workerruntime.MaxLogBytes}
-	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil {
+	buf := tailbuf.New(workerruntime.MaxLogBytes)
+	if _, err := stdcopy.StdCopy(buf, buf, rc); err != nil {
 		return nil, fmt.Errorf("reading logs of container %s: %w", h.ID, err)
 	}
-	return buf.Bytes(), nil
-}
-
-// tailWriter keeps the last max bytes written to it, from the start of a
-// line when it had to drop some.
-type tailWriter struct {
-	max     int
-	buf     []byte
-	dropped bool
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 2*t.max {
-		t.buf = append(t.buf[:0:0], t.buf[len(t.buf)-t.max:]...)
-		t.dropped = true
-	}
-	return len(p), nil
-}
-
-// Bytes is what was kept.
-func (t *tailWriter) Bytes() []byte {
-	b := t.buf
-	if len(b) > t.max {
-		b, t.dropped = b[len(b)-t.max:], true
-	}
-	if t.dropped {
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			b = b[i+1:]
+	out := buf.Lines(0)
+	if buf.Cut() {
+		// From the start of a line: the first one kept was cut.
+		if i := bytes.IndexByte(out, '\n'); i >= 0 {
+			out = out[i+1:]
 		}
 	}
-	return b
+	return out, nil
 }
 
 // notFound adds workerruntime.ErrNotFound to an engine "not found" error, so

@@ -87,7 +87,7 @@ func (r *Runtime) Exec(ctx context.Context, h workerruntime.Handle, argv []strin
 	r.sessions[rec.Journey][s] = struct{}{}
 	logs := r.logs[rec.Journey]
 	if logs == nil {
-		logs = tailbuf.New(maxLogBytes)
+		logs = tailbuf.New(workerruntime.MaxLogBytes) // per journey: what Logs returns at the most
 		r.logs[rec.Journey] = logs
 	}
 

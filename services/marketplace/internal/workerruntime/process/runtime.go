@@ -75,9 +75,6 @@ type stateFile struct {
 	Workers []*record `json:"workers"`
 }
 
-// maxLogBytes is how much exec stderr is kept per journey.
-const maxLogBytes = 1 << 20
-
 // New returns a runtime keeping its state in cfg.StateDir. A nil logger
 // discards logs. It logs a warning that workers are not isolated.
 func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
