@@ -51,8 +51,13 @@ func Handler(srv *mcp.Server, opts HandlerOptions) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	// The SDK bounds a body itself (4 MiB unless told): told this
+	// handler's limit, so that a service's limit is the one that holds.
+	// A call ends when its request does (the client went away or gave
+	// up): its handler's context is cancelled, as over stdio, rather than
+	// running on to its own timeout.
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger})
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger, MaxRequestBodyBytes: limit, PropagateRequestCancellation: true})
 	h = limitBody(telemetry.HTTPTraceHeader(h), limit)
 	if opts.Verify != nil {
 		h = auth.RequireBearerToken(opts.Verify, nil)(h)

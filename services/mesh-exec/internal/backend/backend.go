@@ -140,6 +140,11 @@ type Result struct {
 	Err error
 }
 
+// ErrRequestRefused marks a Command error about the request, not the
+// backend: a session id of another shape, a resume a CLI cannot do. Its
+// caller is told invalid_argument, not that mesh-exec failed.
+var ErrRequestRefused = errors.New("not a request this backend takes")
+
 // Errors a Result can be classified with.
 var (
 	// ErrNotLoggedIn: the CLI has no credentials.

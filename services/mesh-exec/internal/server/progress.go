@@ -50,7 +50,9 @@ func newProgress(ctx context.Context, req *mcp.CallToolRequest, heartbeat time.D
 				return
 			case <-t.C:
 				p.mu.Lock()
-				quiet := time.Since(p.last) >= heartbeat
+				// Quiet for half the heartbeat at a tick: no gap between
+				// notifications passes the heartbeat itself.
+				quiet := time.Since(p.last) >= heartbeat/2
 				p.mu.Unlock()
 				if quiet {
 					p.send(fmt.Sprintf("working (%s)", time.Since(p.start).Round(time.Second)), nil)

@@ -111,6 +111,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = time.Hour
 	}
+	// The cap holds for the default too.
+	cfg.DefaultTimeout = min(cfg.DefaultTimeout, cfg.MaxTimeout)
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 10 * time.Second
 	}
@@ -186,7 +188,12 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	}
 	timeout := s.cfg.DefaultTimeout
 	if in.Timeout > 0 {
-		timeout = min(time.Duration(in.Timeout)*time.Millisecond, s.cfg.MaxTimeout)
+		// Compared in milliseconds first: a huge timeout would overflow
+		// the Duration (and time out at once).
+		timeout = s.cfg.MaxTimeout
+		if in.Timeout < s.cfg.MaxTimeout.Milliseconds() {
+			timeout = time.Duration(in.Timeout) * time.Millisecond
+		}
 	}
 
 	name := s.cfg.DefaultBackend
@@ -306,6 +313,9 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	s.observe(name, span, started, res, out, err)
 	if errors.Is(err, runner.ErrBinaryNotFound) {
 		return fail(meshapi.CodeUnavailable, "%v", err)
+	}
+	if errors.Is(err, backend.ErrRequestRefused) {
+		return fail(meshapi.CodeInvalidArgument, "%v", err)
 	}
 	if err != nil {
 		s.logger.ErrorContext(ctx, "agent run failed", slog.String("backend", name), slog.Any("error", err))

@@ -256,6 +256,18 @@ func TestTimeoutKillsProcessGroup(t *testing.T) {
 	}
 }
 
+// A timeout longer than any Duration is the longest one there is, not
+// one that overflowed into none: the run ends as it would.
+func TestAHugeTimeoutIsCapped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cs, _ := e.stdio(t, nil, nil)
+	r := execute(t, cs, map[string]any{"repository": "a", "task": "x", "timeout": 9e15})
+	if r.isError || r.out.Output != "ok: x" {
+		t.Errorf("a run with a huge timeout: %+v", r)
+	}
+}
+
 // A client's cancellation stops the agent.
 func TestClientCancellation(t *testing.T) {
 	t.Parallel()

@@ -111,10 +111,10 @@ type Fields struct {
 var (
 	// ErrResumeUnsupported is returned when the request names a session but
 	// the agent has no ResumeArgv.
-	ErrResumeUnsupported = errors.New("command: this agent cannot resume sessions (no ResumeArgv configured)")
+	ErrResumeUnsupported = fmt.Errorf("command: this agent cannot resume sessions (no ResumeArgv configured): %w", backend.ErrRequestRefused)
 	// ErrInvalidSessionID is returned for a session id that does not match
 	// SessionIDPattern.
-	ErrInvalidSessionID = errors.New("command: invalid session id")
+	ErrInvalidSessionID = fmt.Errorf("command: invalid session id: %w", backend.ErrRequestRefused)
 	// ErrInvalidConfig is returned by every Command of a backend whose
 	// Config is unusable.
 	ErrInvalidConfig = errors.New("command: invalid configuration")

@@ -104,6 +104,20 @@ func TestCommand(t *testing.T) {
 	}
 }
 
+// A resume this agent cannot do, or a session id of another shape, is the
+// request's fault: mesh-exec says invalid_argument, not that it failed.
+func TestRequestErrorsAreRefusals(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{Argv: []string{"agent", "{task}"}}).Command(backend.Request{Task: "t", SessionID: "s1"})
+	if !errors.Is(err, ErrResumeUnsupported) || !errors.Is(err, backend.ErrRequestRefused) {
+		t.Errorf("a resume without ResumeArgv: %v, want ErrResumeUnsupported and backend.ErrRequestRefused", err)
+	}
+	_, err = New(Config{Argv: []string{"agent", "{task}"}, ResumeArgv: []string{"agent", "--resume", "{session_id}"}}).Command(backend.Request{Task: "t", SessionID: "-rf"})
+	if !errors.Is(err, backend.ErrRequestRefused) {
+		t.Errorf("a session id of another shape: %v, want backend.ErrRequestRefused", err)
+	}
+}
+
 func TestName(t *testing.T) {
 	t.Parallel()
 	if got := New(Config{}).Name(); got != "command" {

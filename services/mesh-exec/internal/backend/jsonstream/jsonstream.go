@@ -15,7 +15,6 @@ package jsonstream
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -174,7 +173,7 @@ func (r *Run) AddCost(usd float64) {
 
 // ErrInvalidSessionID is returned for a session id that does not have its
 // CLI's shape.
-var ErrInvalidSessionID = errors.New("session id is not of the CLI's shape")
+var ErrInvalidSessionID = fmt.Errorf("session id is not of the CLI's shape: %w", backend.ErrRequestRefused)
 
 // Backend runs one CLI.
 type Backend struct {

@@ -112,6 +112,17 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string { return e.Tool + " refused: " + e.Message }
 
+// Unwrap makes the constraint gate's refusal an executor.ErrRefused: the
+// same action is refused again, so the engine does not retry it. The
+// result gate's refusal stays a failure the engine may retry: the next
+// attempt runs the task again and may change something else.
+func (e *RefusedError) Unwrap() error {
+	if e.Tool == meshapi.ToolExecuteInWorker {
+		return executor.ErrRefused
+	}
+	return nil
+}
+
 // executeOut is execute_in_worker's result.
 type executeOut struct {
 	Executed   bool                 `json:"executed"`
@@ -357,7 +368,7 @@ func (e *Executor) execute(ctx context.Context, id string, act map[string]any, o
 	decoded := decode(res, &out) == nil
 	switch {
 	case decoded && !out.Executed && (out.Message != "" || len(out.Violations) > 0):
-		return out, &RefusedError{Tool: "execute_in_worker", Message: out.Message, Violations: out.Violations}
+		return out, &RefusedError{Tool: meshapi.ToolExecuteInWorker, Message: out.Message, Violations: out.Violations}
 	case res.IsError:
 		e, _ := meshapi.ErrorOf(res)
 		// The marketplace checks that the journey runs before it runs

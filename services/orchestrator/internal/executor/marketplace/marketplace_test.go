@@ -337,6 +337,9 @@ func TestFailures(t *testing.T) {
 		if !strings.Contains(err.Error(), "the limit is 100000") || called {
 			t.Errorf("error %q (OnSession called: %v)", err, called)
 		}
+		if !errors.Is(err, executor.ErrRefused) {
+			t.Errorf("error %v is not marked refused: the engine would try the refused action again", err)
+		}
 		if _, err := m.ex.Execute(context.Background(), request("t", "writer", "", "x", nil)); err == nil {
 			t.Error("a role without a worker: no error")
 		}
