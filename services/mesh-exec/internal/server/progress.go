@@ -23,12 +23,14 @@ type progress struct {
 	session *mcp.ServerSession
 	token   any
 
-	once  sync.Once
-	mu    sync.Mutex
-	count float64
-	last  time.Time
-	start time.Time
-	done  chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	count   float64
+	last    time.Time
+	start   time.Time
+	done    chan struct{}
+	beat    sync.WaitGroup // the heartbeat
+	stopped bool           // no notification after stop
 }
 
 func newProgress(ctx context.Context, req *mcp.CallToolRequest, heartbeat time.Duration) *progress {
@@ -41,7 +43,7 @@ func newProgress(ctx context.Context, req *mcp.CallToolRequest, heartbeat time.D
 	if p.token == nil || p.session == nil {
 		return p
 	}
-	go func() {
+	p.beat.Go(func() {
 		t := time.NewTicker(heartbeat / 2)
 		defer t.Stop()
 		for {
@@ -59,7 +61,7 @@ func newProgress(ctx context.Context, req *mcp.CallToolRequest, heartbeat time.D
 				}
 			}
 		}
-	}()
+	})
 	return p
 }
 
@@ -116,6 +118,10 @@ func clip(text string) string { return textcut.Clip(text, 300, "…") }
 
 func (p *progress) send(msg string, meta mcp.Meta) {
 	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
 	p.count++
 	n := p.count
 	p.last = time.Now()
@@ -126,8 +132,18 @@ func (p *progress) send(msg string, meta mcp.Meta) {
 	_ = p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{Meta: meta, ProgressToken: p.token, Progress: n, Message: msg})
 }
 
-// stop ends the heartbeat; it may be called more than once.
-func (p *progress) stop() { p.once.Do(func() { close(p.done) }) }
+// stop ends the heartbeat, once a beat under way is sent, and any
+// notification after it: the result's count (meta) is the last word. It
+// may be called more than once.
+func (p *progress) stop() {
+	p.once.Do(func() {
+		close(p.done)
+		p.beat.Wait()
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
+	})
+}
 
 // meta is the result's _meta: how many notifications were sent, so the
 // client can wait for the ones still in its queue (package progress).

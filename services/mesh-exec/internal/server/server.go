@@ -288,7 +288,21 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 	started := time.Now()
 	s.metrics.active.WithLabelValues(name).Inc()
 	ctx, span := startAgentSpan(ctx, name, s.cfg.Model, in.SessionID)
+	// A session this run starts (or forks) is busy as soon as it is
+	// named, as a resumed one is: its id reaches the client in this
+	// call's progress, and a second call naming it must wait for this one.
+	var held []func()
+	defer func() {
+		for _, release := range held {
+			release()
+		}
+	}()
 	onEvent := func(ev backend.Event) {
+		if ev.SessionID != "" && ev.SessionID != in.SessionID && ev.SessionID != recorded {
+			if release, _ := s.take(ev.SessionID); release != nil {
+				held = append(held, release)
+			}
+		}
 		// Save the session the moment the agent names it, so a crash
 		// mid-run can still resume it.
 		if ev.SessionID != "" && ev.SessionID != recorded {
@@ -373,20 +387,10 @@ func nonNil(s []string) []string {
 // acquire takes a session for one run, waiting or refusing per the policy.
 func (s *Server) acquire(ctx context.Context, id string) (func(), error) {
 	for {
-		s.mu.Lock()
-		held, busy := s.busy[id]
-		if !busy {
-			done := make(chan struct{})
-			s.busy[id] = done
-			s.mu.Unlock()
-			return func() {
-				s.mu.Lock()
-				delete(s.busy, id)
-				s.mu.Unlock()
-				close(done)
-			}, nil
+		release, held := s.take(id)
+		if release != nil {
+			return release, nil
 		}
-		s.mu.Unlock()
 		if s.cfg.Busy == BusyRefuse {
 			return nil, fmt.Errorf("session %s is busy with another run; mesh-exec runs one task per session at a time (retry when it finishes)", id)
 		}
@@ -396,6 +400,24 @@ func (s *Server) acquire(ctx context.Context, id string) (func(), error) {
 			return nil, fmt.Errorf("waiting for session %s: %w", id, ctx.Err())
 		}
 	}
+}
+
+// take marks session id busy and returns its release, or, when another
+// run holds it, nil and the channel closed when that run ends.
+func (s *Server) take(id string) (release func(), held <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held, busy := s.busy[id]; busy {
+		return nil, held
+	}
+	done := make(chan struct{})
+	s.busy[id] = done
+	return func() {
+		s.mu.Lock()
+		delete(s.busy, id)
+		s.mu.Unlock()
+		close(done)
+	}, nil
 }
 
 // resolve turns a requested repository into an existing directory inside the

@@ -256,6 +256,41 @@ func TestTimeoutKillsProcessGroup(t *testing.T) {
 	}
 }
 
+// A session a call starts is busy from the moment it is named: a second
+// call naming it (its id is in the first call's progress, and in the
+// session store) is refused while the first runs, not run beside it.
+func TestANewSessionIsBusyWhileItRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	sc := script(t, map[string]any{"steps": []any{map[string]any{"hang": map[string]any{"pid_file": pidFile}}}})
+	cs, _ := e.stdio(t, nil, []string{"--busy", "refuse"}, sc)
+	firstDone := make(chan result, 1)
+	go func() {
+		firstDone <- execute(t, cs, map[string]any{"repository": "r", "task": "hang", "timeout": 3000})
+	}()
+	sessions := filepath.Join(e.root, ".meshwork", "sessions")
+	var id string
+	waitFor(t, "the new session to be recorded", func() bool {
+		entries, _ := os.ReadDir(sessions)
+		for _, en := range entries {
+			if name, ok := strings.CutSuffix(en.Name(), ".json"); ok {
+				id = name
+				return true
+			}
+		}
+		return false
+	})
+	second := execute(t, cs, map[string]any{"task": "next", "session_id": id, "timeout": 1000}) // run beside it, it would hang too
+	first := <-firstDone
+	if !second.isError || !strings.Contains(second.text, "busy") {
+		t.Errorf("a call on the session the first call started, while it ran: %+v, want refused as busy", second)
+	}
+	if !first.isError || !strings.Contains(first.out.Output, "timeout") {
+		t.Errorf("first run: %+v", first)
+	}
+}
+
 // A timeout longer than any Duration is the longest one there is, not
 // one that overflowed into none: the run ends as it would.
 func TestAHugeTimeoutIsCapped(t *testing.T) {
