@@ -509,7 +509,8 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	}
 	m.pruneBases(ctx)
 	for uid, j := range known {
-		if j.State.Live() && !running[uid] {
+		// A journey left starting is the sweep's, above.
+		if j.State == store.StateActive && !running[uid] {
 			if err := m.orphan(ctx, uid); err != nil {
 				return err
 			}
@@ -633,9 +634,10 @@ func (m *Manager) removeStale(ctx context.Context, rt workerruntime.Runtime, w w
 	}
 }
 
-// orphan marks a live journey without a running worker orphaned, under its
-// lock, unless it changed since it was read: another marketplace is
-// spawning or acting on it (its lock is held), or spawned it since.
+// orphan marks an active journey without a running worker orphaned, under
+// its lock, unless it changed since it was read: another marketplace is
+// spawning or acting on it (its lock is held), or spawned it since. A
+// journey left starting is SweepAbandonedSpawns's.
 func (m *Manager) orphan(ctx context.Context, uid uuid.UUID) error {
 	unlock, ok, err := m.tryLockJourney(ctx, uid)
 	if err != nil || !ok {
@@ -646,13 +648,12 @@ func (m *Manager) orphan(ctx context.Context, uid uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	if !j.State.Live() || m.checkLive(ctx, j) {
+	if j.State != store.StateActive || m.checkLive(ctx, j) {
 		return nil
 	}
 	// Orphaned here if checkLive did not (it has, and this finds nothing
-	// to change, when the engine said the worker is gone): a spawn that
-	// died before recording a worker, or an isolation level this
-	// marketplace does not serve.
+	// to change, when the engine said the worker is gone): an isolation
+	// level this marketplace does not serve.
 	if ok, err := m.cfg.Store.Orphan(ctx, uid, j.ContainerID, j.Spawns); err != nil || !ok {
 		return err
 	}

@@ -95,8 +95,9 @@ func indent(s, prefix string) string {
 func oneLine(s string, n int) string {
 	s = strings.TrimSpace(s)
 	first, _, more := strings.Cut(s, "\n")
-	// What agents and workers wrote reaches a terminal: no control
-	// characters (escape sequences could rewrite the screen).
+	// One line in a table or a progress line: a tab or carriage return
+	// would break its layout. (Escape sequences are terminalSafe's, for
+	// everything meshctl prints.)
 	first = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return '�'
