@@ -116,7 +116,16 @@ type NodeState struct {
 	// git-format diff against its base: set for nodes of roles with a
 	// source, taken through the worker's result gate.
 	Patch string `json:"patch,omitempty"`
+	// PatchOmits lists the changed files Patch leaves out because a text
+	// patch cannot carry them: binary, not UTF-8, or over 4 MiB (git apply
+	// neither creates, changes nor deletes them). They are in the role's
+	// journey, whose export_workspace (bundle or tar) has them. At most
+	// MaxPatchOmits paths.
+	PatchOmits []string `json:"patch_omits,omitempty"`
 }
+
+// MaxPatchOmits bounds NodeState.PatchOmits: past it, the list is cut.
+const MaxPatchOmits = 1000
 
 // NodeView is a node of a run: its place in the pipeline and its state.
 type NodeView struct {
@@ -143,8 +152,9 @@ type RunView struct {
 	Loops      map[string]int    `json:"loops,omitempty"`
 	// PatchNode and Patch are the run's patch: the change of the pipeline's
 	// patch node (a git-format diff), once it has one.
-	PatchNode string `json:"patch_node,omitempty"`
-	Patch     string `json:"patch,omitempty"`
+	PatchNode  string   `json:"patch_node,omitempty"`
+	Patch      string   `json:"patch,omitempty"`
+	PatchOmits []string `json:"patch_omits,omitempty"`
 }
 
 // State is a run's state, or a delta of one (what a checkpoint changed:

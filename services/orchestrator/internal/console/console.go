@@ -413,7 +413,7 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 	}
 	if node := r.URL.Query().Get("patch"); node != "" {
 		// Another node's patch than the run's.
-		if v.PatchNode, v.Patch = node, nodePatch(v, node); v.Patch == "" {
+		if v.PatchNode = node; !nodePatch(&v, node) {
 			c.fail(w, r, http.StatusNotFound, "Node "+node+" of this run has no patch.")
 			return
 		}
@@ -483,7 +483,8 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 	}
 	name := "run-" + v.ID
 	if node := r.URL.Query().Get("node"); node != "" {
-		v.Patch, name = nodePatch(v, node), "run-"+v.ID+"-"+node
+		v.Patch, name = "", "run-"+v.ID+"-"+node
+		nodePatch(&v, node)
 	}
 	if v.Patch == "" {
 		c.fail(w, r, http.StatusNotFound, "No patch here (yet).")
@@ -496,14 +497,16 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(v.Patch))
 }
 
-// nodePatch is a node's patch in v, or "" for none (or no such node).
-func nodePatch(v api.RunView, node string) string {
+// nodePatch sets v's patch to node's, and reports whether it has one (a
+// patch, or files it leaves out).
+func nodePatch(v *api.RunView, node string) bool {
 	for _, n := range v.Nodes {
 		if n.ID == node {
-			return n.Patch
+			v.Patch, v.PatchOmits = n.Patch, n.PatchOmits
+			return n.Patch != "" || len(n.PatchOmits) > 0
 		}
 	}
-	return ""
+	return false
 }
 
 func (c *console) cancel(w http.ResponseWriter, r *http.Request) {

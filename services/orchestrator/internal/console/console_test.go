@@ -120,7 +120,13 @@ func patchOf(req executor.Request) string {
 // its download.
 func TestNodePatches(t *testing.T) {
 	t.Parallel()
-	s := startWithExecutor(t, withChange(), &enginetest.InstantExecutor{Record: true, Patch: patchOf})
+	omits := func(req executor.Request) []string {
+		if req.NodeID == "polish" {
+			return []string{"logo.png"}
+		}
+		return nil
+	}
+	s := startWithExecutor(t, withChange(), &enginetest.InstantExecutor{Record: true, Patch: patchOf, Omits: omits})
 	run := s.runAs("alice", "change", map[string]any{"repository": map[string]any{"git": map[string]any{"url": "/sources/calc", "ref": "main"}}})
 	alice := s.browser()
 	alice.signIn(aliceToken)
@@ -128,8 +134,13 @@ func TestNodePatches(t *testing.T) {
 	if !strings.Contains(page, "Patch of implement") || !strings.Contains(page, "calc/add.go") || !strings.Contains(page, `href="/runs/`+run.ID+`?patch=polish#patch"`) {
 		t.Fatalf("the run's page:\n%s", page)
 	}
+	if strings.Contains(page, "leaves out") {
+		t.Errorf("implement's patch leaves nothing out, the page says it does:\n%s", page)
+	}
+	// The files a patch leaves out are listed with it.
 	_, polish := alice.get("/runs/" + run.ID + "?patch=polish")
-	if !strings.Contains(polish, "Patch of polish") || !strings.Contains(polish, "README.md") || strings.Contains(polish, "calc/add.go</code>") {
+	if !strings.Contains(polish, "Patch of polish") || !strings.Contains(polish, "README.md") || strings.Contains(polish, "calc/add.go</code>") ||
+		!strings.Contains(polish, "The patch leaves out 1 changed file(s)") || !strings.Contains(polish, "<li><code>logo.png</code></li>") {
 		t.Errorf("polish's patch:\n%s", polish)
 	}
 	resp, body := alice.get("/runs/" + run.ID + "/patch?node=polish")

@@ -237,7 +237,7 @@ func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, statu
 		step = runstate.Fail(st, a.NodeID, a.Iteration, a.Attempt, res.output, attempt.Error)
 		c.outcome = outcomeFailed
 	} else {
-		step = runstate.CompleteWithPatch(p, st, a.NodeID, a.Iteration, a.Attempt, res.output, res.patch)
+		step = runstate.CompleteWithPatch(p, st, a.NodeID, a.Iteration, a.Attempt, res.output, res.patch, res.patchOmits)
 	}
 	if res.session != "" && res.role != "" && st.Sessions[res.role] != res.session {
 		step.Delta.Apply(runstate.SetSession(res.role, res.session))

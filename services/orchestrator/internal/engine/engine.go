@@ -116,6 +116,7 @@ type Engine struct {
 	stopHeartbeat context.CancelFunc
 	heartbeatDone chan struct{}
 	reaperDone    chan struct{}
+	releaseDone   chan struct{}
 
 	// chains work the first nodes of the runs this replica creates, without
 	// a River job (see startChain).
@@ -294,6 +295,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.reaperDone = make(chan struct{})
 	go e.leases.heartbeat(hbCtx, e.heartbeatDone)
 	go e.reapLoop(hbCtx, e.reaperDone)
+	e.releaseDone = make(chan struct{})
+	go e.releaseLoop(hbCtx, e.releaseDone)
 	e.logger.InfoContext(ctx, "engine started", slog.String("replica", e.cfg.ReplicaID))
 	return nil
 }
@@ -322,6 +325,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.stopHeartbeat()
 		<-e.heartbeatDone
 		<-e.reaperDone
+		<-e.releaseDone
 	}
 	return err
 }

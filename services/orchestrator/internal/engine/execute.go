@@ -20,6 +20,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/pgtext"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 	"github.com/meshwork/meshwork/pkg/textcut"
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
@@ -84,12 +85,14 @@ type nodeResult struct {
 	// task is what the attempt was asked (its rendered task, or its
 	// command; a foreach node's items' are not kept), recorded with it,
 	// already bounded.
-	task    string
-	output  string
-	patch   string
-	session string
-	role    string
-	cost    float64
+	task   string
+	output string
+	patch  string
+	// patchOmits are the changed files the patch leaves out.
+	patchOmits []string
+	session    string
+	role       string
+	cost       float64
 }
 
 // execute runs one attempt of an agent node: its task rendered over the
@@ -118,6 +121,11 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	}
 	ps := st.Pipeline()
 	req.Source = nodeSource(p, ps, a.NodeID)
+	req.OnWorker = func(id string) error {
+		recCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return store.RecordRunWorker(recCtx, e.pool, run.ID, string(role.Via), id)
+	}
 	if n.IsForeach() {
 		out, cost, err := e.executeItems(ctx, p, n, ps, ex, req)
 		res.output, res.cost = out, cost
@@ -188,6 +196,7 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	r, err := ex.Execute(ctx, req)
 	r.Output, r.SessionID = pgtext.Scrub(r.Output), pgtext.Scrub(r.SessionID)
 	res.session, res.cost, res.patch = r.SessionID, r.CostUSD, pgtext.Scrub(r.Patch)
+	res.patchOmits = patchOmits(r.PatchOmits)
 	if !telemetry.UsageOK(res.cost, telemetry.MaxAgentCostUSD) {
 		// The worker's own report: a negative or absurd cost (past what
 		// the attempt's row holds, which would fail the node's commit and
@@ -204,6 +213,19 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	}
 	res.output, err = p.RenderOutput(a.NodeID, ps, r.Output)
 	return res, err
+}
+
+// patchOmits is what a node's state keeps of the paths its patch leaves
+// out: at most api.MaxPatchOmits, each as Postgres's text takes it.
+func patchOmits(paths []string) []string {
+	if len(paths) == 0 {
+		return nil
+	}
+	out := make([]string, 0, min(len(paths), api.MaxPatchOmits))
+	for _, p := range paths[:min(len(paths), api.MaxPatchOmits)] {
+		out = append(out, pgtext.Scrub(p))
+	}
+	return out
 }
 
 // maxAttemptTask bounds the task recorded with an attempt, in bytes.

@@ -3,12 +3,15 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
@@ -30,6 +33,62 @@ func (e *Engine) reapLoop(ctx context.Context, done chan<- struct{}) {
 			e.logger.WarnContext(ctx, "reaping the jobs of dead replicas failed", slog.Any("error", err))
 		}
 	})
+}
+
+// releaseLoop stops the workers of settled runs every ReapInterval until
+// ctx ends, apart from reapLoop: a stop can take a while (it ends the
+// action under way), and takeovers must not wait for it.
+func (e *Engine) releaseLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	every(ctx, e.cfg.ReapInterval, func() {
+		if _, err := e.release(ctx); err != nil && ctx.Err() == nil {
+			e.logger.WarnContext(ctx, "stopping the workers of settled runs failed; their idle timeout stops them", slog.Any("error", err))
+		}
+	})
+}
+
+// releaseBatch is how many workers of settled runs one round takes.
+const releaseBatch = 100
+
+// releaseTimeout bounds one round's stops.
+const releaseTimeout = 2 * time.Minute
+
+// release stops the workers that runs which settled (ended, or wait for a
+// human) had started and that no running run holds (Request.OnWorker), by
+// their executors (executor.Releaser), and returns how many it stopped. A
+// worker's row goes before its stop: one whose stop fails is left to its
+// own idle timeout, and a later attempt starts it again either way.
+func (e *Engine) release(ctx context.Context) (int, error) {
+	stopped := 0
+	for {
+		taken, err := store.TakeSettledWorkers(ctx, e.pool, releaseBatch)
+		if err != nil {
+			return stopped, err
+		}
+		byVia := map[pipeline.Via][]string{}
+		for _, w := range taken {
+			byVia[pipeline.Via(w.Via)] = append(byVia[pipeline.Via(w.Via)], w.ID)
+		}
+		var errs []error
+		for via, ids := range byVia {
+			r, ok := e.cfg.Executors[via].(executor.Releaser)
+			if !ok {
+				continue
+			}
+			stopCtx, cancel := context.WithTimeout(ctx, releaseTimeout)
+			err := r.Release(stopCtx, ids)
+			cancel()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			stopped += len(ids)
+			e.logger.InfoContext(ctx, "stopped the workers of settled runs", slog.String("via", string(via)), slog.Int("workers", len(ids)))
+		}
+		if err := errors.Join(errs...); err != nil || len(taken) < releaseBatch {
+			return stopped, err
+		}
+	}
 }
 
 // every calls f every interval until ctx ends.

@@ -3,8 +3,13 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/meshwork/meshwork/pkg/dockertest"
 	"github.com/meshwork/meshwork/pkg/pgtest"
@@ -94,6 +99,10 @@ func TestResearchPipeline(t *testing.T) {
 	if len(v.Interrupts) != 1 {
 		t.Fatalf("interrupts %+v", v.Interrupts)
 	}
+	// While the run waits for a human, the writer's journey is stopped,
+	// its workspace and session kept: it holds no worker, and no share of
+	// the orchestrator's journey quota at the marketplace.
+	waitJourneys(t, pool, map[string]int{"stopped": 1})
 	if _, err := eng.Resume(ctx, engine.ResumeRequest{InterruptID: v.Interrupts[0].ID, Value: json.RawMessage(`"ship it"`), DecidedBy: "editor"}); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +125,32 @@ func TestResearchPipeline(t *testing.T) {
 			t.Errorf("the second run's writer used session %s, want %s", a.SessionID, v.Sessions["writer"])
 		}
 	}
+	// The second run resumed the writer's stopped journey (no second
+	// journey), and stopped it again as it settled.
+	waitJourneys(t, pool, map[string]int{"stopped": 1})
+}
+
+// waitJourneys waits until the marketplace's journeys (in the test's
+// database) are in the states given, as many in each.
+func waitJourneys(t *testing.T, pool *pgxpool.Pool, want map[string]int) {
+	t.Helper()
+	var got map[string]int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		rows, err := pool.Query(context.Background(), `SELECT state, count(*)::int FROM journeys GROUP BY state`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = map[string]int{}
+		var state string
+		var n int
+		if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { got[state] = n; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if reflect.DeepEqual(got, want) {
+			return
+		}
+	}
+	t.Fatalf("journeys by state %v, want %v", got, want)
 }
 
 func requireImage(t *testing.T, image string) {

@@ -114,6 +114,8 @@ type InstantExecutor struct {
 	// Patch, when set, makes a call's change to its workspace (a git
 	// diff), as a marketplace worker's result carries it.
 	Patch func(req executor.Request) string
+	// Omits, when set, makes the changed files a call's patch leaves out.
+	Omits func(req executor.Request) []string
 	// Cost, when set, is what a call reports it spent (an agent's own
 	// report, untrusted).
 	Cost func(req executor.Request) float64
@@ -193,6 +195,9 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 	res := executor.Result{Output: out, SessionID: session}
 	if x.Patch != nil {
 		res.Patch = x.Patch(req)
+	}
+	if x.Omits != nil {
+		res.PatchOmits = x.Omits(req)
 	}
 	if x.Cost != nil {
 		res.CostUSD = x.Cost(req)

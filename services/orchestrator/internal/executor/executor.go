@@ -53,6 +53,11 @@ type Request struct {
 	// the node can resume the same session. It may be called more than once
 	// with the same id.
 	OnSession func(sessionID string)
+	// OnWorker, when set, is called with each worker the attempt uses that
+	// outlives it (a marketplace journey), before the attempt starts or
+	// uses it, so that the run can have it stopped once the run settles
+	// (Releaser). An error fails the attempt before the worker starts.
+	OnWorker func(id string) error
 	// OnEvent, when set, is called with each event the agent reports while
 	// the attempt runs (its tool calls, with the gate's decisions), in
 	// order, never after Execute returned. It should be quick: the
@@ -80,6 +85,9 @@ type Result struct {
 	// Patch is the worker's change to its workspace (a git-format diff
 	// against its base), for attempts with a Source.
 	Patch string
+	// PatchOmits lists the changed files Patch leaves out: binary, not
+	// UTF-8, or too large for a text patch.
+	PatchOmits []string
 	// Output is the agent's reply.
 	Output string
 	// SessionID is the role's session after the attempt; empty when the
@@ -96,6 +104,15 @@ type Executor interface {
 	// an error (the agent reported a failure), carrying the partial output
 	// and the session.
 	Execute(ctx context.Context, req Request) (Result, error)
+}
+
+// Releaser is an executor whose workers outlive an attempt
+// (Request.OnWorker). Release stops the workers given, keeping what a later
+// attempt goes on with (a journey's workspace and agent session): their
+// run settled, and a later attempt starts them again. A worker that is
+// gone already is not an error.
+type Releaser interface {
+	Release(ctx context.Context, ids []string) error
 }
 
 // ErrUnavailable marks an executor that is not configured, such as a role via

@@ -567,14 +567,19 @@ func TestRunsPatch(t *testing.T) {
 	tests := []struct {
 		name                  string
 		patchNode, patch      string
+		omits                 []string
 		args                  []string
 		code                  int
 		wantStdout, wantError string
 	}{
-		{"the patch node's", "write", diff, nil, 0, diff, ""},
-		{"no change", "write", "", nil, 0, "", "run " + runID + ": write changed nothing; its patch is empty\n"},
-		{"a node not done", "write", diff, []string{"--node", "revise"}, 1, "", "meshctl: run " + runID + ": node revise has no patch yet (it is skipped)\n"},
-		{"a pipeline without a source", "", "", nil, 1, "", "meshctl: run " + runID + ": pipeline research_pipeline makes no patch (no node has a source)\n"},
+		{"the patch node's", "write", diff, nil, nil, 0, diff, ""},
+		{"no change", "write", "", nil, nil, 0, "", "run " + runID + ": write changed nothing; its patch is empty\n"},
+		{"a node not done", "write", diff, nil, []string{"--node", "revise"}, 1, "", "meshctl: run " + runID + ": node revise has no patch yet (it is skipped)\n"},
+		{"a pipeline without a source", "", "", nil, nil, 1, "", "meshctl: run " + runID + ": pipeline research_pipeline makes no patch (no node has a source)\n"},
+		// Files the patch cannot carry are said, one a line, a name that
+		// would break the list quoted.
+		{"files left out", "write", diff, []string{"logo.png", "bad\nname"}, nil, 0, diff, "run " + runID + ": the patch of write leaves out 2 changed file(s) a text patch cannot carry (binary, not UTF-8, or over 4 MiB); take them from the role's journey with export_workspace (bundle or tar):\n  logo.png\n  \"bad\\nname\"\n"},
+		{"only files left out", "write", "", []string{"logo.png"}, nil, 0, "", "run " + runID + ": the patch of write leaves out 1 changed file(s) a text patch cannot carry (binary, not UTF-8, or over 4 MiB); take them from the role's journey with export_workspace (bundle or tar):\n  logo.png\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -584,7 +589,7 @@ func TestRunsPatch(t *testing.T) {
 			v.PatchNode, v.Patch = tt.patchNode, tt.patch
 			for i := range v.Nodes {
 				if v.Nodes[i].ID == tt.patchNode {
-					v.Nodes[i].Patch = tt.patch
+					v.Nodes[i].Patch, v.Nodes[i].PatchOmits = tt.patch, tt.omits
 				}
 			}
 			b.fake.AddRun(v)

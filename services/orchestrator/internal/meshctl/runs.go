@@ -1,7 +1,6 @@
 package meshctl
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,9 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 
@@ -40,21 +41,39 @@ func (a *app) runsPatch() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			patch, err := runPatch(v, node)
+			n, err := patchNode(v, node)
 			if err != nil {
 				return err
 			}
-			if patch == "" {
+			if len(n.PatchOmits) > 0 {
+				// Said first, and whatever the patch: applying it alone
+				// loses these files.
+				if _, err := fmt.Fprintf(cmd.ErrOrStderr(), "run %s: the patch of %s leaves out %d changed file(s) a text patch cannot carry (binary, not UTF-8, or over 4 MiB); take them from the role's journey with export_workspace (bundle or tar):\n", v.ID, n.ID, len(n.PatchOmits)); err != nil {
+					return err
+				}
+				for _, p := range n.PatchOmits {
+					if strings.IndexFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+						p = strconv.Quote(p) // one line a path, as it is
+					}
+					if _, err := fmt.Fprintf(cmd.ErrOrStderr(), "  %s\n", p); err != nil {
+						return err
+					}
+				}
+			}
+			if n.Patch == "" {
+				if len(n.PatchOmits) > 0 {
+					return nil
+				}
 				// Nothing to apply: git apply would only say "No valid
 				// patches in input".
-				_, err = fmt.Fprintf(cmd.ErrOrStderr(), "run %s: %s changed nothing; its patch is empty\n", v.ID, cmp.Or(node, v.PatchNode))
+				_, err = fmt.Fprintf(cmd.ErrOrStderr(), "run %s: %s changed nothing; its patch is empty\n", v.ID, n.ID)
 				return err
 			}
 			out := a.rawOut
 			if out == nil {
 				out = cmd.OutOrStdout()
 			}
-			_, err = io.WriteString(out, patch)
+			_, err = io.WriteString(out, n.Patch)
 			return err
 		}),
 	}
@@ -62,12 +81,12 @@ func (a *app) runsPatch() *cobra.Command {
 	return cmd
 }
 
-// runPatch is the patch of a run's node, or of its patch node; an error
-// says why there is none.
-func runPatch(v api.RunView, node string) (string, error) {
+// patchNode is the run's node whose patch to print: node, or the run's
+// patch node; an error says why there is none.
+func patchNode(v api.RunView, node string) (api.NodeView, error) {
 	if node == "" {
 		if v.PatchNode == "" {
-			return "", fmt.Errorf("run %s: pipeline %s makes no patch (no node has a source)", v.ID, v.Pipeline)
+			return api.NodeView{}, fmt.Errorf("run %s: pipeline %s makes no patch (no node has a source)", v.ID, v.Pipeline)
 		}
 		node = v.PatchNode
 	}
@@ -75,12 +94,12 @@ func runPatch(v api.RunView, node string) (string, error) {
 		if n.ID != node {
 			continue
 		}
-		if n.Status != "succeeded" && n.Patch == "" {
-			return "", fmt.Errorf("run %s: node %s has no patch yet (it is %s)", v.ID, node, n.Status)
+		if n.Status != "succeeded" && n.Patch == "" && len(n.PatchOmits) == 0 {
+			return api.NodeView{}, fmt.Errorf("run %s: node %s has no patch yet (it is %s)", v.ID, node, n.Status)
 		}
-		return n.Patch, nil
+		return n, nil
 	}
-	return "", fmt.Errorf("run %s: no node %q", v.ID, node)
+	return api.NodeView{}, fmt.Errorf("run %s: no node %q", v.ID, node)
 }
 
 func (a *app) runsList() *cobra.Command {

@@ -62,15 +62,16 @@ func Resume(p *pipeline.Pipeline, at State) Step {
 // attempts, with the given output (already through the node's output
 // template).
 func Complete(p *pipeline.Pipeline, prev State, id string, iteration, attempts int, output string) Step {
-	return CompleteWithPatch(p, prev, id, iteration, attempts, output, "")
+	return CompleteWithPatch(p, prev, id, iteration, attempts, output, "", nil)
 }
 
 // CompleteWithPatch is Complete for a node whose worker made a change to
-// its workspace: patch is kept as the node's patch.
-func CompleteWithPatch(p *pipeline.Pipeline, prev State, id string, iteration, attempts int, output, patch string) Step {
+// its workspace: patch is kept as the node's patch, and omits as the
+// changed files it leaves out.
+func CompleteWithPatch(p *pipeline.Pipeline, prev State, id string, iteration, attempts int, output, patch string, omits []string) Step {
 	next := prev.Clone()
 	delta := State{}
-	set(&next, &delta, id, pipeline.NodeState{Output: output, Patch: patch, Status: pipeline.StatusSucceeded, Attempts: attempts, Iteration: iteration})
+	set(&next, &delta, id, pipeline.NodeState{Output: output, Patch: patch, PatchOmits: omits, Status: pipeline.StatusSucceeded, Attempts: attempts, Iteration: iteration})
 	// What was ready before had a job, except this node (now done) and the
 	// nodes a loop sends back: those need new jobs if ready again.
 	readyBefore := slices.DeleteFunc(Ready(p, prev), func(r string) bool { return r == id })

@@ -194,7 +194,7 @@ func TestCompleteLinearSchedulesSuccessor(t *testing.T) {
 	step := runstate.Complete(p, start.Next, "a", 1, 2, "out a")
 	wantSchedule(t, "Complete a", step, "b")
 	want := pipeline.NodeState{Output: "out a", Status: pipeline.StatusSucceeded, Attempts: 2, Iteration: 1}
-	if got := step.Next.Node("a"); got != want {
+	if got := step.Next.Node("a"); !reflect.DeepEqual(got, want) {
 		t.Errorf("a = %+v, want %+v", got, want)
 	}
 	if !reflect.DeepEqual(step.Delta, runstate.State{Nodes: map[string]pipeline.NodeState{"a": want}}) {
@@ -322,7 +322,7 @@ func TestNextLoop(t *testing.T) {
 			if ns.Status != pipeline.StatusPending || ns.Iteration != it || ns.Attempts != 0 {
 				t.Errorf("loop %d: %s = %+v, want pending at iteration %d with attempts 0", loop, id, ns, it)
 			}
-			if st.Delta.Nodes[id] != ns {
+			if !reflect.DeepEqual(st.Delta.Nodes[id], ns) {
 				t.Errorf("loop %d: the delta has %s = %+v, want %+v", loop, id, st.Delta.Nodes[id], ns)
 			}
 		}
@@ -332,7 +332,7 @@ func TestNextLoop(t *testing.T) {
 		if got := st.Next.Node("revise").Output; got != "revise" {
 			t.Errorf("loop %d: revise's output %q was not kept", loop, got)
 		}
-		if got := st.Next.Node("plan"); got != succeeded("plan", 1) {
+		if got := st.Next.Node("plan"); !reflect.DeepEqual(got, succeeded("plan", 1)) {
 			t.Errorf("loop %d: plan, outside the loop, is %+v", loop, got)
 		}
 		if got := st.Next.Node("done").Status; got != pipeline.StatusPending {
@@ -405,7 +405,7 @@ func TestApproval(t *testing.T) {
 	ok := runstate.Approve(p, a.Next, "gate", "yes")
 	wantSchedule(t, "Approve", ok, "b")
 	want := pipeline.NodeState{Output: "yes", Status: pipeline.StatusSucceeded, Attempts: 1, Iteration: 1}
-	if got := ok.Next.Node("gate"); got != want {
+	if got := ok.Next.Node("gate"); !reflect.DeepEqual(got, want) {
 		t.Errorf("gate = %+v, want %+v", got, want)
 	}
 	if ok.Status != runstate.RunRunning || len(ok.Interrupts) != 0 {
@@ -479,7 +479,7 @@ func TestFork(t *testing.T) {
 		if got := step.Next.Node("b").Status; got != pipeline.StatusPending {
 			t.Errorf("b is %q", got)
 		}
-		if got := step.Next.Node("c"); got != succeeded("c", 1) {
+		if got := step.Next.Node("c"); !reflect.DeepEqual(got, succeeded("c", 1)) {
 			t.Errorf("c = %+v", got)
 		}
 		if !reflect.DeepEqual(step.Delta, patch) {
@@ -655,10 +655,10 @@ func TestStateHelpers(t *testing.T) {
 		t.Errorf("SetSession = %+v", got)
 	}
 	s := runstate.State{Inputs: map[string]any{"k": "v"}, Nodes: map[string]pipeline.NodeState{"a": succeeded("a", 1)}}
-	if got := s.Node("missing"); got != (pipeline.NodeState{Status: pipeline.StatusPending}) {
+	if got := s.Node("missing"); !reflect.DeepEqual(got, pipeline.NodeState{Status: pipeline.StatusPending}) {
 		t.Errorf("Node(missing) = %+v, want pending", got)
 	}
-	if got := s.Node("a"); got != succeeded("a", 1) {
+	if got := s.Node("a"); !reflect.DeepEqual(got, succeeded("a", 1)) {
 		t.Errorf("Node(a) = %+v", got)
 	}
 	ps := s.Pipeline()

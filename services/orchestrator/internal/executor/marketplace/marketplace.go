@@ -52,7 +52,10 @@ type journey struct {
 	spawned bool       // spawned (or found active) by this process
 }
 
-var _ executor.Executor = (*Executor)(nil)
+var (
+	_ executor.Executor = (*Executor)(nil)
+	_ executor.Releaser = (*Executor)(nil)
+)
 
 // New checks cfg and returns an Executor; it connects on the first call.
 func New(cfg Config) (*Executor, error) {
@@ -168,11 +171,17 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	if req.Item != "" {
 		log = log.With(slog.String("item", req.Item))
 	}
-	j := e.journey(id)
 	spawn, err := spawnSource(req, thread)
 	if err != nil {
 		return executor.Result{}, err
 	}
+	if req.OnWorker != nil {
+		// Recorded before it is spawned: the run stops it once it settles.
+		if err := req.OnWorker(id); err != nil {
+			return executor.Result{}, fmt.Errorf("recording journey %s: %w", id, err)
+		}
+	}
+	j := e.journey(id)
 	if spawn.fresh {
 		// Seeded afresh from another journey's base plus its patch, for
 		// every attempt: the node sees exactly the change it is given.
@@ -236,12 +245,37 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	if req.Source != nil {
 		// The node's result carries its change, taken through the
 		// worker's result gate.
-		if res.Patch, err = e.diff(ctx, id); err != nil {
+		if res.Patch, res.PatchOmits, err = e.diff(ctx, id); err != nil {
 			return res, err
 		}
 	}
 	log.DebugContext(ctx, "task done", slog.String("session", res.SessionID))
 	return res, nil
+}
+
+// Release stops the journeys given, workspace and agent session kept
+// (stop_worker with workspace keep): their runs settled, and the next
+// attempt in one resumes it. A journey that is gone is skipped. Stopping
+// one ends the action running in it, if any.
+func (e *Executor) Release(ctx context.Context, ids []string) error {
+	var errs []error
+	for _, id := range ids {
+		e.mu.Lock()
+		delete(e.journeys, id) // the next attempt asks the marketplace
+		e.mu.Unlock()
+		res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolStopWorker, Arguments: map[string]any{
+			"journey_id": id, "workspace": "keep",
+		}})
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("stop_worker %s: %w", id, err))
+		case res.IsError:
+			if e, _ := meshapi.ErrorOf(res); e.Code != meshapi.CodeNotFound {
+				errs = append(errs, fmt.Errorf("stop_worker %s: %w", id, e))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (e *Executor) journey(id string) *journey {
@@ -457,27 +491,30 @@ func (o execOutput) text() string {
 	return b.String()
 }
 
-// diff takes the journey's change through workspace_diff. A change the
-// worker's result gate refuses fails the attempt, with every violation.
-func (e *Executor) diff(ctx context.Context, id string) (string, error) {
+// diff takes the journey's change through workspace_diff: its patch, and
+// the changed files the patch leaves out (the summary's binary files). A
+// change the worker's result gate refuses fails the attempt, with every
+// violation.
+func (e *Executor) diff(ctx context.Context, id string) (patch string, omits []string, err error) {
 	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolWorkspaceDiff, Arguments: map[string]any{"journey_id": id}})
 	if err != nil {
-		return "", fmt.Errorf("workspace_diff: %w", err)
+		return "", nil, fmt.Errorf("workspace_diff: %w", err)
 	}
 	var out struct {
-		Patch      string               `json:"patch"`
-		Refused    bool                 `json:"refused"`
-		Violations []meshtype.Violation `json:"violations"`
-		Message    string               `json:"message"`
+		Patch      string                 `json:"patch"`
+		Summary    meshtype.ChangeSummary `json:"summary"`
+		Refused    bool                   `json:"refused"`
+		Violations []meshtype.Violation   `json:"violations"`
+		Message    string                 `json:"message"`
 	}
 	decoded := decode(res, &out) == nil
 	switch {
 	case decoded && out.Refused:
-		return "", &RefusedError{Tool: "workspace_diff", Message: out.Message, Violations: out.Violations}
+		return "", nil, &RefusedError{Tool: meshapi.ToolWorkspaceDiff, Message: out.Message, Violations: out.Violations}
 	case res.IsError || !decoded:
-		return "", fmt.Errorf("workspace_diff: %s", meshapi.ResultText(res))
+		return "", nil, fmt.Errorf("workspace_diff: %s", meshapi.ResultText(res))
 	}
-	return out.Patch, nil
+	return out.Patch, out.Summary.Binary, nil
 }
 
 // decode reads a tool result's structured content, or else its text as

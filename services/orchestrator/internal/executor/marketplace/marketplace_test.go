@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/pgtest"
@@ -424,4 +427,64 @@ func TestConformance(t *testing.T) {
 			return pipeline.Role{Via: pipeline.ViaMarketplace, Worker: "claude_code_assistant_v1"}
 		},
 	})
+}
+
+// A node's change comes with the changed files its text patch leaves out
+// (a binary file here); the journey is recorded before it is spawned
+// (OnWorker), and Release stops it, workspace kept: the next attempt
+// resumes it and finds the change. A journey that is not there is skipped.
+func TestPatchOmitsAndRelease(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	repo := gittest.Repo(t, filepath.Join(root, "calc"), map[string]string{"README.md": "calc\n"})
+	m := startMarket(t, marketplacetest.Options{Args: []string{"--source-roots", root}})
+	var recorded []string
+	req := request("t", "tester", "shell_v1", "", nil)
+	req.Command = []string{"git", "status", "--short"}
+	req.Source = &executor.Source{Repository: map[string]any{"git": map[string]any{"url": repo}}}
+	req.OnWorker = func(id string) error {
+		recorded = append(recorded, id)
+		if m.calls.count(meshapi.ToolSpawnWorker) > 0 && len(recorded) == 1 {
+			t.Error("the journey was recorded after its spawn")
+		}
+		return nil
+	}
+	if _, err := m.ex.Execute(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if len(recorded) != 1 || !strings.HasPrefix(recorded[0], "tester-") {
+		t.Fatalf("recorded %q; want the journey once", recorded)
+	}
+	id := recorded[0]
+	client := mcptest.Connect(t, m.endpoint, marketplacetest.Token, nil)
+	for path, content := range map[string]string{"logo.png": "PNG\x00\x01", "NOTES.md": "notes\n"} {
+		res, err := client.CallTool(context.Background(), &mcp.CallToolParams{Name: meshapi.ToolExecuteInWorker, Arguments: map[string]any{
+			"journey_id": id, "action": map[string]any{"type": "write", "target": path, "content": content},
+		}})
+		if err != nil || res.IsError {
+			t.Fatalf("write %s: %v %s", path, err, meshapi.ResultText(res))
+		}
+	}
+	res, err := m.ex.Execute(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Patch, "+++ b/NOTES.md") || strings.Contains(res.Patch, "logo.png") || !slices.Equal(res.PatchOmits, []string{"logo.png"}) {
+		t.Fatalf("patch %q, omits %q; want NOTES.md in the patch and logo.png left out", res.Patch, res.PatchOmits)
+	}
+
+	if err := m.ex.Release(context.Background(), []string{id, "tester-nothing-here"}); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	st, err := client.CallTool(context.Background(), &mcp.CallToolParams{Name: meshapi.ToolGetWorkerState, Arguments: map[string]any{"journey_id": id}})
+	if err != nil || !strings.Contains(meshapi.ResultText(st), `"state":"stopped"`) {
+		t.Fatalf("after Release: %v %s; want the journey stopped", err, meshapi.ResultText(st))
+	}
+	res, err = m.ex.Execute(context.Background(), req)
+	if err != nil || !slices.Equal(res.PatchOmits, []string{"logo.png"}) || !strings.Contains(res.Patch, "NOTES.md") {
+		t.Fatalf("after Release, the next attempt: %+v, %v; want the same change", res, err)
+	}
+	if n := m.calls.count("spawn_worker resume"); n != 1 {
+		t.Errorf("%d resumes; want the released journey resumed once", n)
+	}
 }
