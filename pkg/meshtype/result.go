@@ -33,8 +33,14 @@ type ChangedFile struct {
 	// OldPath is the path before a rename; empty otherwise.
 	OldPath string       `json:"old_path,omitempty"`
 	Status  ChangeStatus `json:"status"`
-	// Binary files are listed, never inlined in the patch.
-	Binary       bool  `json:"binary,omitempty"`
+	// Binary is set for content a text diff cannot show: a NUL byte in
+	// its first 8,000 bytes, or not UTF-8. The patch carries it in git's
+	// binary form, unless it is Omitted.
+	Binary bool `json:"binary,omitempty"`
+	// Omitted is set for a file whose content the patch does not carry
+	// (over 4 MiB on either side): it is listed, and the tar and the
+	// bundle carry it.
+	Omitted      bool  `json:"omitted,omitempty"`
 	LinesAdded   int64 `json:"lines_added"`
 	LinesDeleted int64 `json:"lines_deleted"`
 	// Mode is the file's git mode after the change ("100644", "100755",
@@ -57,6 +63,9 @@ type ChangeSummary struct {
 	LinesDeleted int64         `json:"lines_deleted"`
 	// Binary lists the paths of the binary files among Files.
 	Binary []string `json:"binary,omitempty"`
+	// Omitted lists the paths of the files whose content the patch does
+	// not carry.
+	Omitted []string `json:"omitted,omitempty"`
 	// DiffBytes is the size of the patch.
 	DiffBytes int64 `json:"diff_bytes"`
 }
@@ -81,6 +90,9 @@ func Summarize(files []ChangedFile, diffBytes int64) ChangeSummary {
 		}
 		if f.Binary {
 			s.Binary = append(s.Binary, f.Path)
+		}
+		if f.Omitted {
+			s.Omitted = append(s.Omitted, f.Path)
 		}
 		s.LinesAdded += f.LinesAdded
 		s.LinesDeleted += f.LinesDeleted

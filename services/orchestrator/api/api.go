@@ -116,11 +116,9 @@ type NodeState struct {
 	// git-format diff against its base: set for nodes of roles with a
 	// source, taken through the worker's result gate.
 	Patch string `json:"patch,omitempty"`
-	// PatchOmits lists the changed files Patch leaves out because a text
-	// patch cannot carry them: binary, not UTF-8, or over 4 MiB (git apply
-	// neither creates, changes nor deletes them). They are in the role's
-	// journey, whose export_workspace (bundle or tar) has them. At most
-	// MaxPatchOmits paths.
+	// PatchOmits lists the changed files Patch leaves out, too large for
+	// a patch (over 4 MiB on either side): git apply neither creates,
+	// changes nor deletes them. At most MaxPatchOmits paths.
 	PatchOmits []string `json:"patch_omits,omitempty"`
 }
 

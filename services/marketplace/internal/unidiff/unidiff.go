@@ -1,15 +1,21 @@
 // Package unidiff writes git-format unified diffs with go-git's own encoder:
 // the marketplace's workspace diffs (package workdiff) and meshworker's
 // git_diff tool describe their changed files here and get the same patch
-// text, which `git apply` takes.
+// text, which `git apply` takes. A binary file's content, when a patch
+// carries it, is in git's own binary form ("GIT binary patch"), encoded by
+// go-gitdiff, which the marketplace applies patches with.
 package unidiff
 
 import (
 	"bytes"
+	"compress/zlib"
+	"errors"
 	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/bluekeyes/go-gitdiff/gitdiff"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -57,6 +63,10 @@ func (f *File) Hash() plumbing.Hash { return f.hash }
 type FilePatch struct {
 	from, to *File
 	binary   bool
+	// carried: a binary change whose contents (src, dst) the patch
+	// carries.
+	carried  bool
+	src, dst []byte
 	chunks   []fdiff.Chunk
 	// Added and Deleted count the lines the change adds and removes.
 	Added, Deleted int64
@@ -103,14 +113,90 @@ func Binary(from, to *File) *FilePatch {
 	return &FilePatch{from: from, to: to, binary: true}
 }
 
+// BinaryContent is a change to a binary file that the patch carries, as
+// `git diff --binary` writes it: the new content and the old one (to
+// reverse it), each deflated and base85-encoded. Its text is ASCII, so it
+// survives JSON as it is. git apply takes it when both sides' hashes are
+// the contents' blob hashes: it checks the file it patches, and what it
+// writes, against them.
+func BinaryContent(from, to *File, src, dst []byte) *FilePatch {
+	return &FilePatch{from: from, to: to, binary: true, carried: true, src: src, dst: dst}
+}
+
 // Encode writes the patches as one git-format unified diff, with git's
 // three lines of context.
 func Encode(w io.Writer, patches []*FilePatch) error {
-	fps := make([]fdiff.FilePatch, len(patches))
-	for i, p := range patches {
-		fps[i] = p
+	var run patch
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		err := fdiff.NewUnifiedEncoder(w, fdiff.DefaultContextLines).Encode(run)
+		run = run[:0]
+		return err
 	}
-	return fdiff.NewUnifiedEncoder(w, fdiff.DefaultContextLines).Encode(patch(fps))
+	for _, p := range patches {
+		if !p.carried {
+			run = append(run, p)
+			continue
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if err := encodeBinary(w, p); err != nil {
+			return err
+		}
+	}
+	return flush()
+}
+
+// encodeBinary writes a carried binary change: go-git's headers (the
+// same as every other file's), with the "Binary files ... differ" line
+// they end with replaced by git's binary patch.
+func encodeBinary(w io.Writer, p *FilePatch) error {
+	var head bytes.Buffer
+	if err := fdiff.NewUnifiedEncoder(&head, 0).Encode(patch{p}); err != nil {
+		return err
+	}
+	i := bytes.LastIndex(head.Bytes(), []byte("\nBinary files "))
+	if i < 0 {
+		return errors.New("unidiff: go-git wrote no binary line to replace")
+	}
+	forward, err := literal(p.dst)
+	if err != nil {
+		return err
+	}
+	reverse, err := literal(p.src)
+	if err != nil {
+		return err
+	}
+	// go-gitdiff formats the fragments; its file header is not used.
+	text := (&gitdiff.File{IsBinary: true, BinaryFragment: forward, ReverseBinaryFragment: reverse}).String()
+	j := strings.Index(text, binaryMarker)
+	if j < 0 {
+		return errors.New("unidiff: go-gitdiff wrote no binary patch")
+	}
+	if _, err := w.Write(head.Bytes()[:i+1]); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, text[j:])
+	return err
+}
+
+// binaryMarker starts a binary patch's content in git's format.
+const binaryMarker = "GIT binary patch\n"
+
+// literal is a binary patch's fragment holding content whole, deflated.
+func literal(content []byte) (*gitdiff.BinaryFragment, error) {
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	if _, err := zw.Write(content); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return &gitdiff.BinaryFragment{Method: gitdiff.BinaryPatchLiteral, Size: int64(len(content)), RawData: z.Bytes()}, nil
 }
 
 // lines counts a chunk's lines; a last line without a newline counts.

@@ -38,8 +38,9 @@ type Options struct {
 	// MaxChangedBytes bounds the content of changed files held to build the
 	// patch. Defaults to 64 MiB.
 	MaxChangedBytes int64
-	// MaxTextBytes is the largest file diffed line by line; a larger one is
-	// listed like a binary file. Defaults to 4 MiB.
+	// MaxTextBytes is the largest file diffed line by line, or carried in
+	// binary form; a larger one is listed (binary and omitted), not put in
+	// the patch. Defaults to 4 MiB.
 	MaxTextBytes int64
 	// MaxEntries bounds the workspace export's entries (files, links and
 	// directories), each of which the diff holds. Defaults to 1,000,000.
@@ -446,8 +447,9 @@ func (c *Change) size(f *file) (int64, error) {
 	return c.base.Storer().EncodedObjectSize(f.entry.Hash)
 }
 
-// filePatch diffs one change, filling its line counts and binary flag. It
-// returns nil for a binary change: those are listed, not put in the patch.
+// filePatch diffs one change, filling its line counts and binary and
+// omitted flags: a binary change is carried in git's binary form, and one
+// too large for a patch is omitted (nil): listed, not put in the patch.
 func (c *Change) filePatch(ch *fileChange, opts Options) (*unidiff.FilePatch, error) {
 	if ch.from != nil && ch.to != nil && ch.from.entry.Hash == ch.to.entry.Hash && !ch.from.entry.Hash.IsZero() {
 		// A rename or a mode change that keeps the content is headers
@@ -460,7 +462,9 @@ func (c *Change) filePatch(ch *fileChange, opts Options) (*unidiff.FilePatch, er
 			return nil, err
 		}
 		if n > opts.MaxTextBytes {
-			ch.Binary = true // too large to diff line by line: listed, not read
+			// Too large to diff line by line, or to carry: listed, not
+			// read.
+			ch.Binary, ch.Omitted = true, true
 			return nil, nil
 		}
 	}
@@ -474,7 +478,7 @@ func (c *Change) filePatch(ch *fileChange, opts Options) (*unidiff.FilePatch, er
 	}
 	if unidiff.IsBinary(from) || unidiff.IsBinary(to) {
 		ch.Binary = true
-		return nil, nil
+		return unidiff.BinaryContent(ch.from.side(), ch.to.side(), from, to), nil
 	}
 	fp := unidiff.Text(ch.from.side(), ch.to.side(), from, to)
 	ch.LinesAdded, ch.LinesDeleted = fp.Added, fp.Deleted

@@ -449,14 +449,18 @@ func TestPatchBound(t *testing.T) {
 	}
 }
 
-// A patch reaches MCP clients as JSON text: what it inlines survives that
-// as it is, and applies with git. Text that is not UTF-8 is listed, like a
-// binary file (JSON would replace its bytes), and names another file
-// system takes for .git are left out, as .git is (git refuses them, and
-// the whole patch with them).
+// A patch reaches MCP clients as JSON text: what it carries survives that
+// as it is, and applies with git. Text that is not UTF-8 and binary files
+// are carried in git's binary form (JSON would replace their bytes): added,
+// changed and deleted, byte for byte; a file past MaxTextBytes is listed
+// and omitted. Names another file system takes for .git are left out, as
+// .git is (git refuses them, and the whole patch with them).
 func TestPatchSurvivesJSON(t *testing.T) {
 	t.Parallel()
-	base, repo := keep(t, map[string]string{"latin1.txt": "caf\xe9\n", "notes.md": "one\n", "old-latin.txt": "na\xefve\n", "run.sh": "echo caf\xe9\n"}, nil)
+	base, repo := keep(t, map[string]string{
+		"latin1.txt": "caf\xe9\n", "notes.md": "one\n", "old-latin.txt": "na\xefve\n", "run.sh": "echo caf\xe9\n",
+		"gone.bin": "\x00\x01\x02", "big.txt": "small\n",
+	}, nil)
 	ws := t.TempDir()
 	seedWorkspace(t, base, ws)
 	// A rename and a mode change that keep content that is not UTF-8 are
@@ -467,8 +471,13 @@ func TestPatchSurvivesJSON(t *testing.T) {
 	if err := os.Chmod(filepath.Join(ws, "run.sh"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Remove(filepath.Join(ws, "gone.bin")); err != nil {
+		t.Fatal(err)
+	}
+	logo := bytes.Repeat([]byte("\x89PNG\r\n\x1a\n\x00\xff"), 80)
 	for name, content := range map[string]string{
-		"latin1.txt": "caf\xe9s\n", "notes.md": "one\ntwo \u00e9t\u00e9\n",
+		"latin1.txt": "caf\xe9s\n", "notes.md": "one\ntwo \u00e9t\u00e9\n", "logo.png": string(logo),
+		"big.txt":                   strings.Repeat("a longer line\n", 100),
 		".git./hooks/post-checkout": "#!/bin/sh\n", "sub/GIT~1/config": "[core]\n",
 	} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755); err != nil {
@@ -478,11 +487,11 @@ func TestPatchSurvivesJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ch, err := workdiff.Compute(base, tarDir(t, ws), workdiff.Options{})
+	ch, err := workdiff.Compute(base, tarDir(t, ws), workdiff.Options{MaxTextBytes: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := ch.Summary; s.FilesChanged != 4 || len(s.Binary) != 1 || s.Binary[0] != "latin1.txt" {
+	if s := ch.Summary; s.FilesChanged != 7 || strings.Join(s.Binary, " ") != "big.txt gone.bin latin1.txt logo.png" || strings.Join(s.Omitted, " ") != "big.txt" {
 		t.Fatalf("summary %+v\n%s", s, ch.Patch)
 	}
 	wire, err := json.Marshal(string(ch.Patch))
@@ -511,5 +520,37 @@ func TestPatchSurvivesJSON(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(clone, "run.sh")); err != nil || fi.Mode()&0o111 == 0 {
 		t.Errorf("run.sh after git apply is not executable: %v", err)
+	}
+	for name, want := range map[string]string{"latin1.txt": "caf\xe9s\n", "logo.png": string(logo), "big.txt": "small\n"} {
+		if got, err := os.ReadFile(filepath.Join(clone, name)); err != nil || string(got) != want {
+			t.Errorf("%s after git apply: %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(clone, "gone.bin")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("gone.bin after git apply: %v; want it deleted", err)
+	}
+	// And back: git takes the reverse of each binary change too.
+	gittest.Run(t, clone, "apply", "-R", pf)
+	if out := gittest.Run(t, clone, "status", "--porcelain"); out != "" {
+		t.Errorf("after git apply -R, the clone differs from the base:\n%s", out)
+	}
+
+	// The patch seeds another journey (source: journey and patch), binary
+	// changes too: base plus patch is the workspace but for the file the
+	// patch omits.
+	store, err := bases.NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := bases.NewDraft(bases.Limits{})
+	if _, err := source.Patch(base, "first", received, d); err != nil {
+		t.Fatal(err)
+	}
+	ch2, err := workdiff.Compute(keepAndOpen(t, store, d), tarDir(t, ws), workdiff.Options{MaxTextBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ch2.Summary; s.FilesChanged != 1 || s.Files[0].Path != "big.txt" {
+		t.Errorf("the patched base differs from the workspace: %+v\n%s", s, ch2.Patch)
 	}
 }

@@ -122,7 +122,9 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	ps := st.Pipeline()
 	req.Source = nodeSource(p, ps, a.NodeID)
 	req.OnWorker = func(id string) error {
-		recCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		// Bounded past a stop of the worker under way, which the record
+		// waits for.
+		recCtx, cancel := context.WithTimeout(ctx, releaseTimeout+10*time.Second)
 		defer cancel()
 		return store.RecordRunWorker(recCtx, e.pool, run.ID, string(role.Via), id)
 	}

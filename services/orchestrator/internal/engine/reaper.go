@@ -50,40 +50,53 @@ func (e *Engine) releaseLoop(ctx context.Context, done chan<- struct{}) {
 // releaseBatch is how many workers of settled runs one round takes.
 const releaseBatch = 100
 
-// releaseTimeout bounds one round's stops.
+// releaseTimeout bounds one worker's stop.
 const releaseTimeout = 2 * time.Minute
 
 // release stops the workers that runs which settled (ended, or wait for a
-// human) had started and that no running run holds (Request.OnWorker), by
-// their executors (executor.Releaser), and returns how many it stopped. A
-// worker's row goes before its stop: one whose stop fails is left to its
-// own idle timeout, and a later attempt starts it again either way.
+// human) had started (Request.OnWorker) and that no running run holds, by
+// their executors (executor.Releaser), and returns how many it stopped.
+// Only the rows of executors this replica has are taken. A worker's row
+// goes before its stop: one whose stop fails is left to its own idle
+// timeout, and a later attempt starts it again either way.
 func (e *Engine) release(ctx context.Context) (int, error) {
+	releasers := map[pipeline.Via]executor.Releaser{}
+	var vias []string
+	for via, ex := range e.cfg.Executors {
+		if r, ok := ex.(executor.Releaser); ok {
+			releasers[via] = r
+			vias = append(vias, string(via))
+		}
+	}
+	if len(vias) == 0 {
+		return 0, nil
+	}
 	stopped := 0
+	defer func() {
+		if stopped > 0 {
+			e.logger.InfoContext(ctx, "stopped the workers of settled runs", slog.Int("workers", stopped))
+		}
+	}()
 	for {
-		taken, err := store.TakeSettledWorkers(ctx, e.pool, releaseBatch)
+		taken, err := store.TakeSettledWorkers(ctx, e.pool, vias, releaseBatch)
 		if err != nil {
 			return stopped, err
 		}
-		byVia := map[pipeline.Via][]string{}
-		for _, w := range taken {
-			byVia[pipeline.Via(w.Via)] = append(byVia[pipeline.Via(w.Via)], w.ID)
-		}
 		var errs []error
-		for via, ids := range byVia {
-			r, ok := e.cfg.Executors[via].(executor.Releaser)
-			if !ok {
-				continue
-			}
-			stopCtx, cancel := context.WithTimeout(ctx, releaseTimeout)
-			err := r.Release(stopCtx, ids)
-			cancel()
+		for _, w := range taken {
+			r := releasers[pipeline.Via(w.Via)]
+			done, err := store.ReleaseWorker(ctx, e.pool, w, func() error {
+				stopCtx, cancel := context.WithTimeout(ctx, releaseTimeout)
+				defer cancel()
+				return r.Release(stopCtx, []string{w.ID})
+			})
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			stopped += len(ids)
-			e.logger.InfoContext(ctx, "stopped the workers of settled runs", slog.String("via", string(via)), slog.Int("workers", len(ids)))
+			if done {
+				stopped++
+			}
 		}
 		if err := errors.Join(errs...); err != nil || len(taken) < releaseBatch {
 			return stopped, err

@@ -85,8 +85,8 @@ type Result struct {
 	// Patch is the worker's change to its workspace (a git-format diff
 	// against its base), for attempts with a Source.
 	Patch string
-	// PatchOmits lists the changed files Patch leaves out: binary, not
-	// UTF-8, or too large for a text patch.
+	// PatchOmits lists the changed files Patch leaves out, too large for
+	// a patch.
 	PatchOmits []string
 	// Output is the agent's reply.
 	Output string

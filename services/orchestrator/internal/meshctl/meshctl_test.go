@@ -578,8 +578,8 @@ func TestRunsPatch(t *testing.T) {
 		{"a pipeline without a source", "", "", nil, nil, 1, "", "meshctl: run " + runID + ": pipeline research_pipeline makes no patch (no node has a source)\n"},
 		// Files the patch cannot carry are said, one a line, a name that
 		// would break the list quoted.
-		{"files left out", "write", diff, []string{"logo.png", "bad\nname"}, nil, 0, diff, "run " + runID + ": the patch of write leaves out 2 changed file(s) a text patch cannot carry (binary, not UTF-8, or over 4 MiB); take them from the role's journey with export_workspace (bundle or tar):\n  logo.png\n  \"bad\\nname\"\n"},
-		{"only files left out", "write", "", []string{"logo.png"}, nil, 0, "", "run " + runID + ": the patch of write leaves out 1 changed file(s) a text patch cannot carry (binary, not UTF-8, or over 4 MiB); take them from the role's journey with export_workspace (bundle or tar):\n  logo.png\n"},
+		{"files left out", "write", diff, []string{"logo.png", "bad\nname"}, nil, 0, diff, "run " + runID + ": the patch of write leaves out 2 changed file(s) too large for a patch (over 4 MiB); applying it does not make them:\n  logo.png\n  \"bad\\nname\"\n"},
+		{"only files left out", "write", "", []string{"logo.png"}, nil, 0, "", "run " + runID + ": the patch of write leaves out 1 changed file(s) too large for a patch (over 4 MiB); applying it does not make them:\n  logo.png\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,7 +48,7 @@ func (a *app) runsPatch() *cobra.Command {
 			if len(n.PatchOmits) > 0 {
 				// Said first, and whatever the patch: applying it alone
 				// loses these files.
-				if _, err := fmt.Fprintf(cmd.ErrOrStderr(), "run %s: the patch of %s leaves out %d changed file(s) a text patch cannot carry (binary, not UTF-8, or over 4 MiB); take them from the role's journey with export_workspace (bundle or tar):\n", v.ID, n.ID, len(n.PatchOmits)); err != nil {
+				if _, err := fmt.Fprintf(cmd.ErrOrStderr(), "run %s: the patch of %s leaves out %d changed file(s) too large for a patch (over 4 MiB); applying it does not make them:\n", v.ID, n.ID, len(n.PatchOmits)); err != nil {
 					return err
 				}
 				for _, p := range n.PatchOmits {

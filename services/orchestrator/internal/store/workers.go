@@ -2,20 +2,63 @@ package store
 
 // Run workers: the workers a run's attempts started that outlive an
 // attempt, to be stopped once the run settles.
+//
+// Recording a worker and stopping it take the worker's transaction-level
+// advisory lock, so that a stop never lands between an attempt's record
+// and its use of the worker: the attempt waits for the stop, then finds the
+// worker stopped and starts it again.
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
-// RecordRunWorker records that a run uses the worker id of the executor
-// via; recording it again changes nothing.
-func RecordRunWorker(ctx context.Context, q Execer, runID, via, id string) error {
-	_, err := q.Exec(ctx, `INSERT INTO run_workers (run_id, via, worker_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, runID, via, id)
+// ErrRunSettled is returned by RecordRunWorker for a run that is neither
+// running nor waiting: an attempt of a run that is over starts no worker.
+var ErrRunSettled = errors.New("the run is over")
+
+// Beginner opens transactions: a pool or a connection.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// lockRunWorker takes the worker's lock until tx ends. The two-key form
+// keeps it apart from the marketplace's one-key journey locks.
+func lockRunWorker(ctx context.Context, tx pgx.Tx, via, id string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('meshwork.run_workers'), hashtext($1 || '/' || $2))`, via, id)
 	return err
+}
+
+// RecordRunWorker records, under the worker's lock, that a run uses the
+// worker id of the executor via; recording it again changes nothing. A
+// run that is neither running nor waiting is refused (ErrRunSettled).
+func RecordRunWorker(ctx context.Context, db Beginner, runID, via, id string) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if err := lockRunWorker(ctx, tx, via, id); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO run_workers (run_id, via, worker_id)
+			SELECT id, $2, $3 FROM runs WHERE id = $1 AND status IN ($4, $5)
+			ON CONFLICT DO NOTHING`, runID, via, id, api.RunRunning, api.RunWaiting)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			var settled bool
+			if err := tx.QueryRow(ctx, `SELECT status NOT IN ($2, $3) FROM runs WHERE id = $1`, runID, api.RunRunning, api.RunWaiting).Scan(&settled); err != nil {
+				return err
+			}
+			if settled {
+				return fmt.Errorf("run %s: %w", runID, ErrRunSettled)
+			}
+		}
+		return nil
+	})
 }
 
 // SettledWorker is a worker of a run that settled.
@@ -23,28 +66,23 @@ type SettledWorker struct {
 	Via, ID string
 }
 
-// TakeSettledWorkers deletes the rows of up to limit workers of runs that
-// are not running (ended, or waiting for a human), and returns the workers
-// no running run holds, once each: the caller stops them. A worker another
-// running run holds is that run's to stop when it settles. Rows another
-// replica is taking are skipped.
-func TakeSettledWorkers(ctx context.Context, q Querier, limit int) ([]SettledWorker, error) {
+// TakeSettledWorkers deletes the rows of up to limit workers, of the
+// executors vias, of runs that are not running (ended, or waiting for a
+// human), and returns each worker once: the caller stops it with
+// ReleaseWorker, which checks again whether a running run holds it. Rows
+// another replica is taking are skipped.
+func TakeSettledWorkers(ctx context.Context, q Querier, vias []string, limit int) ([]SettledWorker, error) {
 	rows, err := q.Query(ctx, `
 		WITH settled AS (
 			SELECT w.run_id, w.via, w.worker_id FROM run_workers w JOIN runs r ON r.id = w.run_id
-			WHERE r.status <> $2
+			WHERE r.status <> $2 AND w.via = ANY($3)
 			LIMIT $1 FOR UPDATE OF w SKIP LOCKED
 		), taken AS (
 			DELETE FROM run_workers w USING settled s
 			WHERE w.run_id = s.run_id AND w.via = s.via AND w.worker_id = s.worker_id
 			RETURNING w.via, w.worker_id
 		)
-		SELECT DISTINCT t.via, t.worker_id FROM taken t
-		WHERE NOT EXISTS (
-			SELECT 1 FROM run_workers o JOIN runs r ON r.id = o.run_id
-			WHERE o.via = t.via AND o.worker_id = t.worker_id AND r.status = $2
-		)
-		ORDER BY t.via, t.worker_id`, limit, api.RunRunning)
+		SELECT DISTINCT via, worker_id FROM taken ORDER BY via, worker_id`, limit, api.RunRunning, vias)
 	if err != nil {
 		return nil, err
 	}
@@ -53,4 +91,26 @@ func TakeSettledWorkers(ctx context.Context, q Querier, limit int) ([]SettledWor
 		err := r.Scan(&w.Via, &w.ID)
 		return w, err
 	})
+}
+
+// ReleaseWorker calls stop under the worker's lock, unless a running run
+// holds the worker (its row), and reports whether it called it. The lock
+// is held until stop returns: a run that records the worker meanwhile
+// waits, and then starts it again.
+func ReleaseWorker(ctx context.Context, db Beginner, w SettledWorker, stop func() error) (bool, error) {
+	stopped := false
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if err := lockRunWorker(ctx, tx, w.Via, w.ID); err != nil {
+			return err
+		}
+		var held bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (
+				SELECT 1 FROM run_workers o JOIN runs r ON r.id = o.run_id
+				WHERE o.via = $1 AND o.worker_id = $2 AND r.status = $3)`, w.Via, w.ID, api.RunRunning).Scan(&held); err != nil || held {
+			return err
+		}
+		stopped = true
+		return stop()
+	})
+	return stopped, err
 }

@@ -1,17 +1,19 @@
 package store_test
 
 import (
+	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
 
-// A settled run's workers are taken once; a worker that a running run holds
-// too is left to that run (its row goes, the worker is not returned), and a
-// running run's rows stay until it settles.
-func TestTakeSettledWorkers(t *testing.T) {
+// A settled run's workers are taken once, only those of the executors
+// asked for; ReleaseWorker stops one unless a running run holds it; a run
+// that is over records no worker.
+func TestSettledWorkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	done := b.newRun(t, store.NewRun{Status: runstate.RunSucceeded})
@@ -25,30 +27,93 @@ func TestTakeSettledWorkers(t *testing.T) {
 			}
 		}
 	}
-	record(done, "marketplace", "writer-1")
-	record(done, "marketplace", "shared-1")
-	record(waiting, "marketplace", "writer-1") // two settled runs, one worker
-	record(waiting, "mesh", "writer-1")        // another executor's worker of that id
+	record(waiting, "marketplace", "writer-1")
+	record(waiting, "marketplace", "shared-1")
+	record(waiting, "mesh", "writer-1") // another executor's worker of that id
 	record(running, "marketplace", "shared-1")
+	if err := store.RecordRunWorker(b.ctx, b.pool, done.ID, "marketplace", "late-1"); !errors.Is(err, store.ErrRunSettled) {
+		t.Errorf("recording a worker of a run that succeeded: %v, want ErrRunSettled", err)
+	}
 
-	got, err := store.TakeSettledWorkers(b.ctx, b.pool, 100)
+	got, err := store.TakeSettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.SettledWorker{{Via: "marketplace", ID: "writer-1"}, {Via: "mesh", ID: "writer-1"}}
+	want := []store.SettledWorker{{Via: "marketplace", ID: "shared-1"}, {Via: "marketplace", ID: "writer-1"}}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("taken %+v, want %+v", got, want)
+		t.Fatalf("taken %+v, want %+v", got, want)
 	}
-	if got, err := store.TakeSettledWorkers(b.ctx, b.pool, 100); err != nil || len(got) != 0 {
+	var stopped []string
+	for _, w := range got {
+		if _, err := store.ReleaseWorker(b.ctx, b.pool, w, func() error { stopped = append(stopped, w.ID); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(stopped, []string{"writer-1"}) {
+		t.Errorf("stopped %q; want writer-1 alone (shared-1 is the running run's)", stopped)
+	}
+	if got, err := store.TakeSettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100); err != nil || len(got) != 0 {
 		t.Errorf("taken again: %+v, %v; want none", got, err)
+	}
+	if got, err := store.TakeSettledWorkers(b.ctx, b.pool, []string{"mesh"}, 100); err != nil || len(got) != 1 {
+		t.Errorf("the mesh executor's: %+v, %v; want its one worker", got, err)
 	}
 
 	// The running run settles: its worker is taken now.
 	if err := store.UpdateRun(b.ctx, b.pool, running.ID, store.RunUpdate{Status: runstate.RunFailed}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = store.TakeSettledWorkers(b.ctx, b.pool, 100)
+	got, err = store.TakeSettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
 	if want := []store.SettledWorker{{Via: "marketplace", ID: "shared-1"}}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("after the run failed: %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// A waiting run that runs again and records its worker while the worker's
+// stop is under way waits for the stop; one that records it before the
+// stop begins keeps it.
+func TestReleaseWorkerAndRecordTakeTurns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := b.newRun(t, store.NewRun{Status: runstate.RunWaiting})
+	for _, id := range []string{"first-1", "second-1"} {
+		if err := store.RecordRunWorker(b.ctx, b.pool, run.ID, "marketplace", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken, err := store.TakeSettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
+	if err != nil || len(taken) != 2 {
+		t.Fatalf("taken %+v, %v", taken, err)
+	}
+
+	// While first-1 stops, the run is approved and records both workers
+	// again: first-1's record waits for its stop; second-1's, recorded
+	// before its stop begins, keeps it running.
+	recorded := make(chan error, 1)
+	_, err = store.ReleaseWorker(b.ctx, b.pool, taken[0], func() error {
+		if err := store.UpdateRun(b.ctx, b.pool, run.ID, store.RunUpdate{Status: runstate.RunRunning}); err != nil {
+			return err
+		}
+		if err := store.RecordRunWorker(b.ctx, b.pool, run.ID, "marketplace", "second-1"); err != nil {
+			return err
+		}
+		go func() { recorded <- store.RecordRunWorker(b.ctx, b.pool, run.ID, "marketplace", "first-1") }()
+		select {
+		case err := <-recorded:
+			t.Errorf("first-1 was recorded (%v) while its stop was under way", err)
+			recorded <- err
+		case <-time.After(300 * time.Millisecond):
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recorded; err != nil {
+		t.Fatalf("recording first-1 after its stop: %v", err)
+	}
+	stopped, err := store.ReleaseWorker(b.ctx, b.pool, taken[1], func() error { return nil })
+	if err != nil || stopped {
+		t.Errorf("second-1, recorded by the running run: stopped %v, %v; want it kept", stopped, err)
 	}
 }

@@ -175,12 +175,6 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	if err != nil {
 		return executor.Result{}, err
 	}
-	if req.OnWorker != nil {
-		// Recorded before it is spawned: the run stops it once it settles.
-		if err := req.OnWorker(id); err != nil {
-			return executor.Result{}, fmt.Errorf("recording journey %s: %w", id, err)
-		}
-	}
 	j := e.journey(id)
 	if spawn.fresh {
 		// Seeded afresh from another journey's base plus its patch, for
@@ -189,7 +183,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 		j.spawned = false
 		j.mu.Unlock()
 	}
-	if err := e.ensure(ctx, log, j, id, req.Role.Worker, spawn); err != nil {
+	if err := e.ensure(ctx, log, j, id, req.Role.Worker, spawn, req.OnWorker); err != nil {
 		return executor.Result{}, err
 	}
 	act := map[string]any{"type": "task", "task": req.Task}
@@ -205,7 +199,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 		j.mu.Lock()
 		j.spawned = false
 		j.mu.Unlock()
-		if err := e.ensure(ctx, log, j, id, req.Role.Worker, spawn); err != nil {
+		if err := e.ensure(ctx, log, j, id, req.Role.Worker, spawn, req.OnWorker); err != nil {
 			return executor.Result{}, err
 		}
 		out, err = e.execute(ctx, id, act, req.OnEvent)
@@ -293,7 +287,14 @@ func (e *Executor) journey(id string) *journey {
 // journey that does not exist yet is spawned (mode normal), a stopped,
 // orphaned or failed one is resumed with its workspace and agent session,
 // and a live one is reported already_active.
-func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id, worker string, spawn spawnWith) error {
+func (e *Executor) ensure(ctx context.Context, log *slog.Logger, j *journey, id, worker string, spawn spawnWith, onWorker func(string) error) error {
+	if onWorker != nil {
+		// Recorded before the journey is used, or started again: the run
+		// stops it once it settles.
+		if err := onWorker(id); err != nil {
+			return fmt.Errorf("recording journey %s: %w", id, err)
+		}
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.spawned {
@@ -492,7 +493,7 @@ func (o execOutput) text() string {
 }
 
 // diff takes the journey's change through workspace_diff: its patch, and
-// the changed files the patch leaves out (the summary's binary files). A
+// the changed files the patch leaves out (the summary's omitted files). A
 // change the worker's result gate refuses fails the attempt, with every
 // violation.
 func (e *Executor) diff(ctx context.Context, id string) (patch string, omits []string, err error) {
@@ -514,7 +515,7 @@ func (e *Executor) diff(ctx context.Context, id string) (patch string, omits []s
 	case res.IsError || !decoded:
 		return "", nil, fmt.Errorf("workspace_diff: %s", meshapi.ResultText(res))
 	}
-	return out.Patch, out.Summary.Binary, nil
+	return out.Patch, out.Summary.Omitted, nil
 }
 
 // decode reads a tool result's structured content, or else its text as

@@ -300,7 +300,13 @@ func TestJourneyPerWorkerAndItem(t *testing.T) {
 func TestResumesStoppedJourney(t *testing.T) {
 	t.Parallel()
 	m := startMarket(t, marketplacetest.Options{})
-	first, err := m.ex.Execute(context.Background(), request("thread-1", "writer", agentWorker, "one", nil))
+	recorded := 0
+	req := func(task string) executor.Request {
+		r := request("thread-1", "writer", agentWorker, task, nil)
+		r.OnWorker = func(string) error { recorded++; return nil }
+		return r
+	}
+	first, err := m.ex.Execute(context.Background(), req("one"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,9 +317,13 @@ func TestResumesStoppedJourney(t *testing.T) {
 	if err != nil || stop.IsError {
 		t.Fatalf("stop_worker: %v %s", err, meshapi.ResultText(stop))
 	}
-	res, err := m.ex.Execute(context.Background(), request("thread-1", "writer", agentWorker, "two", nil))
+	res, err := m.ex.Execute(context.Background(), req("two"))
 	if err != nil || res.Output != "ok: two" || res.SessionID != first.SessionID {
 		t.Fatalf("after the journey stopped: %+v, %v; want the answer in session %s", res, err, first.SessionID)
+	}
+	// Recorded again before it is resumed: the run stops what it started.
+	if recorded != 3 {
+		t.Errorf("the journey was recorded %d times; want 3 (each use, and its resume)", recorded)
 	}
 	if m.calls.count("spawn_worker normal") != 1 || m.calls.count("spawn_worker resume") != 1 {
 		t.Errorf("spawns: %d normal, %d resume; want one of each", m.calls.count("spawn_worker normal"), m.calls.count("spawn_worker resume"))
@@ -429,10 +439,11 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// A node's change comes with the changed files its text patch leaves out
-// (a binary file here); the journey is recorded before it is spawned
-// (OnWorker), and Release stops it, workspace kept: the next attempt
-// resumes it and finds the change. A journey that is not there is skipped.
+// A node's change carries a binary file in git's binary form, and comes
+// with the changed files the patch leaves out (one over 4 MiB); the journey
+// is recorded before it is spawned (OnWorker), and Release stops it,
+// workspace kept: the next attempt records it again, resumes it and finds
+// the change. A journey that is not there is skipped.
 func TestPatchOmitsAndRelease(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -457,7 +468,8 @@ func TestPatchOmitsAndRelease(t *testing.T) {
 	}
 	id := recorded[0]
 	client := mcptest.Connect(t, m.endpoint, marketplacetest.Token, nil)
-	for path, content := range map[string]string{"logo.png": "PNG\x00\x01", "NOTES.md": "notes\n"} {
+	big := strings.Repeat("a line of a large file\n", (4<<20)/23+1)
+	for path, content := range map[string]string{"logo.png": "PNG\x00\x01", "NOTES.md": "notes\n", "big.txt": big} {
 		res, err := client.CallTool(context.Background(), &mcp.CallToolParams{Name: meshapi.ToolExecuteInWorker, Arguments: map[string]any{
 			"journey_id": id, "action": map[string]any{"type": "write", "target": path, "content": content},
 		}})
@@ -469,8 +481,9 @@ func TestPatchOmitsAndRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(res.Patch, "+++ b/NOTES.md") || strings.Contains(res.Patch, "logo.png") || !slices.Equal(res.PatchOmits, []string{"logo.png"}) {
-		t.Fatalf("patch %q, omits %q; want NOTES.md in the patch and logo.png left out", res.Patch, res.PatchOmits)
+	if !strings.Contains(res.Patch, "+++ b/NOTES.md") || !strings.Contains(res.Patch, "diff --git a/logo.png b/logo.png\nnew file mode 100644\nindex 0000000000000000000000000000000000000000..") ||
+		!strings.Contains(res.Patch, "GIT binary patch\nliteral 5\n") || strings.Contains(res.Patch, "big.txt") || !slices.Equal(res.PatchOmits, []string{"big.txt"}) {
+		t.Fatalf("patch %q, omits %q; want NOTES.md and logo.png (in binary form) in the patch, and big.txt left out", res.Patch, res.PatchOmits)
 	}
 
 	if err := m.ex.Release(context.Background(), []string{id, "tester-nothing-here"}); err != nil {
@@ -481,8 +494,11 @@ func TestPatchOmitsAndRelease(t *testing.T) {
 		t.Fatalf("after Release: %v %s; want the journey stopped", err, meshapi.ResultText(st))
 	}
 	res, err = m.ex.Execute(context.Background(), req)
-	if err != nil || !slices.Equal(res.PatchOmits, []string{"logo.png"}) || !strings.Contains(res.Patch, "NOTES.md") {
-		t.Fatalf("after Release, the next attempt: %+v, %v; want the same change", res, err)
+	if err != nil || !slices.Equal(res.PatchOmits, []string{"big.txt"}) || !strings.Contains(res.Patch, "NOTES.md") {
+		t.Fatalf("after Release, the next attempt: %+v, %v; want the same change", res.PatchOmits, err)
+	}
+	if len(recorded) != 3 {
+		t.Errorf("recorded %d times; want once an attempt", len(recorded))
 	}
 	if n := m.calls.count("spawn_worker resume"); n != 1 {
 		t.Errorf("%d resumes; want the released journey resumed once", n)
