@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 
 	"github.com/meshwork/meshwork/services/marketplace/internal/bases"
@@ -76,6 +77,11 @@ func applyFile(d *bases.Draft, f *gitdiff.File) error {
 	} else if _, _, err := d.Content(f.NewName); err == nil {
 		return invalid("source.patch does not apply: it creates %q, which is already in the base", f.NewName)
 	}
+	if f.IsBinary && !f.IsNew && !blobIs(oldEntry.Hash, f.OldOIDPrefix) {
+		// A binary hunk replaces the content whole: only the blob it
+		// names says it was made from this file, as git apply checks.
+		return invalid("source.patch does not apply to %q: the base's file is %s, the patch was made from %s", f.OldName, oldEntry.Hash, f.OldOIDPrefix)
+	}
 	if f.IsDelete {
 		d.Remove(f.OldName)
 		return nil
@@ -83,6 +89,9 @@ func applyFile(d *bases.Draft, f *gitdiff.File) error {
 	var out bytes.Buffer
 	if err := gitdiff.Apply(&out, bytes.NewReader(old), f); err != nil {
 		return invalid("source.patch does not apply to %q: %v", name, err)
+	}
+	if f.IsBinary && !blobIs(plumbing.ComputeHash(plumbing.BlobObject, out.Bytes()), f.NewOIDPrefix) {
+		return invalid("source.patch does not apply to %q: its binary hunk makes another file than its index line names (%s)", name, f.NewOIDPrefix)
 	}
 	mode := oldEntry.Mode
 	if f.NewMode != 0 {
@@ -112,4 +121,10 @@ func gitMode(m os.FileMode) filemode.FileMode {
 		return filemode.Executable
 	}
 	return filemode.Regular
+}
+
+// blobIs reports whether a binary change's index line names blob h: git
+// writes binary changes' blobs in full (and requires them).
+func blobIs(h plumbing.Hash, prefix string) bool {
+	return len(prefix) == len(h.String()) && prefix == h.String()
 }

@@ -9,8 +9,8 @@ package unidiff
 import (
 	"bytes"
 	"compress/zlib"
-	"errors"
 	"io"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -63,11 +63,11 @@ func (f *File) Hash() plumbing.Hash { return f.hash }
 type FilePatch struct {
 	from, to *File
 	binary   bool
-	// carried: a binary change whose contents (src, dst) the patch
+	// carried: a binary change whose new content (dst) the patch
 	// carries.
-	carried  bool
-	src, dst []byte
-	chunks   []fdiff.Chunk
+	carried bool
+	dst     []byte
+	chunks  []fdiff.Chunk
 	// Added and Deleted count the lines the change adds and removes.
 	Added, Deleted int64
 }
@@ -113,14 +113,14 @@ func Binary(from, to *File) *FilePatch {
 	return &FilePatch{from: from, to: to, binary: true}
 }
 
-// BinaryContent is a change to a binary file that the patch carries, as
-// `git diff --binary` writes it: the new content and the old one (to
-// reverse it), each deflated and base85-encoded. Its text is ASCII, so it
-// survives JSON as it is. git apply takes it when both sides' hashes are
-// the contents' blob hashes: it checks the file it patches, and what it
-// writes, against them.
-func BinaryContent(from, to *File, src, dst []byte) *FilePatch {
-	return &FilePatch{from: from, to: to, binary: true, carried: true, src: src, dst: dst}
+// BinaryContent is a change to a binary file that the patch carries, in
+// git's binary form: the new content, deflated and base85-encoded (the
+// forward hunk alone: git apply takes it, git apply -R does not). Its text
+// is ASCII, so it survives JSON as it is. git apply takes it when both
+// sides' hashes are the contents' blob hashes: it checks the file it
+// patches, and what it writes, against them.
+func BinaryContent(from, to *File, dst []byte) *FilePatch {
+	return &FilePatch{from: from, to: to, binary: true, carried: true, dst: dst}
 }
 
 // Encode writes the patches as one git-format unified diff, with git's
@@ -136,67 +136,62 @@ func Encode(w io.Writer, patches []*FilePatch) error {
 		return err
 	}
 	for _, p := range patches {
-		if !p.carried {
+		if !p.carried && (p.binary || len(p.chunks) > 0) {
 			run = append(run, p)
 			continue
 		}
 		if err := flush(); err != nil {
 			return err
 		}
-		if err := encodeBinary(w, p); err != nil {
+		if err := encodeHeaderNamed(w, p); err != nil {
 			return err
 		}
 	}
 	return flush()
 }
 
-// encodeBinary writes a carried binary change: go-git's headers (the
-// same as every other file's), with the "Binary files ... differ" line
-// they end with replaced by git's binary patch.
-func encodeBinary(w io.Writer, p *FilePatch) error {
-	var head bytes.Buffer
-	if err := fdiff.NewUnifiedEncoder(&head, 0).Encode(patch{p}); err != nil {
+// encodeHeaderNamed writes a change that has no "---" and "+++" lines (a
+// carried binary change; a rename, a mode change, an empty file added or
+// deleted) with go-gitdiff's formatter, which quotes names as git does:
+// git reads such a change's names from its "diff --git" line, where
+// go-git's encoder leaves a name with a double quote unquoted and git
+// cannot read it.
+func encodeHeaderNamed(w io.Writer, p *FilePatch) error {
+	f := &gitdiff.File{IsBinary: p.carried, OldOIDPrefix: plumbing.ZeroHash.String(), NewOIDPrefix: plumbing.ZeroHash.String()}
+	switch {
+	case p.from == nil:
+		f.IsNew, f.NewName, f.NewMode = true, p.to.path, os.FileMode(p.to.mode)
+		f.NewOIDPrefix = p.to.hash.String()
+	case p.to == nil:
+		f.IsDelete, f.OldName, f.OldMode = true, p.from.path, os.FileMode(p.from.mode)
+		f.OldOIDPrefix = p.from.hash.String()
+	default:
+		f.OldName, f.NewName, f.OldMode = p.from.path, p.to.path, os.FileMode(p.from.mode)
+		f.IsRename = p.from.path != p.to.path
+		if p.to.mode != p.from.mode {
+			f.NewMode = os.FileMode(p.to.mode)
+		}
+		f.OldOIDPrefix, f.NewOIDPrefix = p.from.hash.String(), p.to.hash.String()
+		if !p.carried {
+			// The same content: git writes no index line.
+			f.OldOIDPrefix, f.NewOIDPrefix = "", ""
+		}
+	}
+	if !p.carried {
+		_, err := io.WriteString(w, f.String())
 		return err
 	}
-	i := bytes.LastIndex(head.Bytes(), []byte("\nBinary files "))
-	if i < 0 {
-		return errors.New("unidiff: go-git wrote no binary line to replace")
-	}
-	forward, err := literal(p.dst)
-	if err != nil {
-		return err
-	}
-	reverse, err := literal(p.src)
-	if err != nil {
-		return err
-	}
-	// go-gitdiff formats the fragments; its file header is not used.
-	text := (&gitdiff.File{IsBinary: true, BinaryFragment: forward, ReverseBinaryFragment: reverse}).String()
-	j := strings.Index(text, binaryMarker)
-	if j < 0 {
-		return errors.New("unidiff: go-gitdiff wrote no binary patch")
-	}
-	if _, err := w.Write(head.Bytes()[:i+1]); err != nil {
-		return err
-	}
-	_, err = io.WriteString(w, text[j:])
-	return err
-}
-
-// binaryMarker starts a binary patch's content in git's format.
-const binaryMarker = "GIT binary patch\n"
-
-// literal is a binary patch's fragment holding content whole, deflated.
-func literal(content []byte) (*gitdiff.BinaryFragment, error) {
 	var z bytes.Buffer
 	zw := zlib.NewWriter(&z)
-	if _, err := zw.Write(content); err != nil {
-		return nil, err
+	if _, err := zw.Write(p.dst); err != nil {
+		return err
 	}
 	if err := zw.Close(); err != nil {
-		return nil, err
+		return err
 	}
-	return &gitdiff.BinaryFragment{Method: gitdiff.BinaryPatchLiteral, Size: int64(len(content)), RawData: z.Bytes()}, nil
+	f.BinaryFragment = &gitdiff.BinaryFragment{Method: gitdiff.BinaryPatchLiteral, Size: int64(len(p.dst)), RawData: z.Bytes()}
+	_, err := io.WriteString(w, f.String())
+	return err
 }
 
 // lines counts a chunk's lines; a last line without a newline counts.

@@ -42,6 +42,11 @@ type Options struct {
 	// binary form; a larger one is listed (binary and omitted), not put in
 	// the patch. Defaults to 4 MiB.
 	MaxTextBytes int64
+	// MaxBinaryBytes bounds the binary content one patch carries, in
+	// bytes before it is deflated: binary files past it are listed
+	// (omitted), so that a patch stays within what a source takes
+	// (source.MaxPatchBytes) and what a client reads. Defaults to 8 MiB.
+	MaxBinaryBytes int64
 	// MaxEntries bounds the workspace export's entries (files, links and
 	// directories), each of which the diff holds. Defaults to 1,000,000.
 	MaxEntries int
@@ -70,6 +75,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxTextBytes <= 0 {
 		o.MaxTextBytes = 4 << 20
 	}
+	if o.MaxBinaryBytes <= 0 {
+		o.MaxBinaryBytes = 8 << 20
+	}
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = 1_000_000
 	}
@@ -95,6 +103,8 @@ type Change struct {
 	files   map[string]bases.Entry // the workspace's files
 	// blobs holds the content of the workspace files that the base lacks.
 	blobs *memory.Storage
+	// binaryBytes is the binary content the patch carries so far.
+	binaryBytes int64
 }
 
 // changedFile is one file of a change and its part of the patch (none for
@@ -449,7 +459,8 @@ func (c *Change) size(f *file) (int64, error) {
 
 // filePatch diffs one change, filling its line counts and binary and
 // omitted flags: a binary change is carried in git's binary form, and one
-// too large for a patch is omitted (nil): listed, not put in the patch.
+// too large for a patch (past MaxTextBytes, or past MaxBinaryBytes with the
+// binary files before it) is omitted (nil): listed, not put in the patch.
 func (c *Change) filePatch(ch *fileChange, opts Options) (*unidiff.FilePatch, error) {
 	if ch.from != nil && ch.to != nil && ch.from.entry.Hash == ch.to.entry.Hash && !ch.from.entry.Hash.IsZero() {
 		// A rename or a mode change that keeps the content is headers
@@ -478,7 +489,12 @@ func (c *Change) filePatch(ch *fileChange, opts Options) (*unidiff.FilePatch, er
 	}
 	if unidiff.IsBinary(from) || unidiff.IsBinary(to) {
 		ch.Binary = true
-		return unidiff.BinaryContent(ch.from.side(), ch.to.side(), from, to), nil
+		if c.binaryBytes+int64(len(to)) > opts.MaxBinaryBytes {
+			ch.Omitted = true // past the patch's share of binary content
+			return nil, nil
+		}
+		c.binaryBytes += int64(len(to))
+		return unidiff.BinaryContent(ch.from.side(), ch.to.side(), to), nil
 	}
 	fp := unidiff.Text(ch.from.side(), ch.to.side(), from, to)
 	ch.LinesAdded, ch.LinesDeleted = fp.Added, fp.Deleted

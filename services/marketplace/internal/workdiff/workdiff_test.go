@@ -459,7 +459,7 @@ func TestPatchSurvivesJSON(t *testing.T) {
 	t.Parallel()
 	base, repo := keep(t, map[string]string{
 		"latin1.txt": "caf\xe9\n", "notes.md": "one\n", "old-latin.txt": "na\xefve\n", "run.sh": "echo caf\xe9\n",
-		"gone.bin": "\x00\x01\x02", "big.txt": "small\n",
+		"gone.bin": "\x00\x01\x02", "big.txt": "small\n", "mode\"x.sh": "echo\n",
 	}, nil)
 	ws := t.TempDir()
 	seedWorkspace(t, base, ws)
@@ -474,9 +474,16 @@ func TestPatchSurvivesJSON(t *testing.T) {
 	if err := os.Remove(filepath.Join(ws, "gone.bin")); err != nil {
 		t.Fatal(err)
 	}
+	// A mode change alone and an empty new file have no "---" and "+++"
+	// lines either: git reads their names from the header.
+	if err := os.Chmod(filepath.Join(ws, "mode\"x.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	logo := bytes.Repeat([]byte("\x89PNG\r\n\x1a\n\x00\xff"), 80)
 	for name, content := range map[string]string{
 		"latin1.txt": "caf\xe9s\n", "notes.md": "one\ntwo \u00e9t\u00e9\n", "logo.png": string(logo),
+		// Names git writes quoted, for a binary change's header.
+		"q\"u.bin": "\x00quote", "dir with space/\u00e9t\u00e9.bin": "\x00space", "empty\"file": "",
 		"big.txt":                   strings.Repeat("a longer line\n", 100),
 		".git./hooks/post-checkout": "#!/bin/sh\n", "sub/GIT~1/config": "[core]\n",
 	} {
@@ -491,7 +498,7 @@ func TestPatchSurvivesJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := ch.Summary; s.FilesChanged != 7 || strings.Join(s.Binary, " ") != "big.txt gone.bin latin1.txt logo.png" || strings.Join(s.Omitted, " ") != "big.txt" {
+	if s := ch.Summary; s.FilesChanged != 11 || strings.Join(s.Binary, " ") != "big.txt dir with space/\u00e9t\u00e9.bin gone.bin latin1.txt logo.png q\"u.bin" || strings.Join(s.Omitted, " ") != "big.txt" {
 		t.Fatalf("summary %+v\n%s", s, ch.Patch)
 	}
 	wire, err := json.Marshal(string(ch.Patch))
@@ -518,10 +525,15 @@ func TestPatchSurvivesJSON(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(clone, "new-latin.txt")); string(got) != "na\xefve\n" {
 		t.Errorf("the renamed file after git apply: %q", got)
 	}
-	if fi, err := os.Stat(filepath.Join(clone, "run.sh")); err != nil || fi.Mode()&0o111 == 0 {
-		t.Errorf("run.sh after git apply is not executable: %v", err)
+	for _, name := range []string{"run.sh", "mode\"x.sh"} {
+		if fi, err := os.Stat(filepath.Join(clone, name)); err != nil || fi.Mode()&0o111 == 0 {
+			t.Errorf("%s after git apply is not executable: %v", name, err)
+		}
 	}
-	for name, want := range map[string]string{"latin1.txt": "caf\xe9s\n", "logo.png": string(logo), "big.txt": "small\n"} {
+	if fi, err := os.Stat(filepath.Join(clone, "empty\"file")); err != nil || fi.Size() != 0 {
+		t.Errorf("the empty new file after git apply: %v", err)
+	}
+	for name, want := range map[string]string{"latin1.txt": "caf\xe9s\n", "logo.png": string(logo), "big.txt": "small\n", "q\"u.bin": "\x00quote", "dir with space/\u00e9t\u00e9.bin": "\x00space"} {
 		if got, err := os.ReadFile(filepath.Join(clone, name)); err != nil || string(got) != want {
 			t.Errorf("%s after git apply: %q, %v; want %q", name, got, err, want)
 		}
@@ -552,5 +564,66 @@ func TestPatchSurvivesJSON(t *testing.T) {
 	}
 	if s := ch2.Summary; s.FilesChanged != 1 || s.Files[0].Path != "big.txt" {
 		t.Errorf("the patched base differs from the workspace: %+v\n%s", s, ch2.Patch)
+	}
+}
+
+// A patch carries at most MaxBinaryBytes of binary content: the binary
+// files past it are listed and omitted.
+func TestBinaryBudget(t *testing.T) {
+	t.Parallel()
+	base, _ := keep(t, map[string]string{"README.md": "r\n"}, nil)
+	ws := t.TempDir()
+	seedWorkspace(t, base, ws)
+	for _, name := range []string{"a.bin", "b.bin", "c.txt"} {
+		content := strings.Repeat("\x00", 600)
+		if name == "c.txt" {
+			content = "text\n"
+		}
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch, err := workdiff.Compute(base, tarDir(t, ws), workdiff.Options{MaxBinaryBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ch.Summary; strings.Join(s.Binary, " ") != "a.bin b.bin" || strings.Join(s.Omitted, " ") != "b.bin" {
+		t.Errorf("binary %q, omitted %q; want a.bin carried and b.bin omitted", s.Binary, s.Omitted)
+	}
+	if p := string(ch.Patch); !strings.Contains(p, "a/a.bin") || strings.Contains(p, "b.bin") || !strings.Contains(p, "+text") {
+		t.Errorf("patch:\n%s", p)
+	}
+}
+
+// A patch's binary hunk seeds a base only over the file it was made from,
+// as git apply checks its index line: another content is refused, changed
+// or deleted.
+func TestBinaryPatchOnAnotherBase(t *testing.T) {
+	t.Parallel()
+	made, _ := keep(t, map[string]string{"a.bin": "\x00YYYY", "gone.bin": "\x00old"}, nil)
+	ws := t.TempDir()
+	seedWorkspace(t, made, ws)
+	if err := os.WriteFile(filepath.Join(ws, "a.bin"), []byte("\x00ZZZZ"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(ws, "gone.bin")); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := workdiff.Compute(made, tarDir(t, ws), workdiff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := source.Patch(made, "first", string(ch.Patch), bases.NewDraft(bases.Limits{})); err != nil {
+		t.Fatalf("on its own base: %v", err)
+	}
+	for name, files := range map[string]map[string]string{
+		"a.bin":    {"a.bin": "\x00XXXX", "gone.bin": "\x00old"},
+		"gone.bin": {"a.bin": "\x00YYYY", "gone.bin": "\x00other"},
+	} {
+		other, _ := keep(t, files, nil)
+		_, err := source.Patch(other, "first", string(ch.Patch), bases.NewDraft(bases.Limits{}))
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "the patch was made from") {
+			t.Errorf("over another %s: %v; want it refused", name, err)
+		}
 	}
 }

@@ -107,4 +107,34 @@ func TestCodingPipeline(t *testing.T) {
 	if out, err := test.CombinedOutput(); err != nil {
 		t.Errorf("go test in the patched clone: %v\n%s", err, out)
 	}
+
+	// A fork from the checkpoint of the second implement, on a thread of
+	// its own: its test and review are seeded from the implementer's
+	// journey on the first run's thread, where that patch was made.
+	cps, err := eng.RecentCheckpoints(ctx, run.ID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := -1
+	for _, cp := range cps {
+		if cp.NodeID == "implement" && cp.Iteration == 2 {
+			seq = cp.Seq
+		}
+	}
+	if seq < 0 {
+		t.Fatalf("no checkpoint of the second implement among %+v", cps)
+	}
+	fork, err := eng.Fork(ctx, engine.ForkRequest{RunID: run.ID, Seq: seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fv := waitStatus(t, eng, fork.ID, runstate.RunWaiting, runstate.RunFailed)
+	if fv.Status != runstate.RunWaiting || fv.Patch != v.Patch || fv.Thread == v.Thread {
+		t.Fatalf("the fork %s on thread %s: %s (%s), patch %q; want it waiting with the run's patch; attempts %+v", fv.ID, fv.Thread, fv.Status, fv.Error, fv.Patch, fv.Attempts)
+	}
+	for _, n := range fv.Nodes {
+		if n.ID == "test" && !strings.HasPrefix(n.Output, "exit_code: 0") {
+			t.Errorf("the fork's test: %q", n.Output)
+		}
+	}
 }

@@ -121,6 +121,14 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	}
 	ps := st.Pipeline()
 	req.Source = nodeSource(p, ps, a.NodeID)
+	if s := p.Source(a.NodeID); s != nil && s.From != "" {
+		// The change's journey is where its node ran: in a fork, maybe
+		// on the thread of the run it was forked from.
+		var err error
+		if req.Source.FromThread, err = store.NodeThread(ctx, e.pool, run.ID, s.From); err != nil {
+			return res, err
+		}
+	}
 	req.OnWorker = func(id string) error {
 		// Bounded past a stop of the worker under way, which the record
 		// waits for.

@@ -77,7 +77,12 @@ type Source struct {
 	// that role was seeded from (nil for none); Patch is that node's patch.
 	FromRole, FromWorker string
 	FromRepository       map[string]any
-	Patch                string
+	// FromThread is the thread whose journey of FromRole made the patch:
+	// a fork's node whose from node ran before the fork's checkpoint
+	// finds that journey on the thread of the run it was forked from.
+	// Empty: the request's thread.
+	FromThread string
+	Patch      string
 }
 
 // Result is what an attempt produced.

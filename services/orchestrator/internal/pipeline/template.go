@@ -205,7 +205,8 @@ func (r *refChecker) scopeHint() string {
 }
 
 // templateData is what templates are executed with: .inputs, and
-// .nodes.<id>.output and .patch of every node in the state.
+// .nodes.<id>.output and .patch of every node in the state (readable: its
+// binary hunks are not shown).
 func templateData(state State, extra map[string]any) map[string]any {
 	inputs := state.Inputs
 	if inputs == nil {
@@ -213,11 +214,40 @@ func templateData(state State, extra map[string]any) map[string]any {
 	}
 	nodes := make(map[string]any, len(state.Nodes))
 	for id, ns := range state.Nodes {
-		nodes[id] = map[string]any{"output": ns.Output, "patch": ns.Patch}
+		nodes[id] = map[string]any{"output": ns.Output, "patch": readablePatch(ns.Patch)}
 	}
 	data := map[string]any{"inputs": inputs, "nodes": nodes}
 	maps.Copy(data, extra)
 	return data
+}
+
+// binaryHunk starts a binary file's content in a git patch; the content
+// follows in one or two fragments ("literal N" or "delta N", base85 lines,
+// a blank line).
+const binaryHunk = "GIT binary patch\n"
+
+// readablePatch is a patch as a task shows it: each binary file's content
+// (base85 an agent cannot read, up to megabytes of it) replaced by a line
+// that says it is binary. A text hunk's lines all start with ' ', '+' or
+// '-', so none is taken for one.
+func readablePatch(patch string) string {
+	if !strings.Contains(patch, "\n"+binaryHunk) {
+		return patch
+	}
+	var b strings.Builder
+	lines := strings.SplitAfter(patch, "\n")
+	for i := 0; i < len(lines); i++ {
+		if lines[i] != binaryHunk {
+			b.WriteString(lines[i])
+			continue
+		}
+		b.WriteString("(binary content, not shown)\n")
+		for frag := 0; frag < 2 && i+1 < len(lines) && (strings.HasPrefix(lines[i+1], "literal ") || strings.HasPrefix(lines[i+1], "delta ")); frag++ {
+			for i++; i+1 < len(lines) && lines[i] != "\n"; i++ {
+			}
+		}
+	}
+	return b.String()
 }
 
 // ErrTooLarge is returned, wrapped, by the Render methods for a text larger

@@ -65,3 +65,33 @@ func RunCosts(ctx context.Context, q Querier, runIDs []string) (map[string]float
 	}
 	return costs, rows.Err()
 }
+
+// maxForkDepth bounds the forks NodeThread walks back through.
+const maxForkDepth = 100
+
+// NodeThread is the thread of the run whose attempt made node's result in
+// run runID: runID's own, or, when the node's result came with a fork's
+// checkpoint, that of the run it was forked from (and so on back), the
+// nearest with a succeeded attempt of the node. A run's workers are its
+// thread's: a node seeded from another's change finds that change's
+// worker there. With no such attempt it is runID's thread.
+func NodeThread(ctx context.Context, q Querier, runID, nodeID string) (string, error) {
+	var thread string
+	err := q.QueryRow(ctx, `
+		WITH RECURSIVE chain AS (
+			SELECT id, thread, forked_from_run, 0 AS depth FROM runs WHERE id = $1
+			UNION ALL
+			SELECT r.id, r.thread, r.forked_from_run, c.depth + 1
+			FROM runs r JOIN chain c ON r.id = c.forked_from_run
+			WHERE c.depth < $3
+		)
+		SELECT coalesce(
+			(SELECT c.thread FROM chain c
+			 WHERE EXISTS (SELECT 1 FROM node_attempts a WHERE a.run_id = c.id AND a.node_id = $2 AND a.status = 'succeeded')
+			 ORDER BY c.depth LIMIT 1),
+			(SELECT thread FROM runs WHERE id = $1))`, runID, nodeID, maxForkDepth).Scan(&thread)
+	if err != nil {
+		return "", fmt.Errorf("the thread of node %s of run %s: %w", nodeID, runID, err)
+	}
+	return thread, nil
+}

@@ -27,10 +27,16 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// lockRunWorker takes the worker's lock until tx ends. The two-key form
-// keeps it apart from the marketplace's one-key journey locks.
+// runWorkerLockClass is the first key of a run worker's advisory lock
+// (pg_advisory_xact_lock(int, int)), next to the marketplace's classes
+// (0x4d570001 for journeys, 0x4d570002 for names), which may share the
+// database: no lock of theirs is ever taken for one of these.
+const runWorkerLockClass int32 = 0x4d570003
+
+// lockRunWorker takes the worker's lock until tx ends. Two workers whose
+// keys meet only wait for each other.
 func lockRunWorker(ctx context.Context, tx pgx.Tx, via, id string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('meshwork.run_workers'), hashtext($1 || '/' || $2))`, via, id)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2 || '/' || $3))`, runWorkerLockClass, via, id)
 	return err
 }
 

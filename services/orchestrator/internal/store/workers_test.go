@@ -117,3 +117,37 @@ func TestReleaseWorkerAndRecordTakeTurns(t *testing.T) {
 		t.Errorf("second-1, recorded by the running run: stopped %v, %v; want it kept", stopped, err)
 	}
 }
+
+// A node's result came from the nearest run back along the forks with a
+// succeeded attempt of it; its thread is that run's.
+func TestNodeThread(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	seq := 1
+	a := b.newRun(t, store.NewRun{Thread: "thread-a"})
+	fork := b.newRun(t, store.NewRun{Thread: "thread-b", ForkedFromRun: a.ID, ForkedFromSeq: &seq})
+	again := b.newRun(t, store.NewRun{Thread: "thread-c", ForkedFromRun: fork.ID, ForkedFromSeq: &seq})
+	attempt := func(run store.Run, node, status string) {
+		t.Helper()
+		if err := store.InsertAttempt(b.ctx, b.pool, store.Attempt{RunID: run.ID, NodeID: node, Iteration: 1, Attempt: 1, Replica: "A", Status: status, StartedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	attempt(a, "implement", "succeeded")
+	attempt(fork, "implement", "failed") // a failure makes no result
+	attempt(again, "review", "succeeded")
+	for _, tt := range []struct {
+		run        store.Run
+		node, want string
+	}{
+		{a, "implement", "thread-a"},
+		{fork, "implement", "thread-a"},  // it came with the fork's checkpoint
+		{again, "implement", "thread-a"}, // two forks back
+		{again, "review", "thread-c"},    // it ran in the fork itself
+		{fork, "review", "thread-b"},     // never ran: the run's own thread
+	} {
+		if got, err := store.NodeThread(b.ctx, b.pool, tt.run.ID, tt.node); err != nil || got != tt.want {
+			t.Errorf("NodeThread(%s, %s) = %q, %v; want %q", tt.run.Thread, tt.node, got, err, tt.want)
+		}
+	}
+}

@@ -451,7 +451,11 @@ func spawnSource(req executor.Request, thread string) (spawnWith, error) {
 	case src == nil:
 		return spawnWith{}, nil
 	case src.FromRole != "":
-		from, err := JourneyID(src.FromRole, seededWorker(src.FromWorker, src.FromRepository), thread, "")
+		fromThread := thread
+		if src.FromThread != "" {
+			fromThread = src.FromThread
+		}
+		from, err := JourneyID(src.FromRole, seededWorker(src.FromWorker, src.FromRepository), fromThread, "")
 		if err != nil {
 			return spawnWith{}, err
 		}
