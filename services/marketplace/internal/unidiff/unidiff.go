@@ -115,7 +115,8 @@ func Binary(from, to *File) *FilePatch {
 
 // BinaryContent is a change to a binary file that the patch carries, in
 // git's binary form: the new content, deflated and base85-encoded (the
-// forward hunk alone: git apply takes it, git apply -R does not). Its text
+// forward hunk alone: git apply -R finds the old content only in a
+// repository that holds its blob). Its text
 // is ASCII, so it survives JSON as it is. git apply takes it when both
 // sides' hashes are the contents' blob hashes: it checks the file it
 // patches, and what it writes, against them.
