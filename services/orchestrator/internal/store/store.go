@@ -22,6 +22,12 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Beginner opens transactions: a pool or a connection, for the store's
+// functions that make their own.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
 // Execer is what the store's writes need: a Querier, or a [Batch] that
 // queues them for one round trip.
 type Execer interface {

@@ -22,11 +22,6 @@ import (
 // running nor waiting: an attempt of a run that is over starts no worker.
 var ErrRunSettled = errors.New("the run is over")
 
-// Beginner opens transactions: a pool or a connection.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // runWorkerLockClass is the first key of a run worker's advisory lock
 // (pg_advisory_xact_lock(int, int)), next to the marketplace's classes
 // (0x4d570001 for journeys, 0x4d570002 for names), which may share the
