@@ -125,6 +125,4 @@ func gitMode(m os.FileMode) filemode.FileMode {
 
 // blobIs reports whether a binary change's index line names blob h: git
 // writes binary changes' blobs in full (and requires them).
-func blobIs(h plumbing.Hash, prefix string) bool {
-	return len(prefix) == len(h.String()) && prefix == h.String()
-}
+func blobIs(h plumbing.Hash, prefix string) bool { return prefix == h.String() }

@@ -88,7 +88,7 @@ func (e *Engine) release(ctx context.Context) (int, error) {
 			done, err := store.ReleaseWorker(ctx, e.pool, w, func() error {
 				stopCtx, cancel := context.WithTimeout(ctx, releaseTimeout)
 				defer cancel()
-				return r.Release(stopCtx, []string{w.ID})
+				return r.Release(stopCtx, w.ID)
 			})
 			if err != nil {
 				errs = append(errs, err)

@@ -112,12 +112,12 @@ type Executor interface {
 }
 
 // Releaser is an executor whose workers outlive an attempt
-// (Request.OnWorker). Release stops the workers given, keeping what a later
-// attempt goes on with (a journey's workspace and agent session): their
-// run settled, and a later attempt starts them again. A worker that is
-// gone already is not an error.
+// (Request.OnWorker). Release stops a worker, keeping what a later attempt
+// goes on with (a journey's workspace and agent session): its runs
+// settled, and a later attempt starts it again. A worker that is gone
+// already is not an error.
 type Releaser interface {
-	Release(ctx context.Context, ids []string) error
+	Release(ctx context.Context, id string) error
 }
 
 // ErrUnavailable marks an executor that is not configured, such as a role via

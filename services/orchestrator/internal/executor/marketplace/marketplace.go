@@ -247,29 +247,24 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	return res, nil
 }
 
-// Release stops the journeys given, workspace and agent session kept
-// (stop_worker with workspace keep): their runs settled, and the next
-// attempt in one resumes it. A journey that is gone is skipped. Stopping
-// one ends the action running in it, if any.
-func (e *Executor) Release(ctx context.Context, ids []string) error {
-	var errs []error
-	for _, id := range ids {
-		e.mu.Lock()
-		delete(e.journeys, id) // the next attempt asks the marketplace
-		e.mu.Unlock()
-		res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolStopWorker, Arguments: map[string]any{
-			"journey_id": id, "workspace": "keep",
-		}})
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("stop_worker %s: %w", id, err))
-		case res.IsError:
-			if e, _ := meshapi.ErrorOf(res); e.Code != meshapi.CodeNotFound {
-				errs = append(errs, fmt.Errorf("stop_worker %s: %w", id, e))
-			}
-		}
+// Release stops the journey, workspace and agent session kept
+// (stop_worker with workspace keep): its runs settled, and the next
+// attempt in it resumes it. A journey that is gone is not an error.
+// Stopping it ends the action running in it, if any.
+func (e *Executor) Release(ctx context.Context, id string) error {
+	e.mu.Lock()
+	delete(e.journeys, id) // the next attempt asks the marketplace
+	e.mu.Unlock()
+	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolStopWorker, Arguments: map[string]any{
+		"journey_id": id, "workspace": "keep",
+	}})
+	if err != nil {
+		return fmt.Errorf("stop_worker %s: %w", id, err)
 	}
-	return errors.Join(errs...)
+	if e, _ := meshapi.ErrorOf(res); res.IsError && e.Code != meshapi.CodeNotFound {
+		return fmt.Errorf("stop_worker %s: %w", id, e)
+	}
+	return nil
 }
 
 func (e *Executor) journey(id string) *journey {

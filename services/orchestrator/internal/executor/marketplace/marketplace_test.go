@@ -486,8 +486,10 @@ func TestPatchOmitsAndRelease(t *testing.T) {
 		t.Fatalf("patch %q, omits %q; want NOTES.md and logo.png (in binary form) in the patch, and big.txt left out", res.Patch, res.PatchOmits)
 	}
 
-	if err := m.ex.Release(context.Background(), []string{id, "tester-nothing-here"}); err != nil {
-		t.Fatalf("Release: %v", err)
+	for _, j := range []string{id, "tester-nothing-here"} {
+		if err := m.ex.Release(context.Background(), j); err != nil {
+			t.Fatalf("Release %s: %v", j, err)
+		}
 	}
 	st, err := client.CallTool(context.Background(), &mcp.CallToolParams{Name: meshapi.ToolGetWorkerState, Arguments: map[string]any{"journey_id": id}})
 	if err != nil || !strings.Contains(meshapi.ResultText(st), `"state":"stopped"`) {
