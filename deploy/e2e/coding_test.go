@@ -19,7 +19,8 @@ import (
 // with meshctl (the implementer the fake claude, scripted by the
 // repository; the tester shell_v1 running the real go test), the approval,
 // `meshctl runs patch`, and the real git applying the patch in a fresh
-// clone, where the tests pass.
+// clone, where the tests pass; then `meshctl runs export`'s bundle, which
+// git pulls in another clone.
 func (s *stack) codingPipeline(ctx context.Context, t *testing.T) {
 	t.Helper()
 	repo := gittest.Repo(t, filepath.Join(s.sourcesDir, "calc"), gittest.BuggyModule(t))
@@ -64,5 +65,17 @@ func (s *stack) codingPipeline(ctx context.Context, t *testing.T) {
 	test.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
 	if out, err := test.CombinedOutput(); err != nil {
 		t.Errorf("go test in the patched clone: %v\n%s", err, out)
+	}
+
+	// The whole workspace, as a bundle that git pulls in another clone.
+	bundle := filepath.Join(t.TempDir(), "change.bundle")
+	if out, code := s.meshctlRun(ctx, t, "runs", "export", run.ID, "-o", bundle); code != 0 {
+		t.Fatalf("meshctl runs export: exit %d: %s", code, out)
+	}
+	pulled := filepath.Join(t.TempDir(), "pulled")
+	gittest.Run(t, filepath.Dir(pulled), "clone", "-q", repo, pulled)
+	gittest.Run(t, pulled, "pull", "-q", "--ff-only", bundle, "meshwork")
+	if calc, err := os.ReadFile(filepath.Join(pulled, "calc.go")); err != nil || !strings.Contains(string(calc), gittest.FixedAdd) {
+		t.Errorf("calc.go after git pull of the exported bundle: %v\n%s", err, calc)
 	}
 }

@@ -213,7 +213,11 @@ type Attempt struct {
 	// Task is what the attempt was asked: its task rendered over the run's
 	// state, or a command node's command (cut at 16 KiB; empty for a
 	// foreach node, whose items each have their own).
-	Task       string     `json:"task,omitempty"`
+	Task string `json:"task,omitempty"`
+	// Journey is the marketplace journey the attempt worked in (a role
+	// via marketplace): the workspace GET
+	// /v1/runs/{id}/nodes/{node}/workspace exports.
+	Journey    string     `json:"journey,omitempty"`
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }

@@ -15,6 +15,9 @@ package apiclient
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,6 +185,56 @@ func (c *Client) Checkpoints(ctx context.Context, runID string) ([]api.Checkpoin
 	var out api.CheckpointList
 	err := c.do(ctx, http.MethodGet, runPath(runID, "/checkpoints"), nil, nil, &out)
 	return out.Checkpoints, err
+}
+
+// Workspace is what ExportWorkspace took out, beside the content it wrote.
+type Workspace struct {
+	// Journey is the marketplace journey whose workspace it is; Commit,
+	// for a bundle, the commit it holds as refs/heads/meshwork.
+	Journey, Commit string
+	// Bytes were written; SHA256 is their hex digest, checked against the
+	// server's Repr-Digest.
+	Bytes  int64
+	SHA256 string
+}
+
+// ExportWorkspace writes the workspace that holds a node's change to w, as
+// a git bundle (format "bundle", "" too) or a tar ("tar"). An error past
+// the first byte written (a cut connection, a digest that does not match)
+// means what w holds is not the workspace: the caller discards it.
+func (c *Client) ExportWorkspace(ctx context.Context, runID, node, format string, w io.Writer) (Workspace, error) {
+	var q url.Values
+	if format != "" {
+		q = url.Values{"format": {format}}
+	}
+	path := runPath(runID, "/nodes/"+url.PathEscape(node)+"/workspace")
+	req, err := c.newRequest(ctx, http.MethodGet, path, q, nil)
+	if err != nil {
+		return Workspace{}, err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return Workspace{}, err
+	}
+	defer resp.Body.Close()
+	want, ok := strings.CutPrefix(resp.Header.Get("Repr-Digest"), "sha-256=:")
+	want, ok2 := strings.CutSuffix(want, ":")
+	if !ok || !ok2 {
+		return Workspace{}, fmt.Errorf("GET %s: no SHA-256 Repr-Digest in the answer (%q)", path, resp.Header.Get("Repr-Digest"))
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return Workspace{}, fmt.Errorf("GET %s: reading the workspace: %w", path, err)
+	}
+	if n > maxBody {
+		return Workspace{}, fmt.Errorf("GET %s: the workspace passes %d bytes", path, maxBody)
+	}
+	sum := h.Sum(nil)
+	if base64.StdEncoding.EncodeToString(sum) != want {
+		return Workspace{}, fmt.Errorf("GET %s: the %d bytes read do not have the SHA-256 the server sent (cut short?)", path, n)
+	}
+	return Workspace{Journey: resp.Header.Get("Meshwork-Journey"), Commit: resp.Header.Get("Meshwork-Commit"), Bytes: n, SHA256: hex.EncodeToString(sum)}, nil
 }
 
 // ForkRequest forks a run from one of its checkpoints.

@@ -156,6 +156,7 @@ func New(cfg Config) (http.Handler, error) {
 		r.Get("/runs", c.runs)
 		r.Get("/runs/{id}", c.run)
 		r.Get("/runs/{id}/patch", c.patch)
+		r.Get("/runs/{id}/workspace", c.workspace)
 		r.Get("/approvals", c.approvals)
 		r.Get("/start", c.startList)
 		r.Get("/start/{pipeline}", c.startForm)
@@ -495,6 +496,26 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 	// unknown one has no patch: the file name needs no quoting.
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.patch"`)
 	_, _ = w.Write([]byte(v.Patch))
+}
+
+// workspace serves the workspace that holds a node's change, whole (?node=,
+// &format=bundle by default, or tar), as GET
+// /v1/runs/{id}/nodes/{node}/workspace does.
+func (c *console) workspace(w http.ResponseWriter, r *http.Request) {
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		format = "bundle"
+	}
+	out, err := c.cfg.Engine.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), r.URL.Query().Get("node"), format)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	// Node ids are [a-z0-9_] (the pipeline's compiler checks them), and
+	// the format is one of two: the file name needs no quoting.
+	w.Header().Set("Content-Disposition", `attachment; filename="run-`+out.RunID+"-"+out.NodeID+"."+out.Format+`"`)
+	_, _ = w.Write(out.Content)
 }
 
 // nodePatch sets v's patch to node's, and reports whether it has one (a

@@ -152,6 +152,31 @@ func TestNodePatches(t *testing.T) {
 			t.Errorf("%s: %d, want 404", path, resp.StatusCode)
 		}
 	}
+	// The whole workspace is offered beside the patch (the export itself
+	// is tested on real parts in the engine's TestCodingPipeline): polish's
+	// is there, implement's journey has moved on since (polish worked in
+	// it).
+	if !strings.Contains(polish, `href="/runs/`+run.ID+`/workspace?node=polish"`) || !strings.Contains(polish, `href="/runs/`+run.ID+`/workspace?node=polish&amp;format=tar"`) {
+		t.Errorf("polish's patch offers no workspace:\n%s", polish)
+	}
+	for path, want := range map[string]int{
+		"/runs/" + run.ID + "/workspace?node=implement":         http.StatusConflict,
+		"/runs/" + run.ID + "/workspace?node=ghost":             http.StatusBadRequest,
+		"/runs/" + run.ID + "/workspace?node=polish&format=zip": http.StatusBadRequest,
+	} {
+		if resp, body := alice.get(path); resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d\n%s", path, resp.StatusCode, want, body)
+		}
+	}
+	resp, body = alice.get("/runs/" + run.ID + "/workspace?node=polish&format=tar")
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "tar of journey-") || resp.Header.Get("Content-Disposition") != `attachment; filename="run-`+run.ID+`-polish.tar"` {
+		t.Errorf("polish's workspace: %d %q %q", resp.StatusCode, resp.Header.Get("Content-Disposition"), body)
+	}
+	bob := s.browser()
+	bob.signIn(bobToken)
+	if resp, _ := bob.get("/runs/" + run.ID + "/workspace?node=polish"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob's download of alice's workspace: %d, want 404", resp.StatusCode)
+	}
 }
 
 // serve serves the API with the console over an engine, with the journeys

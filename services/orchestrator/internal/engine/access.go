@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/api"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -212,6 +213,8 @@ func ErrorCode(err error) meshapi.Code {
 		return meshapi.CodeConflict
 	case errors.Is(err, ErrForbidden):
 		return meshapi.CodePermissionDenied
+	case errors.Is(err, ErrUnavailable), errors.Is(err, executor.ErrUnavailable):
+		return meshapi.CodeUnavailable
 	}
 	return meshapi.CodeInternal
 }

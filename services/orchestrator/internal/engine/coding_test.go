@@ -1,10 +1,14 @@
 package engine_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,6 +112,51 @@ func TestCodingPipeline(t *testing.T) {
 		t.Errorf("go test in the patched clone: %v\n%s", err, out)
 	}
 
+	// The workspace that holds the patch node's change, whole: git pulls
+	// the bundle in a fresh clone, and the tar holds the fixed file.
+	ws, err := eng.ExportWorkspace(ctx, run.ID, "implement", "bundle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	implementer := ""
+	for _, a := range v.Attempts {
+		if a.NodeID == "implement" {
+			implementer = a.Journey
+		}
+	}
+	if ws.Journey == "" || ws.Journey != implementer || ws.Commit == "" {
+		t.Errorf("export: journey %q (implement's attempts name %q), commit %q", ws.Journey, implementer, ws.Commit)
+	}
+	bundle := filepath.Join(root, "change.bundle")
+	if err := os.WriteFile(bundle, ws.Content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pulled := filepath.Join(root, "pulled")
+	gittest.Run(t, root, "clone", "-q", repo, pulled)
+	gittest.Run(t, pulled, "pull", "-q", "--ff-only", bundle, "meshwork")
+	if head := strings.TrimSpace(gittest.Run(t, pulled, "rev-parse", "HEAD")); head != ws.Commit {
+		t.Errorf("after git pull of the bundle HEAD is %s, want its commit %s", head, ws.Commit)
+	}
+	if diff := gittest.Run(t, pulled, "diff", "HEAD~1", "HEAD"); !strings.Contains(diff, "+"+gittest.FixedAdd) {
+		t.Errorf("the bundle's commit:\n%s", diff)
+	}
+	tarred, err := eng.ExportWorkspace(ctx, run.ID, "implement", "tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calc := tarFile(t, tarred.Content, "calc.go"); !strings.Contains(calc, gittest.FixedAdd) {
+		t.Errorf("calc.go in the tar:\n%s", calc)
+	}
+	// fix was skipped by the last pass of the loop: it has no change to
+	// take (a node whose journey moved on is TestExportWorkspace's).
+	for _, bad := range []struct{ node, format string }{{"fix", "bundle"}, {"approve", "bundle"}, {"nope", "tar"}, {"implement", "zip"}} {
+		_, err := eng.ExportWorkspace(ctx, run.ID, bad.node, bad.format)
+		want := map[string]string{"fix": "conflict", "approve": "invalid_argument", "nope": "invalid_argument", "implement": "invalid_argument"}[bad.node]
+		if code := engine.ErrorCode(err); string(code) != want {
+			t.Errorf("export of %s as %s: %v (%s), want %s", bad.node, bad.format, err, code, want)
+		}
+	}
+
 	// A fork from the checkpoint of the second implement, on a thread of
 	// its own: its test and review are seeded from the implementer's
 	// journey on the first run's thread, where that patch was made.
@@ -135,6 +184,34 @@ func TestCodingPipeline(t *testing.T) {
 	for _, n := range fv.Nodes {
 		if n.ID == "test" && !strings.HasPrefix(n.Output, "exit_code: 0") {
 			t.Errorf("the fork's test: %q", n.Output)
+		}
+	}
+	// The fork's implement is the run's: its workspace is the run's
+	// journey's.
+	fws, err := eng.ExportWorkspace(ctx, fork.ID, "implement", "tar")
+	if err != nil || fws.Journey != ws.Journey {
+		t.Fatalf("the fork's export: %v, journey %q, want the run's %s", err, fws.Journey, ws.Journey)
+	}
+	if calc := tarFile(t, fws.Content, "calc.go"); !strings.Contains(calc, gittest.FixedAdd) {
+		t.Errorf("calc.go in the fork's tar:\n%s", calc)
+	}
+}
+
+// tarFile is the content of the file name in a tar.
+func tarFile(t *testing.T, content []byte, name string) string {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(content))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no %s in the tar: %v", name, err)
+		}
+		if path.Clean(h.Name) == name {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
 		}
 	}
 }

@@ -93,6 +93,9 @@ type nodeResult struct {
 	session    string
 	role       string
 	cost       float64
+	// journey is the marketplace journey the attempt worked in, recorded
+	// with it (ExportWorkspace).
+	journey string
 }
 
 // execute runs one attempt of an agent node: its task rendered over the
@@ -206,7 +209,7 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	r, err := ex.Execute(ctx, req)
 	r.Output, r.SessionID = pgtext.Scrub(r.Output), pgtext.Scrub(r.SessionID)
 	res.session, res.cost, res.patch = r.SessionID, r.CostUSD, pgtext.Scrub(r.Patch)
-	res.patchOmits = patchOmits(r.PatchOmits)
+	res.patchOmits, res.journey = patchOmits(r.PatchOmits), pgtext.Scrub(r.Journey)
 	if !telemetry.UsageOK(res.cost, telemetry.MaxAgentCostUSD) {
 		// The worker's own report: a negative or absurd cost (past what
 		// the attempt's row holds, which would fail the node's commit and

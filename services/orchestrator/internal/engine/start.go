@@ -25,6 +25,10 @@ var ErrNotFound = store.ErrNotFound
 // such as resuming an interrupt twice or cancelling a finished run.
 var ErrConflict = errors.New("conflict")
 
+// ErrUnavailable is returned when a service the operation needs (the
+// marketplace) did not answer, or answered that it cannot now.
+var ErrUnavailable = errors.New("unavailable")
+
 // ErrPipelineChanged is returned when a run's pipeline definition changed
 // since it started and the caller did not ask to migrate.
 var ErrPipelineChanged = errors.New("the pipeline definition changed since the run started")

@@ -7,6 +7,8 @@ package enginetest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/pgtest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
@@ -108,6 +111,9 @@ func Grid(name string, columns, rows int) []byte {
 // "<role>: <task>" (or what Reply says), keeps one session per role and
 // thread ("session-<thread>-<role>"), reports it while it works (OnSession)
 // unless Quiet, records every call, and holds the tasks a test asks it to.
+// With Patch set, each role keeps a journey per thread
+// ("journey-<thread>-<role>") holding its latest patch, which Export takes
+// out.
 type InstantExecutor struct {
 	// Reply, when set, makes a call's answer, and its error.
 	Reply func(req executor.Request) (string, error)
@@ -126,9 +132,10 @@ type InstantExecutor struct {
 	// off. New executors from Start record.
 	Record bool
 
-	mu    sync.Mutex
-	calls []executor.Request
-	holds map[string]chan struct{}
+	mu       sync.Mutex
+	calls    []executor.Request
+	holds    map[string]chan struct{}
+	journeys map[string]string
 }
 
 // Hold makes tasks that start with prefix wait, until release is called
@@ -195,6 +202,13 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 	res := executor.Result{Output: out, SessionID: session}
 	if x.Patch != nil {
 		res.Patch = x.Patch(req)
+		res.Journey = "journey-" + req.Thread + "-" + req.RoleName
+		x.mu.Lock()
+		if x.journeys == nil {
+			x.journeys = map[string]string{}
+		}
+		x.journeys[res.Journey] = res.Patch
+		x.mu.Unlock()
 	}
 	if x.Omits != nil {
 		res.PatchOmits = x.Omits(req)
@@ -203,6 +217,26 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 		res.CostUSD = x.Cost(req)
 	}
 	return res, nil
+}
+
+// Export takes out a journey's workspace: "<format> of <journey>", a
+// line, and its latest patch, which it also returns as the workspace's
+// change; a bundle's commit is "c0ffee". A journey no call made is
+// not_found, as the marketplace says.
+func (x *InstantExecutor) Export(_ context.Context, journey, format string) (executor.Export, error) {
+	x.mu.Lock()
+	patch, ok := x.journeys[journey]
+	x.mu.Unlock()
+	if !ok {
+		return executor.Export{}, meshapi.Errorf(meshapi.CodeNotFound, "journey %q: not found", journey)
+	}
+	content := []byte(format + " of " + journey + "\n" + patch)
+	sum := sha256.Sum256(content)
+	out := executor.Export{Patch: patch, Content: content, SHA256: hex.EncodeToString(sum[:])}
+	if format == "bundle" {
+		out.Commit = "c0ffee"
+	}
+	return out, nil
 }
 
 // Calls returns the calls made so far, in order.

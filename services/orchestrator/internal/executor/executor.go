@@ -100,6 +100,10 @@ type Result struct {
 	SessionID string
 	// CostUSD is what the attempt cost, when the agent says.
 	CostUSD float64
+	// Journey is the marketplace journey the attempt worked in (roles via
+	// marketplace): its workspace holds Patch's change whole, and an
+	// Exporter takes it out.
+	Journey string
 }
 
 // Executor runs agent nodes. Implementations are safe for concurrent use.
@@ -118,6 +122,30 @@ type Executor interface {
 // already is not an error.
 type Releaser interface {
 	Release(ctx context.Context, id string) error
+}
+
+// Exporter is an executor whose workers keep a workspace a user can take
+// out whole (Result.Journey), files too large for a patch included.
+type Exporter interface {
+	// Export takes journey's workspace out in format "tar" (its files) or
+	// "bundle" (a git bundle of one commit on its git source's commit),
+	// through the worker's result gate. An error that is a
+	// *meshapi.Error carries the service's code: not_found (the journey
+	// or its workspace is gone), invalid_argument (no git source for a
+	// bundle, too large), permission_denied (the result gate refused).
+	Export(ctx context.Context, journey, format string) (Export, error)
+}
+
+// Export is a worker's workspace, taken out.
+type Export struct {
+	// Patch is the workspace's change now, as a node's Result.Patch: a
+	// later attempt in the same worker may have changed it since.
+	Patch string
+	// Content is the tar or the bundle; SHA256 its hex digest; Commit,
+	// for a bundle, the commit it holds (as refs/heads/meshwork).
+	Content []byte
+	SHA256  string
+	Commit  string
 }
 
 // ErrUnavailable marks an executor that is not configured, such as a role via

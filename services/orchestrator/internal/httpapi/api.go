@@ -161,6 +161,7 @@ func New(cfg Config) (*API, error) {
 			r.Get("/runs", a.listRuns)
 			r.Get("/runs/{id}", a.getRun)
 			r.Get("/runs/{id}/checkpoints", a.listCheckpoints)
+			r.Get("/runs/{id}/nodes/{node}/workspace", a.exportWorkspace)
 			r.Post("/runs/{id}/fork", a.forkRun)
 			r.Post("/runs/{id}/cancel", a.cancelRun)
 			r.Post("/runs/{id}/resume", a.resumeRun)

@@ -42,6 +42,7 @@ func TestRunsBelongToTheirCaller(t *testing.T) {
 		{http.MethodPost, "/v1/runs/" + run.ID + "/resume"},
 		{http.MethodPost, "/v1/runs/" + run.ID + "/prune"},
 		{http.MethodPost, "/v1/interrupts/" + interrupt + "/resume"},
+		{http.MethodGet, "/v1/runs/" + run.ID + "/nodes/approve/workspace"},
 	} {
 		var body any
 		switch r.path {
@@ -68,6 +69,14 @@ func TestRunsBelongToTheirCaller(t *testing.T) {
 	}
 	resp, data = b.do(t, http.MethodPost, "/v1/runs", bobToken, map[string]any{"pipeline": "approval", "thread": "alice-thread"})
 	wantError(t, resp, data, http.StatusConflict, meshapi.CodeConflict)
+	// To alice, the run is there, and its approval node has no workspace
+	// (the export itself is tested on real parts in the engine's
+	// TestCodingPipeline).
+	resp, data = b.do(t, http.MethodGet, "/v1/runs/"+run.ID+"/nodes/approve/workspace?format=tar", aliceToken, nil)
+	wantError(t, resp, data, http.StatusBadRequest, meshapi.CodeInvalidArgument)
+	if !strings.Contains(string(data), "no workspace to export") {
+		t.Errorf("alice's export of the approval node: %s", data)
+	}
 
 	// The MCP tools, as bob.
 	bob := b.mcpClient(t, bobToken)

@@ -49,5 +49,6 @@ func TestCallsTranscript(t *testing.T) {
 		{Name: "run_pipeline-missing-input", Tool: "run_pipeline", Args: map[string]any{"pipeline": "echo", "inputs": map[string]any{}}},
 		{Name: "get_run-unknown", Tool: "get_run", Args: map[string]any{"run_id": "00000000-0000-4000-8000-000000000000"}},
 		{Name: "cancel_run-ended", Tool: "cancel_run", ArgsFrom: ofRun()},
+		{Name: "export_node_workspace-no-source", Tool: "export_node_workspace", ArgsFrom: ofRun("node", "first")},
 	})
 }

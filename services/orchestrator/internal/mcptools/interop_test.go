@@ -18,7 +18,7 @@ func TestThirdPartyClientOverHTTP(t *testing.T) {
 	srv := serveTools(t, mcptools.Config{Engine: enginetest.Start(t).Engine})
 	mcpinterop.Run(t, mcpinterop.Suite{
 		Connect: mcpinterop.HTTP(srv.URL+"/mcp", carolToken),
-		Tools:   []string{"list_pipelines", "run_pipeline", "get_run", "list_runs", "list_checkpoints", "fork_run", "resume_run", "cancel_run"},
+		Tools:   []string{"list_pipelines", "run_pipeline", "get_run", "list_runs", "list_checkpoints", "fork_run", "resume_run", "cancel_run", "export_node_workspace"},
 		OK: mcpinterop.Call{Tool: "list_pipelines", Check: func(t testing.TB, out map[string]any) {
 			t.Helper()
 			if p, _ := out["pipelines"].([]any); len(p) == 0 {

@@ -10,6 +10,7 @@ package mcptools
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,6 +88,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	add(s, t, "fork_run", "Start a new run from a checkpoint of another, optionally patching inputs or node states (a node set to pending runs again).", t.forkRun)
 	add(s, t, "resume_run", "Resume a pending approval with interrupt_id and value (the decision), or a failed run with run_id (its failed nodes run again).", t.resumeRun)
 	add(s, t, "cancel_run", "Cancel a running or waiting run.", t.cancelRun)
+	add(s, t, "export_node_workspace", "Take out the workspace that holds a node's change, whole (files too large for its patch included), base64-encoded: a git bundle of one commit on the git source's commit (git pull FILE meshwork), or a tar. At most 32 MiB; refused (conflict) once a later attempt in the node's journey changed it.", t.exportNodeWorkspace)
 	return s, nil
 }
 
@@ -160,6 +162,37 @@ type runIDIn struct {
 
 func (t *tools) getRun(ctx context.Context, _ string, in runIDIn) (api.RunView, error) {
 	return t.eng.GetRun(ctx, in.RunID)
+}
+
+type exportNodeWorkspaceIn struct {
+	RunID  string `json:"run_id" jsonschema:"the run's id"`
+	Node   string `json:"node" jsonschema:"a node with a source (it works on a repository) that succeeded, such as the run's patch_node"`
+	Format string `json:"format,omitempty" jsonschema:"bundle (default; a git source only) or tar"`
+}
+
+type exportNodeWorkspaceOut struct {
+	RunID   string `json:"run_id"`
+	Node    string `json:"node"`
+	Journey string `json:"journey" jsonschema:"the marketplace journey whose workspace it is"`
+	Format  string `json:"format"`
+	Bytes   int    `json:"bytes"`
+	SHA256  string `json:"sha256"`
+	Commit  string `json:"commit,omitempty" jsonschema:"a bundle's commit, as refs/heads/meshwork"`
+	Content string `json:"content_base64" jsonschema:"the bundle or the tar, base64-encoded"`
+}
+
+func (t *tools) exportNodeWorkspace(ctx context.Context, _ string, in exportNodeWorkspaceIn) (exportNodeWorkspaceOut, error) {
+	if in.Format == "" {
+		in.Format = "bundle"
+	}
+	ws, err := t.eng.ExportWorkspace(ctx, in.RunID, in.Node, in.Format)
+	if err != nil {
+		return exportNodeWorkspaceOut{}, err
+	}
+	return exportNodeWorkspaceOut{
+		RunID: ws.RunID, Node: ws.NodeID, Journey: ws.Journey, Format: ws.Format, Bytes: len(ws.Content), SHA256: ws.SHA256, Commit: ws.Commit,
+		Content: base64.StdEncoding.EncodeToString(ws.Content),
+	}, nil
 }
 
 type listRunsIn struct {

@@ -149,7 +149,7 @@ func TestTools(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	for _, want := range []string{"run_pipeline", "get_run", "list_runs", "list_checkpoints", "fork_run", "resume_run", "cancel_run", "list_pipelines"} {
+	for _, want := range []string{"run_pipeline", "get_run", "list_runs", "list_checkpoints", "fork_run", "resume_run", "cancel_run", "list_pipelines", "export_node_workspace"} {
 		if !strings.Contains(strings.Join(names, " "), want) {
 			t.Errorf("tools %v lack %s", names, want)
 		}
@@ -246,6 +246,8 @@ func TestToolErrors(t *testing.T) {
 		{"resume_run", map[string]any{"interrupt_id": "00000000-0000-0000-0000-000000000000", "value": "x"}, "not found"},
 		{"resume_run", map[string]any{"interrupt_id": "00000000-0000-0000-0000-000000000000"}, "value is required"},
 		{"cancel_run", map[string]any{"run_id": "nope"}, "not found"},
+		{"export_node_workspace", map[string]any{"run_id": "nope", "node": "first"}, "not found"},
+		{"export_node_workspace", map[string]any{"run_id": "nope", "node": "first", "format": "zip"}, `format "zip" is not one of bundle, tar`},
 	} {
 		if msg := b.toolError(t, tc.tool, tc.args); !strings.Contains(msg, tc.want) {
 			t.Errorf("%s %v: %q does not say %q", tc.tool, tc.args, msg, tc.want)

@@ -3,11 +3,15 @@ package meshctl
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -578,8 +582,8 @@ func TestRunsPatch(t *testing.T) {
 		{"a pipeline without a source", "", "", nil, nil, 1, "", "meshctl: run " + runID + ": pipeline research_pipeline makes no patch (no node has a source)\n"},
 		// Files the patch cannot carry are said, one a line, a name that
 		// would break the list quoted.
-		{"files left out", "write", diff, []string{"logo.png", "bad\nname"}, nil, 0, diff, "run " + runID + ": the patch of write leaves out 2 changed file(s) too large for a patch (over 4 MiB); applying it does not make them:\n  logo.png\n  \"bad\\nname\"\n"},
-		{"only files left out", "write", "", []string{"logo.png"}, nil, 0, "", "run " + runID + ": the patch of write leaves out 1 changed file(s) too large for a patch (over 4 MiB); applying it does not make them:\n  logo.png\n"},
+		{"files left out", "write", diff, []string{"logo.png", "bad\nname"}, nil, 0, diff, "run " + runID + ": the patch of write leaves out 2 changed file(s) too large for a patch (over 4 MiB); applying it does not make them (meshctl runs export " + runID + " --node write -o FILE saves them):\n  logo.png\n  \"bad\\nname\"\n"},
+		{"only files left out", "write", "", []string{"logo.png"}, nil, 0, "", "run " + runID + ": the patch of write leaves out 1 changed file(s) too large for a patch (over 4 MiB); applying it does not make them (meshctl runs export " + runID + " --node write -o FILE saves them):\n  logo.png\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -600,6 +604,107 @@ func TestRunsPatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runs export saves a node's workspace whole, or nothing: a file whose
+// bytes do not match the server's digest is not left behind, and neither
+// is the temporary file, nor is an older file of that name replaced.
+func TestRunsExport(t *testing.T) {
+	t.Parallel()
+	content := []byte("# v2 git bundle\n\x00binary\xff")
+	tests := []struct {
+		name      string
+		ws        apiclienttest.Workspace
+		args      []string
+		code      int
+		wantFile  []byte // nil: the old file stays
+		wantError string
+	}{
+		{
+			"the patch node's bundle",
+			apiclienttest.Workspace{Content: content, Journey: "implementer-1", Commit: "c0ffee"},
+			nil, 0, content,
+			"run " + runID + ": wrote a git bundle of commit c0ffee, the change of node write (" + strconv.Itoa(len(content)) + " bytes, SHA-256 " + sha256hex(content) + ") to OUT\ntake it in a clone of the source with: git pull OUT meshwork\n",
+		},
+		{
+			"a tar of another node",
+			apiclienttest.Workspace{Content: content, Journey: "implementer-1"},
+			[]string{"--node", "revise", "--format", "tar"},
+			0, content,
+			"run " + runID + ": wrote a tar of the workspace of node revise (" + strconv.Itoa(len(content)) + " bytes, SHA-256 " + sha256hex(content) + ") to OUT\n",
+		},
+		{
+			"a digest that does not match",
+			apiclienttest.Workspace{Content: content, Digest: "sha-256=:AAAA:"},
+			nil, 1, nil,
+			"meshctl: GET /v1/runs/" + runID + "/nodes/write/workspace: the " + strconv.Itoa(len(content)) + " bytes read do not have the SHA-256 the server sent (cut short?)\n",
+		},
+		{
+			"no digest",
+			apiclienttest.Workspace{Content: content, Digest: "md5=:x:"},
+			nil, 1, nil,
+			"meshctl: GET /v1/runs/" + runID + "/nodes/write/workspace: no SHA-256 Repr-Digest in the answer (\"md5=:x:\")\n",
+		},
+		{"a format it does not know", apiclienttest.Workspace{Content: content}, []string{"--format", "zip"}, 1, nil, "meshctl: --format \"zip\" is not one of bundle, tar\n"},
+		{"the server's refusal", apiclienttest.Workspace{Content: content}, []string{"--node", "nope"}, 1, nil, "meshctl: apiclienttest: no workspace set for node nope\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			v := succeeded().view
+			v.PatchNode = "write"
+			b.fake.AddRun(v)
+			node := "write"
+			if i := slices.Index(tt.args, "--node"); i >= 0 {
+				node = tt.args[i+1]
+			}
+			if node != "nope" {
+				b.fake.SetWorkspace(runID, node, tt.ws)
+			}
+			dir := t.TempDir()
+			out := filepath.Join(dir, "change.bundle")
+			if err := os.WriteFile(out, []byte("older"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := b.exec(t, append([]string{"runs", "export", runID, "-o", out}, tt.args...)...)
+			r.check(t, tt.code)
+			if want := strings.ReplaceAll(tt.wantError, "OUT", out); r.stderr != want || r.stdout != "" {
+				t.Errorf("stdout %q, stderr:\n%s\nwant:\n%s", r.stdout, r.stderr, want)
+			}
+			got, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.wantFile
+			if want == nil {
+				want = []byte("older")
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("the file holds %q, want %q", got, want)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("the directory holds %d files, want the one: %v", len(entries), entries)
+			}
+		})
+	}
+	// No -o, and -o naming a directory, are refused before any request.
+	b := setup(t)
+	for _, args := range [][]string{{"runs", "export", runID}, {"runs", "export", runID, "-o", t.TempDir()}} {
+		r := b.exec(t, args...)
+		r.check(t, 1)
+		if !strings.Contains(r.stderr, "-o ") {
+			t.Errorf("meshctl %v: %q", args, r.stderr)
+		}
+	}
+	if n := len(b.fake.Requests()); n != 0 {
+		t.Errorf("%d requests before the arguments were checked", n)
+	}
+}
+
+func sha256hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // What the orchestrator sends reaches the terminal without its escape

@@ -26,7 +26,7 @@ func (a *app) runsCommand() *cobra.Command {
 		Short: "List, inspect, fork, approve, resume, cancel and prune runs",
 	}
 	cmd.AddCommand(a.runsList(), a.runsShow(), a.runsHistory(), a.runsFork(), a.runsApprove(),
-		a.runsCancel(), a.runsResume(), a.runsPrune(), a.runsWatch(), a.runsPatch())
+		a.runsCancel(), a.runsResume(), a.runsPrune(), a.runsWatch(), a.runsPatch(), a.runsExport())
 	return cmd
 }
 
@@ -48,7 +48,7 @@ func (a *app) runsPatch() *cobra.Command {
 			if len(n.PatchOmits) > 0 {
 				// Said first, and whatever the patch: applying it alone
 				// loses these files.
-				if _, err := fmt.Fprintf(cmd.ErrOrStderr(), "run %s: the patch of %s leaves out %d changed file(s) too large for a patch (over 4 MiB); applying it does not make them:\n", v.ID, n.ID, len(n.PatchOmits)); err != nil {
+				if _, err := fmt.Fprintf(cmd.ErrOrStderr(), "run %s: the patch of %s leaves out %d changed file(s) too large for a patch (over 4 MiB); applying it does not make them (meshctl runs export %s --node %s -o FILE saves them):\n", v.ID, n.ID, len(n.PatchOmits), v.ID, n.ID); err != nil {
 					return err
 				}
 				for _, p := range n.PatchOmits {

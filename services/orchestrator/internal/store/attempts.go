@@ -19,9 +19,9 @@ type Attempt = api.Attempt
 // beside the 0 of nullif, Postgres would take it for an integer and store
 // $0.73 as nothing and $3.90 as $3.
 func InsertAttempt(ctx context.Context, q Execer, a Attempt) error {
-	_, err := q.Exec(ctx, `INSERT INTO node_attempts (run_id, node_id, iteration, attempt, job_id, replica, status, error, session_id, cost_usd, task, started_at, heartbeat_at, finished_at)
-		VALUES ($1, $2, $3, $4, nullif($5, 0), $6, $7, nullif($8, ''), nullif($9, ''), nullif($10::numeric, 0), nullif($11, ''), $12, now(), now())`,
-		a.RunID, a.NodeID, a.Iteration, a.Attempt, a.JobID, a.Replica, a.Status, a.Error, a.SessionID, a.CostUSD, a.Task, a.StartedAt)
+	_, err := q.Exec(ctx, `INSERT INTO node_attempts (run_id, node_id, iteration, attempt, job_id, replica, status, error, session_id, cost_usd, task, journey, started_at, heartbeat_at, finished_at)
+		VALUES ($1, $2, $3, $4, nullif($5, 0), $6, $7, nullif($8, ''), nullif($9, ''), nullif($10::numeric, 0), nullif($11, ''), nullif($12, ''), $13, now(), now())`,
+		a.RunID, a.NodeID, a.Iteration, a.Attempt, a.JobID, a.Replica, a.Status, a.Error, a.SessionID, a.CostUSD, a.Task, a.Journey, a.StartedAt)
 	return err
 }
 
@@ -33,14 +33,14 @@ func ListAttempts(ctx context.Context, q Querier, runID string) ([]Attempt, erro
 // ListAttemptsAfter lists a run's attempts with an id above after, in order.
 func ListAttemptsAfter(ctx context.Context, q Querier, runID string, after int64) ([]Attempt, error) {
 	rows, err := q.Query(ctx, `SELECT id, run_id::text, node_id, iteration, attempt, coalesce(job_id, 0), replica, status, coalesce(error, ''),
-			coalesce(session_id, ''), coalesce(cost_usd, 0)::float8, coalesce(task, ''), started_at, finished_at
+			coalesce(session_id, ''), coalesce(cost_usd, 0)::float8, coalesce(task, ''), coalesce(journey, ''), started_at, finished_at
 		FROM node_attempts WHERE run_id = $1 AND id > $2 ORDER BY id`, runID, after)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
 		var a Attempt
-		err := r.Scan(&a.ID, &a.RunID, &a.NodeID, &a.Iteration, &a.Attempt, &a.JobID, &a.Replica, &a.Status, &a.Error, &a.SessionID, &a.CostUSD, &a.Task, &a.StartedAt, &a.FinishedAt)
+		err := r.Scan(&a.ID, &a.RunID, &a.NodeID, &a.Iteration, &a.Attempt, &a.JobID, &a.Replica, &a.Status, &a.Error, &a.SessionID, &a.CostUSD, &a.Task, &a.Journey, &a.StartedAt, &a.FinishedAt)
 		return a, err
 	})
 }
@@ -66,8 +66,20 @@ func RunCosts(ctx context.Context, q Querier, runIDs []string) (map[string]float
 	return costs, rows.Err()
 }
 
-// maxForkDepth bounds the forks NodeThread walks back through.
+// maxForkDepth bounds the forks NodeThread and NodeJourney walk back
+// through.
 const maxForkDepth = 100
+
+// forkChain is run $1 and the runs it was forked from, back to $3 forks,
+// each with its depth (0 for run $1): a node's result in a fork may come
+// with the checkpoint it was forked from.
+const forkChain = `WITH RECURSIVE chain AS (
+		SELECT id, thread, forked_from_run, 0 AS depth FROM runs WHERE id = $1
+		UNION ALL
+		SELECT r.id, r.thread, r.forked_from_run, c.depth + 1
+		FROM runs r JOIN chain c ON r.id = c.forked_from_run
+		WHERE c.depth < $3
+	)`
 
 // NodeThread is the thread of the run whose attempt made node's result in
 // run runID: runID's own, or, when the node's result came with a fork's
@@ -77,14 +89,7 @@ const maxForkDepth = 100
 // worker there. With no such attempt it is runID's thread.
 func NodeThread(ctx context.Context, q Querier, runID, nodeID string) (string, error) {
 	var thread string
-	err := q.QueryRow(ctx, `
-		WITH RECURSIVE chain AS (
-			SELECT id, thread, forked_from_run, 0 AS depth FROM runs WHERE id = $1
-			UNION ALL
-			SELECT r.id, r.thread, r.forked_from_run, c.depth + 1
-			FROM runs r JOIN chain c ON r.id = c.forked_from_run
-			WHERE c.depth < $3
-		)
+	err := q.QueryRow(ctx, forkChain+`
 		SELECT coalesce(
 			(SELECT c.thread FROM chain c
 			 WHERE EXISTS (SELECT 1 FROM node_attempts a WHERE a.run_id = c.id AND a.node_id = $2 AND a.status = 'succeeded')
@@ -94,4 +99,23 @@ func NodeThread(ctx context.Context, q Querier, runID, nodeID string) (string, e
 		return "", fmt.Errorf("the thread of node %s of run %s: %w", nodeID, runID, err)
 	}
 	return thread, nil
+}
+
+// NodeJourney is the marketplace journey in which node's result in run
+// runID was made: that of the node's latest succeeded attempt in the
+// nearest run along runID's forks that has one (as NodeThread). "" when
+// that attempt recorded no journey (not a role via marketplace, or
+// recorded before journeys were) or there is none.
+func NodeJourney(ctx context.Context, q Querier, runID, nodeID string) (string, error) {
+	var journey string
+	err := q.QueryRow(ctx, forkChain+`
+		SELECT coalesce(
+			(SELECT a.journey FROM chain c
+			 JOIN node_attempts a ON a.run_id = c.id AND a.node_id = $2 AND a.status = 'succeeded'
+			 ORDER BY c.depth, a.id DESC LIMIT 1),
+			'')`, runID, nodeID, maxForkDepth).Scan(&journey)
+	if err != nil {
+		return "", fmt.Errorf("the journey of node %s of run %s: %w", nodeID, runID, err)
+	}
+	return journey, nil
 }

@@ -127,27 +127,38 @@ func TestNodeThread(t *testing.T) {
 	a := b.newRun(t, store.NewRun{Thread: "thread-a"})
 	fork := b.newRun(t, store.NewRun{Thread: "thread-b", ForkedFromRun: a.ID, ForkedFromSeq: &seq})
 	again := b.newRun(t, store.NewRun{Thread: "thread-c", ForkedFromRun: fork.ID, ForkedFromSeq: &seq})
-	attempt := func(run store.Run, node, status string) {
+	attempt := func(run store.Run, node string, iteration int, status, journey string) {
 		t.Helper()
-		if err := store.InsertAttempt(b.ctx, b.pool, store.Attempt{RunID: run.ID, NodeID: node, Iteration: 1, Attempt: 1, Replica: "A", Status: status, StartedAt: time.Now()}); err != nil {
+		if err := store.InsertAttempt(b.ctx, b.pool, store.Attempt{RunID: run.ID, NodeID: node, Iteration: iteration, Attempt: 1, Replica: "A", Status: status, Journey: journey, StartedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	attempt(a, "implement", "succeeded")
-	attempt(fork, "implement", "failed") // a failure makes no result
-	attempt(again, "review", "succeeded")
+	attempt(a, "implement", 1, "succeeded", "implementer-1")
+	attempt(a, "implement", 2, "succeeded", "implementer-2")
+	attempt(fork, "implement", 3, "failed", "implementer-f") // a failure makes no result
+	attempt(again, "review", 1, "succeeded", "reviewer-c")
+	attempt(again, "approve", 1, "succeeded", "") // not a marketplace role
 	for _, tt := range []struct {
-		run        store.Run
-		node, want string
+		run                 store.Run
+		node, want, journey string
 	}{
-		{a, "implement", "thread-a"},
-		{fork, "implement", "thread-a"},  // it came with the fork's checkpoint
-		{again, "implement", "thread-a"}, // two forks back
-		{again, "review", "thread-c"},    // it ran in the fork itself
-		{fork, "review", "thread-b"},     // never ran: the run's own thread
+		{a, "implement", "thread-a", "implementer-2"},     // the latest
+		{fork, "implement", "thread-a", "implementer-2"},  // it came with the fork's checkpoint
+		{again, "implement", "thread-a", "implementer-2"}, // two forks back
+		{again, "review", "thread-c", "reviewer-c"},       // it ran in the fork itself
+		{fork, "review", "thread-b", ""},                  // never ran: the run's own thread, no journey
+		{again, "approve", "thread-c", ""},
 	} {
 		if got, err := store.NodeThread(b.ctx, b.pool, tt.run.ID, tt.node); err != nil || got != tt.want {
 			t.Errorf("NodeThread(%s, %s) = %q, %v; want %q", tt.run.Thread, tt.node, got, err, tt.want)
 		}
+		if got, err := store.NodeJourney(b.ctx, b.pool, tt.run.ID, tt.node); err != nil || got != tt.journey {
+			t.Errorf("NodeJourney(%s, %s) = %q, %v; want %q", tt.run.Thread, tt.node, got, err, tt.journey)
+		}
+	}
+	// The attempts show their journey.
+	as, err := store.ListAttempts(b.ctx, b.pool, a.ID)
+	if err != nil || len(as) != 2 || as[1].Journey != "implementer-2" {
+		t.Errorf("ListAttempts: %+v, %v", as, err)
 	}
 }

@@ -12,6 +12,8 @@ package apiclienttest
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,7 +46,17 @@ type Fake struct {
 	streams     map[string]*Stream
 	next        []api.RunView
 	failures    map[string]apiclient.Error
+	workspaces  map[string]Workspace
 	requests    []Request
+}
+
+// Workspace is what GET /v1/runs/{id}/nodes/{node}/workspace answers.
+type Workspace struct {
+	Content []byte
+	Journey string
+	Commit  string
+	// Digest is the Repr-Digest header; empty sends Content's.
+	Digest string
 }
 
 // Request is a request the fake got.
@@ -84,6 +96,7 @@ func New(t testing.TB) *Fake {
 		checkpoints: map[string][]api.Checkpoint{},
 		streams:     map[string]*Stream{},
 		failures:    map[string]apiclient.Error{},
+		workspaces:  map[string]Workspace{},
 	}
 	srv := httptest.NewServer(f.handler())
 	t.Cleanup(srv.Close)
@@ -126,6 +139,14 @@ func (f *Fake) SetStream(runID string, s *Stream) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.streams[runID] = s
+}
+
+// SetWorkspace sets what GET /v1/runs/{id}/nodes/{node}/workspace answers
+// (whatever the format asked); a node without one is a 404.
+func (f *Fake) SetWorkspace(runID, node string, ws Workspace) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.workspaces[runID+"/"+node] = ws
 }
 
 // Fail makes the fake answer method and path (such as "/v1/runs") with an
@@ -199,6 +220,7 @@ func (f *Fake) handler() http.Handler {
 	mux.HandleFunc("POST /v1/interrupts/{id}/resume", f.resumeInterrupt)
 	mux.HandleFunc("POST /v1/runs/{id}/prune", onRun(f, false, f.prune))
 	mux.HandleFunc("GET /v1/runs/{id}/events", f.events)
+	mux.HandleFunc("GET /v1/runs/{id}/nodes/{node}/workspace", f.workspace)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
@@ -438,6 +460,31 @@ func (f *Fake) prune(w http.ResponseWriter, req pruneBody, v *api.RunView) {
 	deleted := max(0, len(cps)-req.Keep)
 	f.checkpoints[v.ID] = cps[deleted:]
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted})
+}
+
+func (f *Fake) workspace(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := f.run(w, r)
+	if v == nil {
+		return
+	}
+	ws, ok := f.workspaces[v.ID+"/"+r.PathValue("node")]
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "apiclienttest: no workspace set for node "+r.PathValue("node"))
+		return
+	}
+	digest := ws.Digest
+	if digest == "" {
+		sum := sha256.Sum256(ws.Content)
+		digest = "sha-256=:" + base64.StdEncoding.EncodeToString(sum[:]) + ":"
+	}
+	w.Header().Set("Repr-Digest", digest)
+	w.Header().Set("Meshwork-Journey", ws.Journey)
+	if ws.Commit != "" {
+		w.Header().Set("Meshwork-Commit", ws.Commit)
+	}
+	_, _ = w.Write(ws.Content)
 }
 
 func (f *Fake) events(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ package marketplace
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -215,7 +216,7 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 		return executor.Result{}, err
 	}
 
-	res := executor.Result{SessionID: out.SessionID}
+	res := executor.Result{SessionID: out.SessionID, Journey: id}
 	var agent agentOutput
 	var plain string
 	var ran execOutput
@@ -511,10 +512,58 @@ func (e *Executor) diff(ctx context.Context, id string) (patch string, omits []s
 	switch {
 	case decoded && out.Refused:
 		return "", nil, &RefusedError{Tool: meshapi.ToolWorkspaceDiff, Message: out.Message, Violations: out.Violations}
-	case res.IsError || !decoded:
-		return "", nil, fmt.Errorf("workspace_diff: %s", meshapi.ResultText(res))
+	case res.IsError:
+		me, _ := meshapi.ErrorOf(res)
+		return "", nil, fmt.Errorf("%s: %w", meshapi.ToolWorkspaceDiff, me)
+	case !decoded:
+		return "", nil, fmt.Errorf("%s: an answer that is not its output: %.200s", meshapi.ToolWorkspaceDiff, meshapi.ResultText(res))
 	}
 	return out.Patch, out.Summary.Omitted, nil
+}
+
+// Export takes a journey's workspace out (export_workspace, format tar or
+// bundle), with its change now (workspace_diff), so that the caller can
+// tell whether it is still the change of the node it asks for. The
+// journey may be stopped: its kept workspace is read where it lies.
+func (e *Executor) Export(ctx context.Context, journey, format string) (executor.Export, error) {
+	patch, _, err := e.diff(ctx, journey)
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		return executor.Export{}, meshapi.Errorf(meshapi.CodePermissionDenied, "%s", refused.Message)
+	}
+	if err != nil {
+		return executor.Export{}, err
+	}
+	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolExportWorkspace, Arguments: map[string]any{
+		"journey_id": journey, "format": format,
+	}})
+	if err != nil {
+		return executor.Export{}, fmt.Errorf("%s: %w", meshapi.ToolExportWorkspace, err)
+	}
+	var out struct {
+		ContentBase64 string `json:"content_base64"`
+		SHA256        string `json:"sha256"`
+		Commit        string `json:"commit"`
+		meshapi.Refusal
+	}
+	decoded := decode(res, &out) == nil
+	switch {
+	case decoded && out.Refused:
+		return executor.Export{}, meshapi.Errorf(meshapi.CodePermissionDenied, "%s", out.Message)
+	case res.IsError:
+		me, _ := meshapi.ErrorOf(res)
+		return executor.Export{}, fmt.Errorf("%s: %w", meshapi.ToolExportWorkspace, me)
+	case !decoded:
+		return executor.Export{}, fmt.Errorf("%s: an answer that is not its output: %.200s", meshapi.ToolExportWorkspace, meshapi.ResultText(res))
+	}
+	content, err := base64.StdEncoding.DecodeString(out.ContentBase64)
+	if err != nil {
+		return executor.Export{}, fmt.Errorf("%s: content_base64: %w", meshapi.ToolExportWorkspace, err)
+	}
+	if sum := sha256.Sum256(content); hex.EncodeToString(sum[:]) != out.SHA256 {
+		return executor.Export{}, fmt.Errorf("%s: the content's SHA-256 is %x, not the %q it names", meshapi.ToolExportWorkspace, sum, out.SHA256)
+	}
+	return executor.Export{Patch: patch, Content: content, SHA256: out.SHA256, Commit: out.Commit}, nil
 }
 
 // decode reads a tool result's structured content, or else its text as

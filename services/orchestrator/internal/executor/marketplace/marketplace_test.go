@@ -1,6 +1,7 @@
 package marketplace_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -495,6 +497,23 @@ func TestPatchOmitsAndRelease(t *testing.T) {
 	if err != nil || !strings.Contains(meshapi.ResultText(st), `"state":"stopped"`) {
 		t.Fatalf("after Release: %v %s; want the journey stopped", err, meshapi.ResultText(st))
 	}
+	// The stopped journey's workspace is taken out whole, the file the
+	// patch left out included, with the change the attempt reported.
+	if res.Journey != id {
+		t.Errorf("the attempt's journey %q, want %q", res.Journey, id)
+	}
+	ws, err := m.ex.Export(context.Background(), id, "tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.Patch != res.Patch || !tarHolds(t, ws.Content, "big.txt") || ws.SHA256 == "" {
+		t.Errorf("Export: patch equal %v, big.txt in the tar %v, sha256 %q", ws.Patch == res.Patch, tarHolds(t, ws.Content, "big.txt"), ws.SHA256)
+	}
+	if _, err := m.ex.Export(context.Background(), "tester-nothing-here", "tar"); err == nil {
+		t.Error("Export of a journey that does not exist: no error")
+	} else if me, ok := meshapi.AsError(err); !ok || me.Code != meshapi.CodeNotFound {
+		t.Errorf("Export of a journey that does not exist: %v, want the marketplace's not_found", err)
+	}
 	res, err = m.ex.Execute(context.Background(), req)
 	if err != nil || !slices.Equal(res.PatchOmits, []string{"big.txt"}) || !strings.Contains(res.Patch, "NOTES.md") {
 		t.Fatalf("after Release, the next attempt: %+v, %v; want the same change", res.PatchOmits, err)
@@ -504,5 +523,20 @@ func TestPatchOmitsAndRelease(t *testing.T) {
 	}
 	if n := m.calls.count("spawn_worker resume"); n != 1 {
 		t.Errorf("%d resumes; want the released journey resumed once", n)
+	}
+}
+
+// tarHolds reports whether a tar holds a file of that name.
+func tarHolds(t *testing.T, content []byte, name string) bool {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(content))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return false
+		}
+		if path.Clean(h.Name) == name {
+			return true
+		}
 	}
 }

@@ -1,0 +1,122 @@
+package engine
+
+// Taking a node's workspace out whole: the marketplace journey its change
+// was made in, as a git bundle or a tar, files too large for a patch
+// included.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/meshwork/meshwork/pkg/meshapi"
+	"github.com/meshwork/meshwork/pkg/pgtext"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
+)
+
+// WorkspaceFormats are the formats ExportWorkspace takes: a git bundle of
+// one commit on the source's commit (a git source only), or a tar of the
+// workspace's files.
+var WorkspaceFormats = []string{"bundle", "tar"}
+
+// WorkspaceExport is a node's workspace, taken out.
+type WorkspaceExport struct {
+	RunID, NodeID string
+	// Journey is the marketplace journey whose workspace it is.
+	Journey string
+	Format  string
+	Content []byte
+	// SHA256 is Content's hex digest; Commit, for a bundle, the commit it
+	// holds as refs/heads/meshwork.
+	SHA256, Commit string
+}
+
+// ExportWorkspace takes out the workspace that holds node's change in run
+// runID: the journey its latest succeeded attempt worked in (in a fork, maybe
+// that of the run it was forked from), as the orchestrator recorded it, never
+// as the run's state says. The workspace must still hold exactly that
+// change: a later attempt in the same journey (a later node of the role, a
+// later run on the thread) moved it on, and the export is refused as a
+// conflict rather than handing over another change under the node's name.
+func (e *Engine) ExportWorkspace(ctx context.Context, runID, nodeID, format string) (WorkspaceExport, error) {
+	if !slices.Contains(WorkspaceFormats, format) {
+		return WorkspaceExport{}, invalid("format %q is not one of %s", format, strings.Join(WorkspaceFormats, ", "))
+	}
+	run, err := e.loadVisible(ctx, runID)
+	if err != nil {
+		return WorkspaceExport{}, err
+	}
+	p, ok := e.catalog.Lookup(run.Pipeline)
+	if !ok {
+		return WorkspaceExport{}, fmt.Errorf("pipeline %q of run %s is no longer in the catalog: %w", run.Pipeline, run.ID, ErrNotFound)
+	}
+	n, ok := p.Node(nodeID)
+	if !ok {
+		return WorkspaceExport{}, invalid("run %s: pipeline %s has no node %q", run.ID, run.Pipeline, nodeID)
+	}
+	if p.Source(nodeID) == nil {
+		return WorkspaceExport{}, invalid("run %s: node %s works on no repository (it has no source), so it has no workspace to export", run.ID, nodeID)
+	}
+	st, err := store.LoadState(ctx, e.pool, run.ID, run.HeadSeq)
+	if err != nil {
+		return WorkspaceExport{}, err
+	}
+	ns := st.Node(nodeID)
+	if ns.Status != pipeline.StatusSucceeded {
+		return WorkspaceExport{}, fmt.Errorf("%w: run %s: node %s has no change yet (it is %s)", ErrConflict, run.ID, nodeID, orNone(ns.Status))
+	}
+	journey, err := store.NodeJourney(ctx, e.pool, run.ID, nodeID)
+	if err != nil {
+		return WorkspaceExport{}, err
+	}
+	if journey == "" {
+		return WorkspaceExport{}, fmt.Errorf("%w: run %s: no journey is recorded for node %s's change (it was made before the orchestrator recorded them); take its patch instead", ErrConflict, run.ID, nodeID)
+	}
+	ex, ok := e.cfg.Executors[pipeline.ViaMarketplace].(executor.Exporter)
+	if !ok {
+		return WorkspaceExport{}, fmt.Errorf("%w: node %s worked in marketplace journey %s; start the orchestrator with --marketplace-url", executor.ErrUnavailable, nodeID, journey)
+	}
+	out, err := ex.Export(ctx, journey, format)
+	if err != nil {
+		return WorkspaceExport{}, exportError(run.ID, nodeID, journey, err)
+	}
+	if pgtext.Scrub(out.Patch) != ns.Patch {
+		return WorkspaceExport{}, fmt.Errorf("%w: run %s: the workspace of node %s (journey %s) has moved on since: a later attempt in it (a later node of role %s, or a later run on thread %s) changed it, so it no longer holds that node's change; its patch still does",
+			ErrConflict, run.ID, nodeID, journey, n.Role, run.Thread)
+	}
+	return WorkspaceExport{RunID: run.ID, NodeID: nodeID, Journey: journey, Format: format, Content: out.Content, SHA256: out.SHA256, Commit: out.Commit}, nil
+}
+
+// exportError is the engine's error for an Exporter's failure: the
+// marketplace's refusals keep their meaning (and message) for the caller;
+// anything else is the marketplace being out of reach, or internal.
+func exportError(runID, nodeID, journey string, err error) error {
+	me, ok := meshapi.AsError(err)
+	if !ok {
+		// No answer of the marketplace's own: it is out of reach.
+		return fmt.Errorf("%w: the marketplace did not export the workspace of node %s of run %s (journey %s): %w", ErrUnavailable, nodeID, runID, journey, err)
+	}
+	switch me.Code {
+	case meshapi.CodeNotFound:
+		return fmt.Errorf("run %s: the workspace of node %s (journey %s) is gone (%s): %w", runID, nodeID, journey, me.Message, ErrNotFound)
+	case meshapi.CodeInvalidArgument:
+		return invalid("run %s: node %s (journey %s): %s", runID, nodeID, journey, me.Message)
+	case meshapi.CodePermissionDenied:
+		return fmt.Errorf("%w: run %s: node %s (journey %s): %s", ErrForbidden, runID, nodeID, journey, me.Message)
+	case meshapi.CodeUnavailable, meshapi.CodeResourceExhausted:
+		return fmt.Errorf("%w: the marketplace did not export the workspace of node %s of run %s (journey %s): %s", ErrUnavailable, nodeID, runID, journey, me.Message)
+	}
+	return fmt.Errorf("exporting the workspace of node %s of run %s (journey %s): %w", nodeID, runID, journey, errors.New(me.Message))
+}
+
+// orNone is s, or "none" when it is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

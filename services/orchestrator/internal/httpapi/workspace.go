@@ -1,0 +1,44 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// exportWorkspace answers GET /v1/runs/{id}/nodes/{node}/workspace: the
+// workspace that holds the node's change, whole (a git bundle by default,
+// or ?format=tar), with its digest in Repr-Digest (RFC 9530) and, for a
+// bundle, its commit in Meshwork-Commit.
+func (a *API) exportWorkspace(w http.ResponseWriter, r *http.Request) {
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		format = "bundle"
+	}
+	runID, node := chi.URLParam(r, "id"), chi.URLParam(r, "node")
+	out, err := a.eng.ExportWorkspace(r.Context(), runID, node, format)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	contentType, ext := "application/octet-stream", ".bundle"
+	if format == "tar" {
+		contentType, ext = "application/x-tar", ".tar"
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(out.Content)))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": out.NodeID + ext}))
+	sum := sha256.Sum256(out.Content)
+	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum[:])+":")
+	h.Set("Meshwork-Journey", out.Journey)
+	if out.Commit != "" {
+		h.Set("Meshwork-Commit", out.Commit)
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out.Content)
+}
