@@ -68,6 +68,11 @@ type ChangeSummary struct {
 	Omitted []string `json:"omitted,omitempty"`
 	// DiffBytes is the size of the patch.
 	DiffBytes int64 `json:"diff_bytes"`
+	// Digest is the SHA-256 of the whole workspace the change was taken
+	// from (each file's path, mode and content, private files aside):
+	// two summaries with the same digest hold the same change, files the
+	// patch leaves out included.
+	Digest string `json:"digest,omitempty"`
 }
 
 // Summarize counts files into a change summary whose patch is diffBytes

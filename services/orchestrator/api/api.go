@@ -217,9 +217,13 @@ type Attempt struct {
 	// Journey is the marketplace journey the attempt worked in (a role
 	// via marketplace): the workspace GET
 	// /v1/runs/{id}/nodes/{node}/workspace exports.
-	Journey    string     `json:"journey,omitempty"`
-	StartedAt  time.Time  `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Journey string `json:"journey,omitempty"`
+	// ChangeDigest is the digest of the workspace the attempt left in its
+	// journey (the summary's digest): an export checks the journey still
+	// holds it.
+	ChangeDigest string     `json:"change_digest,omitempty"`
+	StartedAt    time.Time  `json:"started_at"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
 }
 
 // AgentEvent is what a running node's agent did, as its worker reported it.

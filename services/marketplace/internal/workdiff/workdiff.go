@@ -14,11 +14,15 @@ package workdiff
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -399,11 +403,27 @@ func (c *Change) compare(baseFiles map[string]bases.Entry, opts Options) error {
 		c.changed = append(c.changed, cf)
 	}
 	c.Summary, c.Patch = summarize(c.changed)
+	c.Summary.Digest = c.digest()
 	return nil
 }
 
+// digest is the SHA-256 of the workspace's files, in path order: each one's
+// mode, path and blob hash. The base is fixed for a journey, so two equal
+// digests are one change, whatever its patch shows.
+func (c *Change) digest() string {
+	paths := slices.Sorted(maps.Keys(c.files))
+	h := sha256.New()
+	for _, p := range paths {
+		e := c.files[p]
+		// NUL ends a path: no path holds one.
+		_, _ = fmt.Fprintf(h, "%o %s\x00%s\n", uint32(e.Mode), p, e.Hash)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // Only is the change to the given files and directories alone: its summary
-// and patch. No paths is the whole change.
+// (with the whole workspace's digest) and patch. No paths is the whole
+// change.
 func (c *Change) Only(paths []string) (meshtype.ChangeSummary, []byte) {
 	if len(paths) == 0 {
 		return c.Summary, c.Patch
@@ -414,7 +434,9 @@ func (c *Change) Only(paths []string) (meshtype.ChangeSummary, []byte) {
 			some = append(some, cf)
 		}
 	}
-	return summarize(some)
+	s, patch := summarize(some)
+	s.Digest = c.Summary.Digest // the workspace's, whatever part is shown
+	return s, patch
 }
 
 // summarize counts a change's files and joins their patches (git's format

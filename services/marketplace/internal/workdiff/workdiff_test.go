@@ -595,6 +595,61 @@ func TestBinaryBudget(t *testing.T) {
 	}
 }
 
+// A change's digest is the workspace's: the same files give the same
+// digest, and a change to a file the patch leaves out, which leaves the
+// patch as it was, gives another. A private file changes nothing; a view
+// of some paths keeps the whole workspace's digest.
+func TestDigest(t *testing.T) {
+	t.Parallel()
+	base, _ := keep(t, map[string]string{"README.md": "r\n"}, nil)
+	ws := t.TempDir()
+	seedWorkspace(t, base, ws)
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compute := func() *workdiff.Change {
+		t.Helper()
+		ch, err := workdiff.Compute(base, tarDir(t, ws), workdiff.Options{MaxBinaryBytes: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	write("c.txt", "text\n")
+	write("big.bin", strings.Repeat("\x00", 600)) // past the binary budget
+	first := compute()
+	if len(first.Summary.Digest) != 64 || strings.Join(first.Summary.Omitted, " ") != "big.bin" {
+		t.Fatalf("digest %q, omitted %q", first.Summary.Digest, first.Summary.Omitted)
+	}
+	if again := compute(); again.Summary.Digest != first.Summary.Digest {
+		t.Errorf("the same workspace: digest %s, then %s", first.Summary.Digest, again.Summary.Digest)
+	}
+	write(".meshwork/state", "private")
+	if private := compute(); private.Summary.Digest != first.Summary.Digest {
+		t.Errorf("a private file changed the digest")
+	}
+	if view, _ := first.Only([]string{"c.txt"}); view.Digest != first.Summary.Digest {
+		t.Errorf("a view's digest %s, want the workspace's %s", view.Digest, first.Summary.Digest)
+	}
+	write("big.bin", strings.Repeat("\x00\x01", 300))
+	moved := compute()
+	if !bytes.Equal(moved.Patch, first.Patch) || moved.Summary.Digest == first.Summary.Digest {
+		t.Errorf("the omitted file changed: patch equal %v, digest %s then %s; want the same patch and another digest", bytes.Equal(moved.Patch, first.Patch), first.Summary.Digest, moved.Summary.Digest)
+	}
+	if err := os.Chmod(filepath.Join(ws, "c.txt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if mode := compute(); mode.Summary.Digest == moved.Summary.Digest {
+		t.Errorf("a mode change kept the digest")
+	}
+}
+
 // A patch's binary hunk seeds a base only over the file it was made from,
 // as git apply checks its index line: another content is refused, changed
 // or deleted.

@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -217,9 +216,8 @@ func (c *Client) ExportWorkspace(ctx context.Context, runID, node, format string
 		return Workspace{}, err
 	}
 	defer resp.Body.Close()
-	want, ok := strings.CutPrefix(resp.Header.Get("Repr-Digest"), "sha-256=:")
-	want, ok2 := strings.CutSuffix(want, ":")
-	if !ok || !ok2 {
+	want, ok := api.ReprDigestSHA256(resp.Header.Get("Repr-Digest"))
+	if !ok {
 		return Workspace{}, fmt.Errorf("GET %s: no SHA-256 Repr-Digest in the answer (%q)", path, resp.Header.Get("Repr-Digest"))
 	}
 	h := sha256.New()
@@ -231,7 +229,7 @@ func (c *Client) ExportWorkspace(ctx context.Context, runID, node, format string
 		return Workspace{}, fmt.Errorf("GET %s: the workspace passes %d bytes", path, maxBody)
 	}
 	sum := h.Sum(nil)
-	if base64.StdEncoding.EncodeToString(sum) != want {
+	if !bytes.Equal(sum, want) {
 		return Workspace{}, fmt.Errorf("GET %s: the %d bytes read do not have the SHA-256 the server sent (cut short?)", path, n)
 	}
 	return Workspace{Journey: resp.Header.Get("Meshwork-Journey"), Commit: resp.Header.Get("Meshwork-Commit"), Bytes: n, SHA256: hex.EncodeToString(sum)}, nil

@@ -287,7 +287,8 @@ func (c *console) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	switch code := engine.ErrorCode(err); code {
 	case meshapi.CodeNotFound:
 		c.fail(w, r, meshapi.HTTPStatus(code), "No such run or approval for you: it may belong to another caller. Go back to the runs.")
-	case meshapi.CodeInvalidArgument, meshapi.CodePermissionDenied, meshapi.CodeConflict, meshapi.CodePipelineChanged:
+	case meshapi.CodeInvalidArgument, meshapi.CodePermissionDenied, meshapi.CodeConflict, meshapi.CodePipelineChanged,
+		meshapi.CodeUnavailable, meshapi.CodeResourceExhausted:
 		c.fail(w, r, meshapi.HTTPStatus(code), err.Error())
 	default:
 		c.cfg.Logger.ErrorContext(r.Context(), "console: request failed", slog.String("path", r.URL.Path), slog.Any("error", err))
@@ -511,10 +512,13 @@ func (c *console) workspace(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
 	// Node ids are [a-z0-9_] (the pipeline's compiler checks them), and
 	// the format is one of two: the file name needs no quoting.
-	w.Header().Set("Content-Disposition", `attachment; filename="run-`+out.RunID+"-"+out.NodeID+"."+out.Format+`"`)
+	h.Set("Content-Disposition", `attachment; filename="run-`+out.RunID+"-"+out.NodeID+"."+out.Format+`"`)
+	h.Set("Content-Length", strconv.Itoa(len(out.Content)))
+	h.Set("Repr-Digest", api.ReprDigest(out.Content))
 	_, _ = w.Write(out.Content)
 }
 

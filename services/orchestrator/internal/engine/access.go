@@ -215,6 +215,8 @@ func ErrorCode(err error) meshapi.Code {
 		return meshapi.CodePermissionDenied
 	case errors.Is(err, ErrUnavailable), errors.Is(err, executor.ErrUnavailable):
 		return meshapi.CodeUnavailable
+	case errors.Is(err, ErrBusy):
+		return meshapi.CodeResourceExhausted
 	}
 	return meshapi.CodeInternal
 }

@@ -1,20 +1,17 @@
 package engine_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/meshwork/meshwork/pkg/gittest"
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/pkg/tartest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
@@ -144,7 +141,7 @@ func TestCodingPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calc := tarFile(t, tarred.Content, "calc.go"); !strings.Contains(calc, gittest.FixedAdd) {
+	if calc := tartest.Files(t, tarred.Content)["calc.go"]; !strings.Contains(calc, gittest.FixedAdd) {
 		t.Errorf("calc.go in the tar:\n%s", calc)
 	}
 	// fix was skipped by the last pass of the loop: it has no change to
@@ -192,26 +189,7 @@ func TestCodingPipeline(t *testing.T) {
 	if err != nil || fws.Journey != ws.Journey {
 		t.Fatalf("the fork's export: %v, journey %q, want the run's %s", err, fws.Journey, ws.Journey)
 	}
-	if calc := tarFile(t, fws.Content, "calc.go"); !strings.Contains(calc, gittest.FixedAdd) {
+	if calc := tartest.Files(t, fws.Content)["calc.go"]; !strings.Contains(calc, gittest.FixedAdd) {
 		t.Errorf("calc.go in the fork's tar:\n%s", calc)
-	}
-}
-
-// tarFile is the content of the file name in a tar.
-func tarFile(t *testing.T, content []byte, name string) string {
-	t.Helper()
-	tr := tar.NewReader(bytes.NewReader(content))
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			t.Fatalf("no %s in the tar: %v", name, err)
-		}
-		if path.Clean(h.Name) == name {
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(b)
-		}
 	}
 }

@@ -201,7 +201,7 @@ func (e *Engine) planCommit(ctx context.Context, in commitInput, head int, statu
 	attempt := store.Attempt{
 		RunID: a.RunID, NodeID: a.NodeID, Iteration: a.Iteration, Attempt: a.Attempt, JobID: in.jobID,
 		Replica: e.cfg.ReplicaID, Status: "succeeded", SessionID: res.session, CostUSD: res.cost, StartedAt: in.started,
-		Task: res.task, Journey: res.journey,
+		Task: res.task, Journey: res.journey, ChangeDigest: res.changeDigest,
 	}
 	saveSession := func() error {
 		_, err := store.SaveRoleSession(ctx, &c.batch, in.run.Thread, res.role, res.session, a.RunID, a.NodeID, e.cfg.ReplicaID, in.fence)

@@ -121,6 +121,10 @@ type Engine struct {
 	// chains work the first nodes of the runs this replica creates, without
 	// a River job (see startChain).
 	chains chainSet
+
+	// exports holds a token per workspace export under way
+	// (ExportWorkspace): each holds its content, up to 32 MiB, in memory.
+	exports chan struct{}
 }
 
 // chainSet is the chains of nodes the engine works outside River's jobs,
@@ -238,7 +242,7 @@ func New(cfg Config) (*Engine, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{cfg: cfg, pool: cfg.Pool, catalog: cfg.Catalog, logger: logger, cache: newStateCache(4096)}
+	e := &Engine{cfg: cfg, pool: cfg.Pool, catalog: cfg.Catalog, logger: logger, cache: newStateCache(4096), exports: make(chan struct{}, maxExports)}
 	e.chains.slots = make(chan struct{}, cfg.MaxWorkers)
 	e.leases = newLeaseTable(e)
 

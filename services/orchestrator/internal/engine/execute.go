@@ -93,9 +93,10 @@ type nodeResult struct {
 	session    string
 	role       string
 	cost       float64
-	// journey is the marketplace journey the attempt worked in, recorded
+	// journey is the marketplace journey the attempt worked in, and
+	// changeDigest the digest of the workspace it left there, recorded
 	// with it (ExportWorkspace).
-	journey string
+	journey, changeDigest string
 }
 
 // execute runs one attempt of an agent node: its task rendered over the
@@ -209,7 +210,7 @@ func (e *Engine) execute(ctx context.Context, run store.Run, p *pipeline.Pipelin
 	r, err := ex.Execute(ctx, req)
 	r.Output, r.SessionID = pgtext.Scrub(r.Output), pgtext.Scrub(r.SessionID)
 	res.session, res.cost, res.patch = r.SessionID, r.CostUSD, pgtext.Scrub(r.Patch)
-	res.patchOmits, res.journey = patchOmits(r.PatchOmits), pgtext.Scrub(r.Journey)
+	res.patchOmits, res.journey, res.changeDigest = patchOmits(r.PatchOmits), pgtext.Scrub(r.Journey), pgtext.Scrub(r.ChangeDigest)
 	if !telemetry.UsageOK(res.cost, telemetry.MaxAgentCostUSD) {
 		// The worker's own report: a negative or absurd cost (past what
 		// the attempt's row holds, which would fail the node's commit and

@@ -8,11 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
-	"github.com/meshwork/meshwork/pkg/pgtext"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/pipeline"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
@@ -35,13 +35,19 @@ type WorkspaceExport struct {
 	SHA256, Commit string
 }
 
+// maxExports bounds the workspace exports a replica makes at once: each
+// holds its content in memory (up to 32 MiB, and its base64 on the way).
+const maxExports = 4
+
 // ExportWorkspace takes out the workspace that holds node's change in run
-// runID: the journey its latest succeeded attempt worked in (in a fork, maybe
-// that of the run it was forked from), as the orchestrator recorded it, never
-// as the run's state says. The workspace must still hold exactly that
-// change: a later attempt in the same journey (a later node of the role, a
-// later run on the thread) moved it on, and the export is refused as a
-// conflict rather than handing over another change under the node's name.
+// runID: the journey the node's latest succeeded attempt of its current
+// iteration worked in (in a fork, maybe that of a run it was forked from),
+// as the orchestrator recorded it, never as the run's state says. The
+// workspace must still be as that attempt left it (the digest of its
+// files, those too large for a patch included, taken with the export):
+// once a later attempt in the same journey (a later node of the role, a
+// later run on the thread) changed it, the export is refused as a conflict
+// rather than handing over another change under the node's name.
 func (e *Engine) ExportWorkspace(ctx context.Context, runID, nodeID, format string) (WorkspaceExport, error) {
 	if !slices.Contains(WorkspaceFormats, format) {
 		return WorkspaceExport{}, invalid("format %q is not one of %s", format, strings.Join(WorkspaceFormats, ", "))
@@ -58,8 +64,14 @@ func (e *Engine) ExportWorkspace(ctx context.Context, runID, nodeID, format stri
 	if !ok {
 		return WorkspaceExport{}, invalid("run %s: pipeline %s has no node %q", run.ID, run.Pipeline, nodeID)
 	}
-	if p.Source(nodeID) == nil {
+	role, _ := p.Role(nodeID)
+	switch {
+	case p.Source(nodeID) == nil:
 		return WorkspaceExport{}, invalid("run %s: node %s works on no repository (it has no source), so it has no workspace to export", run.ID, nodeID)
+	case role.Via != pipeline.ViaMarketplace:
+		return WorkspaceExport{}, invalid("run %s: node %s works via %s, which keeps no workspace to export", run.ID, nodeID, role.Via)
+	case n.IsForeach():
+		return WorkspaceExport{}, invalid("run %s: node %s is a foreach node, whose items each work in a journey of their own: there is no one workspace to export", run.ID, nodeID)
 	}
 	st, err := store.LoadState(ctx, e.pool, run.ID, run.HeadSeq)
 	if err != nil {
@@ -69,22 +81,28 @@ func (e *Engine) ExportWorkspace(ctx context.Context, runID, nodeID, format stri
 	if ns.Status != pipeline.StatusSucceeded {
 		return WorkspaceExport{}, fmt.Errorf("%w: run %s: node %s has no change yet (it is %s)", ErrConflict, run.ID, nodeID, orNone(ns.Status))
 	}
-	journey, err := store.NodeJourney(ctx, e.pool, run.ID, nodeID)
+	journey, digest, err := store.NodeJourney(ctx, e.pool, run.ID, nodeID, ns.Iteration)
 	if err != nil {
 		return WorkspaceExport{}, err
 	}
-	if journey == "" {
+	if journey == "" || digest == "" {
 		return WorkspaceExport{}, fmt.Errorf("%w: run %s: no journey is recorded for node %s's change (it was made before the orchestrator recorded them); take its patch instead", ErrConflict, run.ID, nodeID)
 	}
 	ex, ok := e.cfg.Executors[pipeline.ViaMarketplace].(executor.Exporter)
 	if !ok {
 		return WorkspaceExport{}, fmt.Errorf("%w: node %s worked in marketplace journey %s; start the orchestrator with --marketplace-url", executor.ErrUnavailable, nodeID, journey)
 	}
+	select {
+	case e.exports <- struct{}{}:
+		defer func() { <-e.exports }()
+	default:
+		return WorkspaceExport{}, fmt.Errorf("%w: %d workspace exports are under way on this replica; try again in a moment", ErrBusy, maxExports)
+	}
 	out, err := ex.Export(ctx, journey, format)
 	if err != nil {
-		return WorkspaceExport{}, exportError(run.ID, nodeID, journey, err)
+		return WorkspaceExport{}, e.exportError(ctx, run.ID, nodeID, journey, err)
 	}
-	if pgtext.Scrub(out.Patch) != ns.Patch {
+	if out.Digest != digest {
 		return WorkspaceExport{}, fmt.Errorf("%w: run %s: the workspace of node %s (journey %s) has moved on since: a later attempt in it (a later node of role %s, or a later run on thread %s) changed it, so it no longer holds that node's change; its patch still does",
 			ErrConflict, run.ID, nodeID, journey, n.Role, run.Thread)
 	}
@@ -93,12 +111,16 @@ func (e *Engine) ExportWorkspace(ctx context.Context, runID, nodeID, format stri
 
 // exportError is the engine's error for an Exporter's failure: the
 // marketplace's refusals keep their meaning (and message) for the caller;
-// anything else is the marketplace being out of reach, or internal.
-func exportError(runID, nodeID, journey string, err error) error {
+// a marketplace that did not answer is unavailable, with its cause logged
+// (it names addresses); anything else is internal.
+func (e *Engine) exportError(ctx context.Context, runID, nodeID, journey string, err error) error {
+	if errors.Is(err, executor.ErrUnreachable) {
+		e.logger.WarnContext(ctx, "exporting a workspace: the marketplace did not answer", slog.String("run", runID), slog.String("node", nodeID), slog.String("journey", journey), slog.Any("error", err))
+		return fmt.Errorf("%w: the marketplace did not answer the export of node %s of run %s; try again later", ErrUnavailable, nodeID, runID)
+	}
 	me, ok := meshapi.AsError(err)
 	if !ok {
-		// No answer of the marketplace's own: it is out of reach.
-		return fmt.Errorf("%w: the marketplace did not export the workspace of node %s of run %s (journey %s): %w", ErrUnavailable, nodeID, runID, journey, err)
+		return fmt.Errorf("exporting the workspace of node %s of run %s (journey %s): %w", nodeID, runID, journey, err)
 	}
 	switch me.Code {
 	case meshapi.CodeNotFound:

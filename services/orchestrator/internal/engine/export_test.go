@@ -4,8 +4,10 @@ import (
 	"context"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
@@ -75,7 +77,48 @@ patch: implement
 	if _, err := b.Engine.ExportWorkspace(ctx, fv.ID, "implement", "tar"); engine.ErrorCode(err) != meshapi.CodeConflict || !strings.Contains(err.Error(), "journey-"+v.Thread+"-coder") {
 		t.Errorf("the fork's implement: %v, want a conflict over the run's journey", err)
 	}
-	// Another caller's run is not there; an admin's view is the run's.
+	// Four exports at once are under way; a fifth is refused until one is
+	// done.
+	x.ExportHold = make(chan struct{})
+	release := sync.OnceFunc(func() { close(x.ExportHold) })
+	t.Cleanup(release) // a failure below leaves no export waiting
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for { // until it holds a slot that a probe below did not
+				_, err := b.Engine.ExportWorkspace(ctx, run.ID, "polish", "tar")
+				if engine.ErrorCode(err) != meshapi.CodeResourceExhausted {
+					errs <- err
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// Bounded: before the four all hold a slot, this one may take one
+		// and wait on the hold too.
+		probe, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, err := b.Engine.ExportWorkspace(probe, run.ID, "polish", "tar")
+		cancel()
+		if engine.ErrorCode(err) == meshapi.CodeResourceExhausted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a fifth export at once: %v, want resource_exhausted", err)
+		}
+	}
+	release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("one of the four exports: %v", err)
+		}
+	}
+	// Another caller's run is not there.
 	_, err = b.Engine.ExportWorkspace(engine.WithViewer(ctx, engine.Viewer{Caller: "mallory"}), run.ID, "polish", "tar")
 	if engine.ErrorCode(err) != meshapi.CodeNotFound {
 		t.Errorf("another caller's export: %v, want not_found", err)

@@ -56,9 +56,9 @@ const releaseTimeout = 2 * time.Minute
 // release stops the workers that runs which settled (ended, or wait for a
 // human) had started (Request.OnWorker) and that no running run holds, by
 // their executors (executor.Releaser), and returns how many it stopped.
-// Only the rows of executors this replica has are taken. A worker's row
-// goes before its stop: one whose stop fails is left to its own idle
-// timeout, and a later attempt starts it again either way.
+// Only the workers of executors this replica has are released. A worker
+// whose stop fails keeps its rows, and the next round tries again; a later
+// attempt starts it again either way.
 func (e *Engine) release(ctx context.Context) (int, error) {
 	releasers := map[pipeline.Via]executor.Releaser{}
 	var vias []string
@@ -78,7 +78,7 @@ func (e *Engine) release(ctx context.Context) (int, error) {
 		}
 	}()
 	for {
-		taken, err := store.TakeSettledWorkers(ctx, e.pool, vias, releaseBatch)
+		taken, err := store.SettledWorkers(ctx, e.pool, vias, releaseBatch)
 		if err != nil {
 			return stopped, err
 		}

@@ -29,6 +29,10 @@ var ErrConflict = errors.New("conflict")
 // marketplace) did not answer, or answered that it cannot now.
 var ErrUnavailable = errors.New("unavailable")
 
+// ErrBusy is returned when the replica does as many of an operation at once
+// as it may (workspace exports): trying again later can succeed.
+var ErrBusy = errors.New("busy")
+
 // ErrPipelineChanged is returned when a run's pipeline definition changed
 // since it started and the caller did not ask to migrate.
 var ErrPipelineChanged = errors.New("the pipeline definition changed since the run started")

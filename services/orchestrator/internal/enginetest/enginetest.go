@@ -131,6 +131,9 @@ type InstantExecutor struct {
 	// Record keeps every call for Calls and Tasks; a benchmark turns it
 	// off. New executors from Start record.
 	Record bool
+	// ExportHold, when set, makes every Export wait until it is closed (or
+	// its context ends).
+	ExportHold chan struct{}
 
 	mu       sync.Mutex
 	calls    []executor.Request
@@ -202,7 +205,7 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 	res := executor.Result{Output: out, SessionID: session}
 	if x.Patch != nil {
 		res.Patch = x.Patch(req)
-		res.Journey = "journey-" + req.Thread + "-" + req.RoleName
+		res.Journey, res.ChangeDigest = "journey-"+req.Thread+"-"+req.RoleName, digestOf(res.Patch)
 		x.mu.Lock()
 		if x.journeys == nil {
 			x.journeys = map[string]string{}
@@ -220,10 +223,17 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 }
 
 // Export takes out a journey's workspace: "<format> of <journey>", a
-// line, and its latest patch, which it also returns as the workspace's
-// change; a bundle's commit is "c0ffee". A journey no call made is
-// not_found, as the marketplace says.
-func (x *InstantExecutor) Export(_ context.Context, journey, format string) (executor.Export, error) {
+// line, and its latest patch, whose digest (the SHA-256 of the patch) is
+// the workspace's; a bundle's commit is "c0ffee". A journey no call made
+// is not_found, as the marketplace says.
+func (x *InstantExecutor) Export(ctx context.Context, journey, format string) (executor.Export, error) {
+	if x.ExportHold != nil {
+		select {
+		case <-x.ExportHold:
+		case <-ctx.Done():
+			return executor.Export{}, ctx.Err()
+		}
+	}
 	x.mu.Lock()
 	patch, ok := x.journeys[journey]
 	x.mu.Unlock()
@@ -232,11 +242,17 @@ func (x *InstantExecutor) Export(_ context.Context, journey, format string) (exe
 	}
 	content := []byte(format + " of " + journey + "\n" + patch)
 	sum := sha256.Sum256(content)
-	out := executor.Export{Patch: patch, Content: content, SHA256: hex.EncodeToString(sum[:])}
+	out := executor.Export{Digest: digestOf(patch), Content: content, SHA256: hex.EncodeToString(sum[:])}
 	if format == "bundle" {
 		out.Commit = "c0ffee"
 	}
 	return out, nil
+}
+
+// digestOf is the digest InstantExecutor gives a journey holding patch.
+func digestOf(patch string) string {
+	sum := sha256.Sum256([]byte(patch))
+	return hex.EncodeToString(sum[:])
 }
 
 // Calls returns the calls made so far, in order.

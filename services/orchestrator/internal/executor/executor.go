@@ -102,8 +102,10 @@ type Result struct {
 	CostUSD float64
 	// Journey is the marketplace journey the attempt worked in (roles via
 	// marketplace): its workspace holds Patch's change whole, and an
-	// Exporter takes it out.
-	Journey string
+	// Exporter takes it out. ChangeDigest is the digest of that workspace
+	// as the attempt left it (meshtype.ChangeSummary.Digest).
+	Journey      string
+	ChangeDigest string
 }
 
 // Executor runs agent nodes. Implementations are safe for concurrent use.
@@ -132,21 +134,27 @@ type Exporter interface {
 	// through the worker's result gate. An error that is a
 	// *meshapi.Error carries the service's code: not_found (the journey
 	// or its workspace is gone), invalid_argument (no git source for a
-	// bundle, too large), permission_denied (the result gate refused).
+	// bundle, too large), permission_denied (the result gate refused);
+	// one that is ErrUnreachable, the service did not answer.
 	Export(ctx context.Context, journey, format string) (Export, error)
 }
 
 // Export is a worker's workspace, taken out.
 type Export struct {
-	// Patch is the workspace's change now, as a node's Result.Patch: a
-	// later attempt in the same worker may have changed it since.
-	Patch string
+	// Digest is the digest of the workspace exported, taken with it: a
+	// later attempt in the same worker may have changed it since the
+	// attempt whose Result.ChangeDigest the caller holds.
+	Digest string
 	// Content is the tar or the bundle; SHA256 its hex digest; Commit,
 	// for a bundle, the commit it holds (as refs/heads/meshwork).
 	Content []byte
 	SHA256  string
 	Commit  string
 }
+
+// ErrUnreachable marks a call an executor could not make: its service did
+// not answer (it is down, or the network between is).
+var ErrUnreachable = errors.New("the service did not answer")
 
 // ErrUnavailable marks an executor that is not configured, such as a role via
 // marketplace on an orchestrator without a marketplace URL.

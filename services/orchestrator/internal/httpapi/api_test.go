@@ -449,7 +449,7 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	documentedCodes := doc.Components.Schemas.Error.Properties.Error.Properties.Code.Enum
 	for _, c := range []meshapi.Code{
 		meshapi.CodeInvalidArgument, meshapi.CodeNotFound, meshapi.CodeConflict, meshapi.CodePipelineChanged,
-		meshapi.CodePermissionDenied, meshapi.CodeUnauthenticated, meshapi.CodeUnavailable, meshapi.CodeInternal,
+		meshapi.CodePermissionDenied, meshapi.CodeUnauthenticated, meshapi.CodeUnavailable, meshapi.CodeResourceExhausted, meshapi.CodeInternal,
 		codeMethodNotAllowed, codeTooLarge,
 	} {
 		if !slices.Contains(documentedCodes, c) {

@@ -1,13 +1,13 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
 	"mime"
 	"net/http"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
 // exportWorkspace answers GET /v1/runs/{id}/nodes/{node}/workspace: the
@@ -33,8 +33,7 @@ func (a *API) exportWorkspace(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(out.Content)))
 	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": out.NodeID + ext}))
-	sum := sha256.Sum256(out.Content)
-	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum[:])+":")
+	h.Set("Repr-Digest", api.ReprDigest(out.Content))
 	h.Set("Meshwork-Journey", out.Journey)
 	if out.Commit != "" {
 		h.Set("Meshwork-Commit", out.Commit)

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -22,9 +25,10 @@ func (a *app) runsExport() *cobra.Command {
 node's) as a git bundle of one commit on the source's commit, which
 "git pull FILE meshwork" takes in a clone of the source, or as a tar of its
 files (--format tar, also for a source that is not git). Unlike the patch,
-it holds files too large for a patch (over 4 MiB). The file is written
-whole or not at all; -o - writes to standard output as it comes (a
-failure part way exits 1).`,
+it holds files too large for a patch (over 4 MiB). A file is written
+whole or not at all, keeping the mode of the one it replaces; -o - (or a
+device, a pipe) is written as the content comes, and a failure part way
+exits 1.`,
 		Args: exactArgs("RUN_ID"),
 		RunE: a.runE(func(ctx context.Context, cmd *cobra.Command, c *apiclient.Client, args []string) error {
 			if output == "" {
@@ -83,9 +87,29 @@ failure part way exits 1).`,
 
 // writeWhole writes path through write, all of it or nothing: into a
 // temporary file beside it, renamed over path once write succeeded, and
-// removed otherwise.
+// removed otherwise. The file keeps the mode of the one it replaces, and a
+// new one gets the umask's. A path that is not a regular file (a device
+// such as /dev/stdout, a pipe, a symbolic link) is written through, as it
+// comes.
 func writeWhole(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return err
+		}
+		if err := write(f); err != nil {
+			_ = f.Close()
+			return err
+		}
+		return f.Close()
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	case err != nil:
+		fi = nil // a new file: createBeside's mode
+	}
+	tmp, err := createBeside(path)
 	if err != nil {
 		return err
 	}
@@ -98,8 +122,10 @@ func writeWhole(path string, write func(io.Writer) error) (err error) {
 	if err = write(tmp); err != nil {
 		return err
 	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
+	if fi != nil {
+		if err = tmp.Chmod(fi.Mode().Perm()); err != nil {
+			return err
+		}
 	}
 	if err = tmp.Sync(); err != nil {
 		return err
@@ -108,4 +134,17 @@ func writeWhole(path string, write func(io.Writer) error) (err error) {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// createBeside creates a new file in path's directory, hidden, with the
+// umask's mode (os.CreateTemp's is 0600).
+func createBeside(path string) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no free temporary name beside %s", path)
 }

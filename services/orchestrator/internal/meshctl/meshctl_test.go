@@ -635,7 +635,7 @@ func TestRunsExport(t *testing.T) {
 		},
 		{
 			"a digest that does not match",
-			apiclienttest.Workspace{Content: content, Digest: "sha-256=:AAAA:"},
+			apiclienttest.Workspace{Content: content, Digest: api.ReprDigest([]byte("other"))},
 			nil, 1, nil,
 			"meshctl: GET /v1/runs/" + runID + "/nodes/write/workspace: the " + strconv.Itoa(len(content)) + " bytes read do not have the SHA-256 the server sent (cut short?)\n",
 		},
@@ -686,7 +686,23 @@ func TestRunsExport(t *testing.T) {
 			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 				t.Errorf("the directory holds %d files, want the one: %v", len(entries), entries)
 			}
+			if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("the file's mode: %v, %v; want the 0600 of the one it replaced", fi.Mode(), err)
+			}
+			if r, ok := b.fake.LastRequest(http.MethodGet, "/v1/runs/"+runID+"/nodes/"+node+"/workspace"); tt.code == 0 && (!ok || r.Query != "format="+map[bool]string{true: "tar", false: "bundle"}[slices.Contains(tt.args, "tar")]) {
+				t.Errorf("the request: %+v", r)
+			}
 		})
+	}
+	// A device is written through, not replaced.
+	b0 := setup(t)
+	v := succeeded().view
+	v.PatchNode = "write"
+	b0.fake.AddRun(v)
+	b0.fake.SetWorkspace(runID, "write", apiclienttest.Workspace{Content: content, Commit: "c0ffee"})
+	b0.exec(t, "runs", "export", runID, "-o", os.DevNull).check(t, 0)
+	if fi, err := os.Stat(os.DevNull); err != nil || fi.Mode()&os.ModeDevice == 0 {
+		t.Errorf("%s after the export: %v, %v", os.DevNull, fi.Mode(), err)
 	}
 	// No -o, and -o naming a directory, are refused before any request.
 	b := setup(t)

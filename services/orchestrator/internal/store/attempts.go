@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/meshwork/meshwork/services/orchestrator/api"
@@ -19,9 +20,9 @@ type Attempt = api.Attempt
 // beside the 0 of nullif, Postgres would take it for an integer and store
 // $0.73 as nothing and $3.90 as $3.
 func InsertAttempt(ctx context.Context, q Execer, a Attempt) error {
-	_, err := q.Exec(ctx, `INSERT INTO node_attempts (run_id, node_id, iteration, attempt, job_id, replica, status, error, session_id, cost_usd, task, journey, started_at, heartbeat_at, finished_at)
-		VALUES ($1, $2, $3, $4, nullif($5, 0), $6, $7, nullif($8, ''), nullif($9, ''), nullif($10::numeric, 0), nullif($11, ''), nullif($12, ''), $13, now(), now())`,
-		a.RunID, a.NodeID, a.Iteration, a.Attempt, a.JobID, a.Replica, a.Status, a.Error, a.SessionID, a.CostUSD, a.Task, a.Journey, a.StartedAt)
+	_, err := q.Exec(ctx, `INSERT INTO node_attempts (run_id, node_id, iteration, attempt, job_id, replica, status, error, session_id, cost_usd, task, journey, change_digest, started_at, heartbeat_at, finished_at)
+		VALUES ($1, $2, $3, $4, nullif($5, 0), $6, $7, nullif($8, ''), nullif($9, ''), nullif($10::numeric, 0), nullif($11, ''), nullif($12, ''), nullif($13, ''), $14, now(), now())`,
+		a.RunID, a.NodeID, a.Iteration, a.Attempt, a.JobID, a.Replica, a.Status, a.Error, a.SessionID, a.CostUSD, a.Task, a.Journey, a.ChangeDigest, a.StartedAt)
 	return err
 }
 
@@ -33,14 +34,14 @@ func ListAttempts(ctx context.Context, q Querier, runID string) ([]Attempt, erro
 // ListAttemptsAfter lists a run's attempts with an id above after, in order.
 func ListAttemptsAfter(ctx context.Context, q Querier, runID string, after int64) ([]Attempt, error) {
 	rows, err := q.Query(ctx, `SELECT id, run_id::text, node_id, iteration, attempt, coalesce(job_id, 0), replica, status, coalesce(error, ''),
-			coalesce(session_id, ''), coalesce(cost_usd, 0)::float8, coalesce(task, ''), coalesce(journey, ''), started_at, finished_at
+			coalesce(session_id, ''), coalesce(cost_usd, 0)::float8, coalesce(task, ''), coalesce(journey, ''), coalesce(change_digest, ''), started_at, finished_at
 		FROM node_attempts WHERE run_id = $1 AND id > $2 ORDER BY id`, runID, after)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
 		var a Attempt
-		err := r.Scan(&a.ID, &a.RunID, &a.NodeID, &a.Iteration, &a.Attempt, &a.JobID, &a.Replica, &a.Status, &a.Error, &a.SessionID, &a.CostUSD, &a.Task, &a.Journey, &a.StartedAt, &a.FinishedAt)
+		err := r.Scan(&a.ID, &a.RunID, &a.NodeID, &a.Iteration, &a.Attempt, &a.JobID, &a.Replica, &a.Status, &a.Error, &a.SessionID, &a.CostUSD, &a.Task, &a.Journey, &a.ChangeDigest, &a.StartedAt, &a.FinishedAt)
 		return a, err
 	})
 }
@@ -101,21 +102,23 @@ func NodeThread(ctx context.Context, q Querier, runID, nodeID string) (string, e
 	return thread, nil
 }
 
-// NodeJourney is the marketplace journey in which node's result in run
-// runID was made: that of the node's latest succeeded attempt in the
-// nearest run along runID's forks that has one (as NodeThread). "" when
-// that attempt recorded no journey (not a role via marketplace, or
-// recorded before journeys were) or there is none.
-func NodeJourney(ctx context.Context, q Querier, runID, nodeID string) (string, error) {
-	var journey string
-	err := q.QueryRow(ctx, forkChain+`
-		SELECT coalesce(
-			(SELECT a.journey FROM chain c
-			 JOIN node_attempts a ON a.run_id = c.id AND a.node_id = $2 AND a.status = 'succeeded'
-			 ORDER BY c.depth, a.id DESC LIMIT 1),
-			'')`, runID, nodeID, maxForkDepth).Scan(&journey)
-	if err != nil {
-		return "", fmt.Errorf("the journey of node %s of run %s: %w", nodeID, runID, err)
+// NodeJourney is the marketplace journey in which node's result of
+// iteration in run runID was made, and the digest of the workspace it left
+// there: those of the node's latest succeeded attempt of that iteration in
+// the nearest run along runID's forks that has one (a fork's result may
+// come with its checkpoint; the run it was forked from may have gone on to
+// later iterations). Both are "" when that attempt recorded none (not a
+// role via marketplace, or recorded before they were) or there is none.
+func NodeJourney(ctx context.Context, q Querier, runID, nodeID string, iteration int) (journey, digest string, err error) {
+	err = q.QueryRow(ctx, forkChain+`
+		SELECT coalesce(a.journey, ''), coalesce(a.change_digest, '') FROM chain c
+		JOIN node_attempts a ON a.run_id = c.id AND a.node_id = $2 AND a.iteration = $4 AND a.status = 'succeeded'
+		ORDER BY c.depth, a.id DESC LIMIT 1`, runID, nodeID, maxForkDepth, iteration).Scan(&journey, &digest)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", nil
 	}
-	return journey, nil
+	if err != nil {
+		return "", "", fmt.Errorf("the journey of node %s of run %s: %w", nodeID, runID, err)
+	}
+	return journey, digest, nil
 }

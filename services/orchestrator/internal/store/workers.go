@@ -67,23 +67,14 @@ type SettledWorker struct {
 	Via, ID string
 }
 
-// TakeSettledWorkers deletes the rows of up to limit workers, of the
-// executors vias, of runs that are not running (ended, or waiting for a
-// human), and returns each worker once: the caller stops it with
-// ReleaseWorker, which checks again whether a running run holds it. Rows
-// another replica is taking are skipped.
-func TakeSettledWorkers(ctx context.Context, q Querier, vias []string, limit int) ([]SettledWorker, error) {
+// SettledWorkers lists up to limit workers, of the executors vias, that
+// runs which are not running (ended, or waiting for a human) recorded, each
+// once: ReleaseWorker stops each.
+func SettledWorkers(ctx context.Context, q Querier, vias []string, limit int) ([]SettledWorker, error) {
 	rows, err := q.Query(ctx, `
-		WITH settled AS (
-			SELECT w.run_id, w.via, w.worker_id FROM run_workers w JOIN runs r ON r.id = w.run_id
-			WHERE r.status <> $2 AND w.via = ANY($3)
-			LIMIT $1 FOR UPDATE OF w SKIP LOCKED
-		), taken AS (
-			DELETE FROM run_workers w USING settled s
-			WHERE w.run_id = s.run_id AND w.via = s.via AND w.worker_id = s.worker_id
-			RETURNING w.via, w.worker_id
-		)
-		SELECT DISTINCT via, worker_id FROM taken ORDER BY via, worker_id`, limit, api.RunRunning, vias)
+		SELECT DISTINCT w.via, w.worker_id FROM run_workers w JOIN runs r ON r.id = w.run_id
+		WHERE r.status <> $2 AND w.via = ANY($3)
+		ORDER BY w.via, w.worker_id LIMIT $1`, limit, api.RunRunning, vias)
 	if err != nil {
 		return nil, err
 	}
@@ -94,14 +85,22 @@ func TakeSettledWorkers(ctx context.Context, q Querier, vias []string, limit int
 	})
 }
 
-// ReleaseWorker calls stop under the worker's lock, unless a running run
-// holds the worker (its row), and reports whether it called it. The lock
+// ReleaseWorker deletes, under the worker's lock, the worker's rows of runs
+// that are not running, and calls stop unless a running run holds the
+// worker (its row); it reports whether it called stop. A stop that fails
+// deletes nothing, so that the next round tries again; a worker whose rows
+// are gone already (another replica released it) is left alone. The lock
 // is held until stop returns: a run that records the worker meanwhile
 // waits, and then starts it again.
 func ReleaseWorker(ctx context.Context, db Beginner, w SettledWorker, stop func() error) (bool, error) {
 	stopped := false
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if err := lockRunWorker(ctx, tx, w.Via, w.ID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM run_workers w USING runs r
+			WHERE r.id = w.run_id AND r.status <> $3 AND w.via = $1 AND w.worker_id = $2`, w.Via, w.ID, api.RunRunning)
+		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
 		var held bool

@@ -35,13 +35,22 @@ func TestSettledWorkers(t *testing.T) {
 		t.Errorf("recording a worker of a run that succeeded: %v, want ErrRunSettled", err)
 	}
 
-	got, err := store.TakeSettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
+	got, err := store.SettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []store.SettledWorker{{Via: "marketplace", ID: "shared-1"}, {Via: "marketplace", ID: "writer-1"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("taken %+v, want %+v", got, want)
+	}
+	// A stop that fails (the marketplace is down) keeps the worker's rows:
+	// the next round stops it.
+	failed := errors.New("marketplace down")
+	if _, err := store.ReleaseWorker(b.ctx, b.pool, got[1], func() error { return failed }); !errors.Is(err, failed) {
+		t.Fatalf("a failed stop: %v", err)
+	}
+	if again, err := store.SettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100); err != nil || !reflect.DeepEqual(again, want) {
+		t.Fatalf("after a failed stop: %+v, %v; want %+v still", again, err, want)
 	}
 	var stopped []string
 	for _, w := range got {
@@ -52,10 +61,14 @@ func TestSettledWorkers(t *testing.T) {
 	if !reflect.DeepEqual(stopped, []string{"writer-1"}) {
 		t.Errorf("stopped %q; want writer-1 alone (shared-1 is the running run's)", stopped)
 	}
-	if got, err := store.TakeSettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100); err != nil || len(got) != 0 {
+	// Released once: another replica that listed it too leaves it alone.
+	if again, err := store.ReleaseWorker(b.ctx, b.pool, got[1], func() error { t.Error("stopped twice"); return nil }); err != nil || again {
+		t.Errorf("writer-1 released again: %v, %v", again, err)
+	}
+	if got, err := store.SettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100); err != nil || len(got) != 0 {
 		t.Errorf("taken again: %+v, %v; want none", got, err)
 	}
-	if got, err := store.TakeSettledWorkers(b.ctx, b.pool, []string{"mesh"}, 100); err != nil || len(got) != 1 {
+	if got, err := store.SettledWorkers(b.ctx, b.pool, []string{"mesh"}, 100); err != nil || len(got) != 1 {
 		t.Errorf("the mesh executor's: %+v, %v; want its one worker", got, err)
 	}
 
@@ -63,7 +76,7 @@ func TestSettledWorkers(t *testing.T) {
 	if err := store.UpdateRun(b.ctx, b.pool, running.ID, store.RunUpdate{Status: runstate.RunFailed}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = store.TakeSettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
+	got, err = store.SettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
 	if want := []store.SettledWorker{{Via: "marketplace", ID: "shared-1"}}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("after the run failed: %+v, %v; want %+v", got, err, want)
 	}
@@ -81,7 +94,7 @@ func TestReleaseWorkerAndRecordTakeTurns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	taken, err := store.TakeSettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
+	taken, err := store.SettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
 	if err != nil || len(taken) != 2 {
 		t.Fatalf("taken %+v, %v", taken, err)
 	}
@@ -129,7 +142,11 @@ func TestNodeThread(t *testing.T) {
 	again := b.newRun(t, store.NewRun{Thread: "thread-c", ForkedFromRun: fork.ID, ForkedFromSeq: &seq})
 	attempt := func(run store.Run, node string, iteration int, status, journey string) {
 		t.Helper()
-		if err := store.InsertAttempt(b.ctx, b.pool, store.Attempt{RunID: run.ID, NodeID: node, Iteration: iteration, Attempt: 1, Replica: "A", Status: status, Journey: journey, StartedAt: time.Now()}); err != nil {
+		a := store.Attempt{RunID: run.ID, NodeID: node, Iteration: iteration, Attempt: 1, Replica: "A", Status: status, Journey: journey, StartedAt: time.Now()}
+		if journey != "" {
+			a.ChangeDigest = "digest-of-" + journey
+		}
+		if err := store.InsertAttempt(b.ctx, b.pool, a); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,19 +158,23 @@ func TestNodeThread(t *testing.T) {
 	for _, tt := range []struct {
 		run                 store.Run
 		node, want, journey string
+		iteration           int
 	}{
-		{a, "implement", "thread-a", "implementer-2"},     // the latest
-		{fork, "implement", "thread-a", "implementer-2"},  // it came with the fork's checkpoint
-		{again, "implement", "thread-a", "implementer-2"}, // two forks back
-		{again, "review", "thread-c", "reviewer-c"},       // it ran in the fork itself
-		{fork, "review", "thread-b", ""},                  // never ran: the run's own thread, no journey
-		{again, "approve", "thread-c", ""},
+		{a, "implement", "thread-a", "implementer-2", 2},
+		{a, "implement", "thread-a", "implementer-1", 1},     // an earlier iteration's
+		{fork, "implement", "thread-a", "implementer-1", 1},  // it came with the fork's checkpoint, of iteration 1
+		{again, "implement", "thread-a", "implementer-2", 2}, // two forks back
+		{again, "review", "thread-c", "reviewer-c", 1},       // it ran in the fork itself
+		{fork, "review", "thread-b", "", 1},                  // never ran: the run's own thread, no journey
+		{again, "approve", "thread-c", "", 1},
+		{fork, "implement", "thread-a", "", 3}, // the fork's third failed
 	} {
 		if got, err := store.NodeThread(b.ctx, b.pool, tt.run.ID, tt.node); err != nil || got != tt.want {
 			t.Errorf("NodeThread(%s, %s) = %q, %v; want %q", tt.run.Thread, tt.node, got, err, tt.want)
 		}
-		if got, err := store.NodeJourney(b.ctx, b.pool, tt.run.ID, tt.node); err != nil || got != tt.journey {
-			t.Errorf("NodeJourney(%s, %s) = %q, %v; want %q", tt.run.Thread, tt.node, got, err, tt.journey)
+		journey, digest, err := store.NodeJourney(b.ctx, b.pool, tt.run.ID, tt.node, tt.iteration)
+		if want := "digest-of-" + tt.journey; err != nil || journey != tt.journey || (journey != "" && digest != want) || (journey == "" && digest != "") {
+			t.Errorf("NodeJourney(%s, %s, %d) = %q, %q, %v; want %q", tt.run.Thread, tt.node, tt.iteration, journey, digest, err, tt.journey)
 		}
 	}
 	// The attempts show their journey.

@@ -248,7 +248,14 @@ func (r *Runtime) Remove(ctx context.Context, h workerruntime.Handle, opts worke
 		case containerLabels(res.Container)[workerruntime.LabelJourney] == "":
 			return fmt.Errorf("container %s is not a worker (no %s label); not removing it", h.ID, workerruntime.LabelJourney)
 		default:
-			if _, err := r.engine.ContainerRemove(ctx, h.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			_, err := r.engine.ContainerRemove(ctx, h.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if cerrdefs.IsConflict(err) {
+				// Another stop of the journey is removing it (a stop is
+				// not under the journey's lock, so that it can end an
+				// action): done once that removal is.
+				err = r.waitRemoved(ctx, h.ID)
+			}
+			if err != nil && !cerrdefs.IsNotFound(err) {
 				return fmt.Errorf("removing container %s: %w", h.ID, err)
 			}
 		}
@@ -270,6 +277,26 @@ func (r *Runtime) Remove(ctx context.Context, h workerruntime.Handle, opts worke
 		return fmt.Errorf("removing volume %s: %w", h.Workspace, err)
 	}
 	return nil
+}
+
+// removalWait bounds the wait for a container another call is removing.
+const removalWait = time.Minute
+
+// waitRemoved waits until the container is gone, for at most removalWait;
+// one that is gone already is not an error.
+func (r *Runtime) waitRemoved(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, removalWait)
+	defer cancel()
+	wait := r.engine.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+	select {
+	case <-wait.Result:
+		return nil
+	case err := <-wait.Error:
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("waiting for its removal under way: %w", err)
+	}
 }
 
 // State implements workerruntime.Runtime. A paused or restarting container counts

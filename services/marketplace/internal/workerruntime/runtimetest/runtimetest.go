@@ -420,6 +420,31 @@ func Exercise(t *testing.T, newRuntime func(t *testing.T) workerruntime.Runtime,
 		}
 	})
 
+	// Two stops of one journey at once (the orchestrator's release and a
+	// user's stop_worker, which the marketplace does not serialize, so
+	// that a stop can end an action): both succeed, and the one that asked
+	// for the workspace to go removes it.
+	t.Run("RemovesAtOnceBothSucceed", func(t *testing.T) {
+		b := setup(t)
+		journey, h := b.create(t)
+		errs := make(chan error, 2)
+		for _, workspace := range []bool{false, true} {
+			go func() { errs <- b.rt.Remove(t.Context(), h, workerruntime.RemoveOptions{Workspace: workspace}) }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Errorf("Remove: %v", err)
+			}
+		}
+		b.wantState(t, h, workerruntime.StateMissing)
+		if l := b.listed(t, journey); len(l) != 0 {
+			t.Errorf("List after the removes returned %+v", l)
+		}
+		if err := b.rt.ExportWorkspace(t.Context(), h, io.Discard); !errors.Is(err, workerruntime.ErrNotFound) {
+			t.Errorf("ExportWorkspace after the removes: %v, want ErrNotFound (the workspace gone)", err)
+		}
+	})
+
 	t.Run("SeedWorkspaceUnpacksATar", func(t *testing.T) {
 		b := setup(t)
 		_, h := b.create(t)

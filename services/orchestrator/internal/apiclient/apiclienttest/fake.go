@@ -12,8 +12,6 @@ package apiclienttest
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -476,8 +474,7 @@ func (f *Fake) workspace(w http.ResponseWriter, r *http.Request) {
 	}
 	digest := ws.Digest
 	if digest == "" {
-		sum := sha256.Sum256(ws.Content)
-		digest = "sha-256=:" + base64.StdEncoding.EncodeToString(sum[:]) + ":"
+		digest = api.ReprDigest(ws.Content)
 	}
 	w.Header().Set("Repr-Digest", digest)
 	w.Header().Set("Meshwork-Journey", ws.Journey)

@@ -240,9 +240,11 @@ func (e *Executor) Execute(ctx context.Context, req executor.Request) (executor.
 	if req.Source != nil {
 		// The node's result carries its change, taken through the
 		// worker's result gate.
-		if res.Patch, res.PatchOmits, err = e.diff(ctx, id); err != nil {
+		patch, summary, err := e.diff(ctx, id)
+		if err != nil {
 			return res, err
 		}
+		res.Patch, res.PatchOmits, res.ChangeDigest = patch, summary.Omitted, summary.Digest
 	}
 	log.DebugContext(ctx, "task done", slog.String("session", res.SessionID))
 	return res, nil
@@ -492,14 +494,14 @@ func (o execOutput) text() string {
 	return b.String()
 }
 
-// diff takes the journey's change through workspace_diff: its patch, and
-// the changed files the patch leaves out (the summary's omitted files). A
-// change the worker's result gate refuses fails the attempt, with every
-// violation.
-func (e *Executor) diff(ctx context.Context, id string) (patch string, omits []string, err error) {
+// diff takes the journey's change through workspace_diff: its patch and
+// its summary (the changed files the patch leaves out, the workspace's
+// digest). A change the worker's result gate refuses fails the attempt,
+// with every violation.
+func (e *Executor) diff(ctx context.Context, id string) (patch string, summary meshtype.ChangeSummary, err error) {
 	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolWorkspaceDiff, Arguments: map[string]any{"journey_id": id}})
 	if err != nil {
-		return "", nil, fmt.Errorf("workspace_diff: %w", err)
+		return "", summary, fmt.Errorf("workspace_diff: %w", err)
 	}
 	var out struct {
 		Patch      string                 `json:"patch"`
@@ -511,39 +513,33 @@ func (e *Executor) diff(ctx context.Context, id string) (patch string, omits []s
 	decoded := decode(res, &out) == nil
 	switch {
 	case decoded && out.Refused:
-		return "", nil, &RefusedError{Tool: meshapi.ToolWorkspaceDiff, Message: out.Message, Violations: out.Violations}
+		return "", summary, &RefusedError{Tool: meshapi.ToolWorkspaceDiff, Message: out.Message, Violations: out.Violations}
 	case res.IsError:
 		me, _ := meshapi.ErrorOf(res)
-		return "", nil, fmt.Errorf("%s: %w", meshapi.ToolWorkspaceDiff, me)
+		return "", summary, fmt.Errorf("%s: %w", meshapi.ToolWorkspaceDiff, me)
 	case !decoded:
-		return "", nil, fmt.Errorf("%s: an answer that is not its output: %.200s", meshapi.ToolWorkspaceDiff, meshapi.ResultText(res))
+		return "", summary, fmt.Errorf("%s: an answer that is not its output: %.200s", meshapi.ToolWorkspaceDiff, meshapi.ResultText(res))
 	}
-	return out.Patch, out.Summary.Omitted, nil
+	return out.Patch, out.Summary, nil
 }
 
 // Export takes a journey's workspace out (export_workspace, format tar or
-// bundle), with its change now (workspace_diff), so that the caller can
-// tell whether it is still the change of the node it asks for. The
-// journey may be stopped: its kept workspace is read where it lies.
+// bundle) with the digest of the workspace it was taken from, in one call
+// under the journey's lock, so that the caller can tell whether it is
+// still the change of the attempt it asks for. The journey may be
+// stopped: its kept workspace is read where it lies.
 func (e *Executor) Export(ctx context.Context, journey, format string) (executor.Export, error) {
-	patch, _, err := e.diff(ctx, journey)
-	var refused *RefusedError
-	if errors.As(err, &refused) {
-		return executor.Export{}, meshapi.Errorf(meshapi.CodePermissionDenied, "%s", refused.Message)
-	}
-	if err != nil {
-		return executor.Export{}, err
-	}
 	res, err := e.conn.CallIdempotent(ctx, &mcp.CallToolParams{Name: meshapi.ToolExportWorkspace, Arguments: map[string]any{
 		"journey_id": journey, "format": format,
 	}})
 	if err != nil {
-		return executor.Export{}, fmt.Errorf("%s: %w", meshapi.ToolExportWorkspace, err)
+		return executor.Export{}, fmt.Errorf("%w: %s: %w", executor.ErrUnreachable, meshapi.ToolExportWorkspace, err)
 	}
 	var out struct {
-		ContentBase64 string `json:"content_base64"`
-		SHA256        string `json:"sha256"`
-		Commit        string `json:"commit"`
+		ContentBase64 string                 `json:"content_base64"`
+		SHA256        string                 `json:"sha256"`
+		Commit        string                 `json:"commit"`
+		Summary       meshtype.ChangeSummary `json:"summary"`
 		meshapi.Refusal
 	}
 	decoded := decode(res, &out) == nil
@@ -563,7 +559,7 @@ func (e *Executor) Export(ctx context.Context, journey, format string) (executor
 	if sum := sha256.Sum256(content); hex.EncodeToString(sum[:]) != out.SHA256 {
 		return executor.Export{}, fmt.Errorf("%s: the content's SHA-256 is %x, not the %q it names", meshapi.ToolExportWorkspace, sum, out.SHA256)
 	}
-	return executor.Export{Patch: patch, Content: content, SHA256: out.SHA256, Commit: out.Commit}, nil
+	return executor.Export{Digest: out.Summary.Digest, Content: content, SHA256: out.SHA256, Commit: out.Commit}, nil
 }
 
 // decode reads a tool result's structured content, or else its text as

@@ -1,7 +1,6 @@
 package marketplace_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -25,6 +23,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/pkg/pgtest"
+	"github.com/meshwork/meshwork/pkg/tartest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/executortest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/executor/marketplace"
@@ -506,8 +505,8 @@ func TestPatchOmitsAndRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ws.Patch != res.Patch || !tarHolds(t, ws.Content, "big.txt") || ws.SHA256 == "" {
-		t.Errorf("Export: patch equal %v, big.txt in the tar %v, sha256 %q", ws.Patch == res.Patch, tarHolds(t, ws.Content, "big.txt"), ws.SHA256)
+	if _, ok := tartest.Files(t, ws.Content)["big.txt"]; ws.Digest == "" || ws.Digest != res.ChangeDigest || !ok || ws.SHA256 == "" {
+		t.Errorf("Export: digest %q (the attempt's %q), big.txt in the tar %v, sha256 %q", ws.Digest, res.ChangeDigest, ok, ws.SHA256)
 	}
 	if _, err := m.ex.Export(context.Background(), "tester-nothing-here", "tar"); err == nil {
 		t.Error("Export of a journey that does not exist: no error")
@@ -524,19 +523,15 @@ func TestPatchOmitsAndRelease(t *testing.T) {
 	if n := m.calls.count("spawn_worker resume"); n != 1 {
 		t.Errorf("%d resumes; want the released journey resumed once", n)
 	}
-}
-
-// tarHolds reports whether a tar holds a file of that name.
-func tarHolds(t *testing.T, content []byte, name string) bool {
-	t.Helper()
-	tr := tar.NewReader(bytes.NewReader(content))
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			return false
-		}
-		if path.Clean(h.Name) == name {
-			return true
-		}
+	// A later change to the file the patch leaves out leaves the patch as
+	// it was, but not the workspace's digest.
+	rewrite, err := client.CallTool(context.Background(), &mcp.CallToolParams{Name: meshapi.ToolExecuteInWorker, Arguments: map[string]any{
+		"journey_id": id, "action": map[string]any{"type": "write", "target": "big.txt", "content": strings.ToUpper(big)},
+	}})
+	if err != nil || rewrite.IsError {
+		t.Fatalf("rewrite big.txt: %v %s", err, meshapi.ResultText(rewrite))
+	}
+	if moved, err := m.ex.Export(context.Background(), id, "tar"); err != nil || moved.Digest == res.ChangeDigest {
+		t.Errorf("Export after big.txt changed: %v, digest %s, the attempt's %s; want another", err, moved.Digest, res.ChangeDigest)
 	}
 }
