@@ -322,7 +322,7 @@ func (m *Manager) stopOnce(ctx context.Context, caller, id, mode string) (res St
 	} else {
 		var stopped bool
 		if stopped, err = m.cfg.Store.StopIf(ctx, j.UID, state, j.Spawns); err == nil && !stopped {
-			m.logger.InfoContext(ctx, "a spawn began while the journey stopped; stopping it again", slog.String("journey", j.UID.String()))
+			m.logger.InfoContext(ctx, "the journey changed while it stopped (a spawn began, or another stop deleted it); going round again", slog.String("journey", j.UID.String()))
 			return StopResult{}, true, nil
 		}
 	}

@@ -309,9 +309,11 @@ func (s *Store) SetState(ctx context.Context, uid uuid.UUID, state JourneyState)
 // way, and reports whether it did: stop_worker does not wait for an action
 // (it ends it), so a spawn may have begun since it read the journey, and a
 // worker that spawn made must not be left running under a stopped journey.
+// A deleted journey stays deleted: a stop that kept its workspace, ending
+// after another stop deleted it, finds it gone.
 func (s *Store) StopIf(ctx context.Context, uid uuid.UUID, state JourneyState, spawns int64) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE journeys SET state = $2, stopped_at = now()
-		WHERE uid = $1 AND state <> 'starting' AND spawns = $3`, uid, string(state), spawns)
+		WHERE uid = $1 AND state NOT IN ('starting', 'deleted') AND spawns = $3`, uid, string(state), spawns)
 	if err != nil {
 		return false, fmt.Errorf("stopping journey: %w", err)
 	}

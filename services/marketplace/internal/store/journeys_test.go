@@ -170,6 +170,11 @@ func TestSpawnAndStopDoNotUndoEachOther(t *testing.T) {
 	if ok, err := s.StopIf(ctx, j.UID, store.StateDeleted, get().Spawns); err != nil || !ok {
 		t.Fatalf("StopIf delete: %v, %v", ok, err)
 	}
+	// A stop that kept the workspace, ending after the delete, finds it
+	// gone.
+	if ok, err := s.StopIf(ctx, j.UID, store.StateStopped, get().Spawns); err != nil || ok || get().State != store.StateDeleted {
+		t.Fatalf("StopIf keep after delete: %v, %v, state %s; want not done, deleted", ok, err, get().State)
+	}
 	if err := s.Restart(ctx, j.Caller, j.UID, "h", store.Quota{}); !errors.Is(err, store.ErrNotFound) || get().State != store.StateDeleted {
 		t.Errorf("Restart of a deleted journey: %v, state %s; want ErrNotFound, deleted", err, get().State)
 	}
