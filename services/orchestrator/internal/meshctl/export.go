@@ -88,11 +88,16 @@ exits 1.`,
 // writeWhole writes path through write, all of it or nothing: into a
 // temporary file beside it, renamed over path once write succeeded, and
 // removed otherwise. The file keeps the mode of the one it replaces, and a
-// new one gets the umask's. A path that is not a regular file (a device
-// such as /dev/stdout, a pipe, a symbolic link) is written through, as it
-// comes.
+// new one gets the umask's. A symbolic link to a file is followed: the file
+// is replaced, the link kept. A path that is not a regular file (a device
+// such as /dev/stdout, a pipe) is written through, as the content comes.
 func writeWhole(path string, write func(io.Writer) error) (err error) {
-	fi, err := os.Lstat(path)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if path, err = filepath.EvalSymlinks(path); err != nil {
+			return err
+		}
+	}
+	fi, err := os.Stat(path)
 	switch {
 	case err == nil && !fi.Mode().IsRegular():
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)

@@ -694,10 +694,35 @@ func TestRunsExport(t *testing.T) {
 			}
 		})
 	}
-	// A device is written through, not replaced.
-	b0 := setup(t)
+	// A symbolic link to a file is followed: the file replaced whole, the
+	// link kept; a failed export leaves the file as it was.
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "target.bundle"), filepath.Join(dir, "link.bundle")
+	if err := os.WriteFile(target, []byte("older"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	bl := setup(t)
 	v := succeeded().view
 	v.PatchNode = "write"
+	bl.fake.AddRun(v)
+	bl.fake.SetWorkspace(runID, "write", apiclienttest.Workspace{Content: content, Digest: api.ReprDigest([]byte("other"))})
+	bl.exec(t, "runs", "export", runID, "-o", link).check(t, 1)
+	if got, _ := os.ReadFile(target); string(got) != "older" {
+		t.Errorf("the link's file after a failed export: %q", got)
+	}
+	bl.fake.SetWorkspace(runID, "write", apiclienttest.Workspace{Content: content, Commit: "c0ffee"})
+	bl.exec(t, "runs", "export", runID, "-o", link).check(t, 0)
+	if got, _ := os.ReadFile(target); !bytes.Equal(got, content) {
+		t.Errorf("the link's file after the export: %q", got)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link after the export: %v, %v", fi.Mode(), err)
+	}
+	// A device is written through, not replaced.
+	b0 := setup(t)
 	b0.fake.AddRun(v)
 	b0.fake.SetWorkspace(runID, "write", apiclienttest.Workspace{Content: content, Commit: "c0ffee"})
 	b0.exec(t, "runs", "export", runID, "-o", os.DevNull).check(t, 0)

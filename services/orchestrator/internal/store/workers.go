@@ -31,9 +31,21 @@ const runWorkerLockClass int32 = 0x4d570003
 // lockRunWorker takes the worker's lock until tx ends. Two workers whose
 // keys meet only wait for each other.
 func lockRunWorker(ctx context.Context, tx pgx.Tx, via, id string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2 || '/' || $3))`, runWorkerLockClass, via, id)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+runWorkerLockKey+`)`, runWorkerLockClass, via, id)
 	return err
 }
+
+// tryLockRunWorker takes the worker's lock until tx ends, if no one holds
+// it, and reports whether it did.
+func tryLockRunWorker(ctx context.Context, tx pgx.Tx, via, id string) (bool, error) {
+	var locked bool
+	err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(`+runWorkerLockKey+`)`, runWorkerLockClass, via, id).Scan(&locked)
+	return locked, err
+}
+
+// runWorkerLockKey is a worker's advisory lock key, of the parameters
+// class, via and id.
+const runWorkerLockKey = `$1, hashtext($2 || '/' || $3)`
 
 // RecordRunWorker records, under the worker's lock, that a run uses the
 // worker id of the executor via; recording it again changes nothing. A
@@ -69,12 +81,14 @@ type SettledWorker struct {
 
 // SettledWorkers lists up to limit workers, of the executors vias, that
 // runs which are not running (ended, or waiting for a human) recorded, each
-// once: ReleaseWorker stops each.
+// once, in random order (workers whose stop keeps failing do not hold up
+// the others): ReleaseWorker stops each.
 func SettledWorkers(ctx context.Context, q Querier, vias []string, limit int) ([]SettledWorker, error) {
 	rows, err := q.Query(ctx, `
-		SELECT DISTINCT w.via, w.worker_id FROM run_workers w JOIN runs r ON r.id = w.run_id
-		WHERE r.status <> $2 AND w.via = ANY($3)
-		ORDER BY w.via, w.worker_id LIMIT $1`, limit, api.RunRunning, vias)
+		SELECT via, worker_id FROM (
+			SELECT DISTINCT w.via, w.worker_id FROM run_workers w JOIN runs r ON r.id = w.run_id
+			WHERE r.status <> $2 AND w.via = ANY($3)
+		) settled ORDER BY random() LIMIT $1`, limit, api.RunRunning, vias)
 	if err != nil {
 		return nil, err
 	}
@@ -88,14 +102,15 @@ func SettledWorkers(ctx context.Context, q Querier, vias []string, limit int) ([
 // ReleaseWorker deletes, under the worker's lock, the worker's rows of runs
 // that are not running, and calls stop unless a running run holds the
 // worker (its row); it reports whether it called stop. A stop that fails
-// deletes nothing, so that the next round tries again; a worker whose rows
-// are gone already (another replica released it) is left alone. The lock
-// is held until stop returns: a run that records the worker meanwhile
-// waits, and then starts it again.
+// deletes nothing, so that the next round tries again. A worker whose lock
+// is taken (another replica stops it, a run records it) or whose rows are
+// gone already (another replica released it) is left alone: no replica
+// waits behind another's stop. The lock is held until stop returns: a run
+// that records the worker meanwhile waits, and then starts it again.
 func ReleaseWorker(ctx context.Context, db Beginner, w SettledWorker, stop func() error) (bool, error) {
 	stopped := false
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if err := lockRunWorker(ctx, tx, w.Via, w.ID); err != nil {
+		if locked, err := tryLockRunWorker(ctx, tx, w.Via, w.ID); err != nil || !locked {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM run_workers w USING runs r

@@ -3,6 +3,8 @@ package store_test
 import (
 	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,10 +37,16 @@ func TestSettledWorkers(t *testing.T) {
 		t.Errorf("recording a worker of a run that succeeded: %v, want ErrRunSettled", err)
 	}
 
-	got, err := store.SettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
-	if err != nil {
-		t.Fatal(err)
+	settled := func() []store.SettledWorker {
+		t.Helper()
+		got, err := store.SettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(got, func(a, b store.SettledWorker) int { return strings.Compare(a.ID, b.ID) }) // listed in random order
+		return got
 	}
+	got := settled()
 	want := []store.SettledWorker{{Via: "marketplace", ID: "shared-1"}, {Via: "marketplace", ID: "writer-1"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("taken %+v, want %+v", got, want)
@@ -49,9 +57,26 @@ func TestSettledWorkers(t *testing.T) {
 	if _, err := store.ReleaseWorker(b.ctx, b.pool, got[1], func() error { return failed }); !errors.Is(err, failed) {
 		t.Fatalf("a failed stop: %v", err)
 	}
-	if again, err := store.SettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100); err != nil || !reflect.DeepEqual(again, want) {
-		t.Fatalf("after a failed stop: %+v, %v; want %+v still", again, err, want)
+	if again := settled(); !reflect.DeepEqual(again, want) {
+		t.Fatalf("after a failed stop: %+v; want %+v still", again, want)
 	}
+	// While one replica stops writer-1, another that listed it too passes
+	// it by rather than waiting for that stop.
+	inStop, endStop, released := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(released)
+		_, _ = store.ReleaseWorker(b.ctx, b.pool, got[1], func() error {
+			close(inStop)
+			<-endStop
+			return failed // so that it is still there for the rest of the test
+		})
+	}()
+	<-inStop
+	if called, err := store.ReleaseWorker(b.ctx, b.pool, got[1], func() error { t.Error("stopped during another stop"); return nil }); err != nil || called {
+		t.Errorf("a second replica's release during a stop: %v, %v; want it passed by", called, err)
+	}
+	close(endStop)
+	<-released
 	var stopped []string
 	for _, w := range got {
 		if _, err := store.ReleaseWorker(b.ctx, b.pool, w, func() error { stopped = append(stopped, w.ID); return nil }); err != nil {
@@ -76,9 +101,8 @@ func TestSettledWorkers(t *testing.T) {
 	if err := store.UpdateRun(b.ctx, b.pool, running.ID, store.RunUpdate{Status: runstate.RunFailed}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = store.SettledWorkers(b.ctx, b.pool, []string{"marketplace"}, 100)
-	if want := []store.SettledWorker{{Via: "marketplace", ID: "shared-1"}}; err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("after the run failed: %+v, %v; want %+v", got, err, want)
+	if got, want := settled(), []store.SettledWorker{{Via: "marketplace", ID: "shared-1"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after the run failed: %+v; want %+v", got, want)
 	}
 }
 
@@ -98,6 +122,7 @@ func TestReleaseWorkerAndRecordTakeTurns(t *testing.T) {
 	if err != nil || len(taken) != 2 {
 		t.Fatalf("taken %+v, %v", taken, err)
 	}
+	slices.SortFunc(taken, func(a, b store.SettledWorker) int { return strings.Compare(a.ID, b.ID) }) // listed in random order
 
 	// While first-1 stops, the run is approved and records both workers
 	// again: first-1's record waits for its stop; second-1's, recorded

@@ -282,21 +282,37 @@ func (r *Runtime) Remove(ctx context.Context, h workerruntime.Handle, opts worke
 // removalWait bounds the wait for a container another call is removing.
 const removalWait = time.Minute
 
-// waitRemoved waits until the container is gone, for at most removalWait;
-// one that is gone already is not an error.
+// waitRemoved waits, for at most removalWait, until another call's removal
+// of the container is over, and then makes sure it is gone: a removal that
+// failed (the engine wakes its waiters with the error, or not at all) is
+// tried once more here.
 func (r *Runtime) waitRemoved(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, removalWait)
+	wctx, cancel := context.WithTimeout(ctx, removalWait)
 	defer cancel()
-	wait := r.engine.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+	wait := r.engine.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+	other := "it said nothing" // what became of the other removal
 	select {
-	case <-wait.Result:
-		return nil
+	case res := <-wait.Result:
+		if res.Error != nil && res.Error.Message != "" {
+			other = res.Error.Message
+		}
 	case err := <-wait.Error:
 		if cerrdefs.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("waiting for its removal under way: %w", err)
+		other = err.Error()
 	}
+	_, err := r.engine.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("inspecting it after another removal (%s): %w", other, err)
+	}
+	if _, err := r.engine.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("another removal did not remove it (%s), nor did this one: %w", other, err)
+	}
+	return nil
 }
 
 // State implements workerruntime.Runtime. A paused or restarting container counts
