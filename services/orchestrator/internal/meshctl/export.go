@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -73,7 +74,12 @@ exits 1.`,
 			}
 			_, err = fmt.Fprintf(cmd.ErrOrStderr(), "run %s: wrote %s (%d bytes, SHA-256 %s) to %s\n", args[0], what, ws.Bytes, ws.SHA256, output)
 			if err == nil && format == "bundle" && output != "-" {
-				_, err = fmt.Fprintf(cmd.ErrOrStderr(), "take it in a clone of the source with: git pull %s meshwork\n", output)
+				// Absolute: the command runs in the clone, not here.
+				abs, absErr := filepath.Abs(output)
+				if absErr != nil {
+					abs = output
+				}
+				_, err = fmt.Fprintf(cmd.ErrOrStderr(), "take it in a clone of the source with: git pull %s meshwork\n", shellQuote(abs))
 			}
 			return err
 		}),
@@ -152,4 +158,17 @@ func createBeside(path string) (*os.File, error) {
 		}
 	}
 	return nil, fmt.Errorf("no free temporary name beside %s", path)
+}
+
+// shellQuote is s as a POSIX shell word, for a command to copy: as it is
+// when it holds nothing a shell reads specially, else in single quotes.
+// (A shell syntax package would be a dependency of meshctl for one line.)
+func shellQuote(s string) string {
+	plain := func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+,:@%=", r)
+	}
+	if s != "" && strings.IndexFunc(s, func(r rune) bool { return !plain(r) }) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

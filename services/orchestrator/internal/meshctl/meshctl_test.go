@@ -721,6 +721,12 @@ func TestRunsExport(t *testing.T) {
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("the link after the export: %v, %v", fi.Mode(), err)
 	}
+	// The hint names the file so that a shell in another directory reads
+	// it as it is: absolute, quoted.
+	odd := filepath.Join(t.TempDir(), "it's a bundle")
+	if r := bl.exec(t, "runs", "export", runID, "-o", odd); r.code != 0 || !strings.HasSuffix(r.stderr, "git pull '"+strings.ReplaceAll(odd, "'", `'\''`)+"' meshwork\n") {
+		t.Errorf("the hint for %q: exit %d, %q", odd, r.code, r.stderr)
+	}
 	// A device is written through, not replaced.
 	b0 := setup(t)
 	b0.fake.AddRun(v)
