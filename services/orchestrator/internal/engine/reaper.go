@@ -83,6 +83,7 @@ func (e *Engine) release(ctx context.Context) (int, error) {
 			return stopped, err
 		}
 		var errs []error
+		before := stopped
 		for _, w := range taken {
 			r := releasers[pipeline.Via(w.Via)]
 			done, err := store.ReleaseWorker(ctx, e.pool, w, func() error {
@@ -98,7 +99,10 @@ func (e *Engine) release(ctx context.Context) (int, error) {
 				stopped++
 			}
 		}
-		if err := errors.Join(errs...); err != nil || len(taken) < releaseBatch {
+		// A full batch that stopped nothing (another replica holds its
+		// workers, running runs hold them) would be listed again at once:
+		// the next round takes it up.
+		if err := errors.Join(errs...); err != nil || len(taken) < releaseBatch || stopped == before {
 			return stopped, err
 		}
 	}

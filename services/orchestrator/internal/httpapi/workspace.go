@@ -32,7 +32,7 @@ func (a *API) exportWorkspace(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(out.Content)))
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": out.NodeID + ext}))
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": "run-" + out.RunID + "-" + out.NodeID + ext}))
 	h.Set("Repr-Digest", api.ReprDigest(out.Content))
 	h.Set("Meshwork-Journey", out.Journey)
 	if out.Commit != "" {
