@@ -35,6 +35,7 @@ import (
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/httpapi"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/store"
 )
@@ -501,25 +502,14 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 
 // workspace serves the workspace that holds a node's change, whole (?node=,
 // &format=bundle by default, or tar), as GET
-// /v1/runs/{id}/nodes/{node}/workspace does.
+// /v1/runs/{id}/nodes/{node}/workspace does, with a console's error page.
 func (c *console) workspace(w http.ResponseWriter, r *http.Request) {
-	format := r.URL.Query().Get("format")
-	if format == "" {
-		format = "bundle"
-	}
-	out, err := c.cfg.Engine.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), r.URL.Query().Get("node"), format)
+	out, err := c.cfg.Engine.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), r.URL.Query().Get("node"), r.URL.Query().Get("format"))
 	if err != nil {
 		c.failErr(w, r, err)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/octet-stream")
-	// Node ids are [a-z0-9_] (the pipeline's compiler checks them), and
-	// the format is one of two: the file name needs no quoting.
-	h.Set("Content-Disposition", `attachment; filename="run-`+out.RunID+"-"+out.NodeID+"."+out.Format+`"`)
-	h.Set("Content-Length", strconv.Itoa(len(out.Content)))
-	h.Set("Repr-Digest", api.ReprDigest(out.Content))
-	_, _ = w.Write(out.Content)
+	httpapi.WriteWorkspace(w, out)
 }
 
 // nodePatch sets v's patch to node's, and reports whether it has one (a

@@ -5,6 +5,7 @@ package engine
 // included.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,8 +20,8 @@ import (
 )
 
 // WorkspaceFormats are the formats ExportWorkspace takes: a git bundle of
-// one commit on the source's commit (a git source only), or a tar of the
-// workspace's files.
+// one commit on the source's commit (a git source only, and the default),
+// or a tar of the workspace's files.
 var WorkspaceFormats = []string{"bundle", "tar"}
 
 // WorkspaceExport is a node's workspace, taken out.
@@ -47,8 +48,12 @@ const maxExports = 4
 // files, those too large for a patch included, taken with the export):
 // once a later attempt in the same journey (a later node of the role, a
 // later run on the thread) changed it, the export is refused as a conflict
-// rather than handing over another change under the node's name.
+// rather than handing over another change under the node's name. An empty
+// format is the default, a bundle.
 func (e *Engine) ExportWorkspace(ctx context.Context, runID, nodeID, format string) (WorkspaceExport, error) {
+	if format == "" {
+		format = WorkspaceFormats[0]
+	}
 	if !slices.Contains(WorkspaceFormats, format) {
 		return WorkspaceExport{}, invalid("format %q is not one of %s", format, strings.Join(WorkspaceFormats, ", "))
 	}
@@ -79,7 +84,7 @@ func (e *Engine) ExportWorkspace(ctx context.Context, runID, nodeID, format stri
 	}
 	ns := st.Node(nodeID)
 	if ns.Status != pipeline.StatusSucceeded {
-		return WorkspaceExport{}, fmt.Errorf("%w: run %s: node %s has no change yet (it is %s)", ErrConflict, run.ID, nodeID, orNone(ns.Status))
+		return WorkspaceExport{}, fmt.Errorf("%w: run %s: node %s has no change yet (it is %s)", ErrConflict, run.ID, nodeID, cmp.Or(ns.Status, pipeline.StatusPending))
 	}
 	journey, digest, err := store.NodeJourney(ctx, e.pool, run.ID, nodeID, ns.Iteration)
 	if err != nil {
@@ -133,12 +138,4 @@ func (e *Engine) exportError(ctx context.Context, runID, nodeID, journey string,
 		return fmt.Errorf("%w: the marketplace did not export the workspace of node %s of run %s (journey %s): %s", ErrUnavailable, nodeID, runID, journey, me.Message)
 	}
 	return fmt.Errorf("exporting the workspace of node %s of run %s (journey %s): %w", nodeID, runID, journey, errors.New(me.Message))
-}
-
-// orNone is s, or "none" when it is empty.
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }

@@ -1,38 +1,42 @@
 package httpapi
 
 import (
-	"mime"
 	"net/http"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/meshwork/meshwork/services/orchestrator/api"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/engine"
 )
 
 // exportWorkspace answers GET /v1/runs/{id}/nodes/{node}/workspace: the
 // workspace that holds the node's change, whole (a git bundle by default,
-// or ?format=tar), with its digest in Repr-Digest (RFC 9530) and, for a
-// bundle, its commit in Meshwork-Commit.
+// or ?format=tar).
 func (a *API) exportWorkspace(w http.ResponseWriter, r *http.Request) {
-	format := r.URL.Query().Get("format")
-	if format == "" {
-		format = "bundle"
-	}
-	runID, node := chi.URLParam(r, "id"), chi.URLParam(r, "node")
-	out, err := a.eng.ExportWorkspace(r.Context(), runID, node, format)
+	out, err := a.eng.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), chi.URLParam(r, "node"), r.URL.Query().Get("format"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	contentType, ext := "application/octet-stream", ".bundle"
-	if format == "tar" {
-		contentType, ext = "application/x-tar", ".tar"
+	WriteWorkspace(w, out)
+}
+
+// WriteWorkspace answers with an exported workspace, as the API and the
+// console's download both do: an attachment run-<id>-<node>.<format>, its
+// digest in Repr-Digest (RFC 9530), its journey in Meshwork-Journey and,
+// for a bundle, its commit in Meshwork-Commit.
+func WriteWorkspace(w http.ResponseWriter, out engine.WorkspaceExport) {
+	contentType := "application/octet-stream"
+	if out.Format == "tar" {
+		contentType = "application/x-tar"
 	}
 	h := w.Header()
 	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(out.Content)))
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": "run-" + out.RunID + "-" + out.NodeID + ext}))
+	// A run id is a UUID, node ids are [a-z0-9_] (the pipeline's compiler
+	// checks them) and the format one of two: the name needs no escaping.
+	h.Set("Content-Disposition", `attachment; filename="run-`+out.RunID+"-"+out.NodeID+"."+out.Format+`"`)
 	h.Set("Repr-Digest", api.ReprDigest(out.Content))
 	h.Set("Meshwork-Journey", out.Journey)
 	if out.Commit != "" {

@@ -182,9 +182,6 @@ type exportNodeWorkspaceOut struct {
 }
 
 func (t *tools) exportNodeWorkspace(ctx context.Context, _ string, in exportNodeWorkspaceIn) (exportNodeWorkspaceOut, error) {
-	if in.Format == "" {
-		in.Format = "bundle"
-	}
 	ws, err := t.eng.ExportWorkspace(ctx, in.RunID, in.Node, in.Format)
 	if err != nil {
 		return exportNodeWorkspaceOut{}, err
