@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/meshwork/meshwork/pkg/slowclient"
 	"github.com/meshwork/meshwork/pkg/telemetry"
 )
 
@@ -41,7 +42,9 @@ type HandlerOptions struct {
 // DELETE answer 405.
 //
 // The span of the HTTP request is handed to the calls in it
-// (telemetry.HTTPTraceHeader, for telemetry.HTTPParent).
+// (telemetry.HTTPTraceHeader, for telemetry.HTTPParent). Every write of a
+// response has a deadline (slowclient), so a client that stops reading
+// does not hold its call's handler and what it holds.
 func Handler(srv *mcp.Server, opts HandlerOptions) http.Handler {
 	limit := opts.MaxRequestBytes
 	if limit <= 0 {
@@ -58,7 +61,7 @@ func Handler(srv *mcp.Server, opts HandlerOptions) http.Handler {
 	// running on to its own timeout.
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger, MaxRequestBodyBytes: limit, PropagateRequestCancellation: true})
-	h = limitBody(telemetry.HTTPTraceHeader(h), limit)
+	h = slowclient.Handler(limitBody(telemetry.HTTPTraceHeader(h), limit))
 	if opts.Verify != nil {
 		h = auth.RequireBearerToken(opts.Verify, nil)(h)
 	}

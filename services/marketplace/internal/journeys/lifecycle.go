@@ -195,7 +195,8 @@ type StopResult = meshapi.StopWorkerOut
 // it), so a spawn may begin on the journey while it stops: a spawn under
 // way is waited for, and one that begins after the journey was read is
 // noticed when its state is written (Store.StopIf), and the stop goes round
-// again.
+// again, on the journey it read first: never on another that took its id
+// after a stop deleted it.
 func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (StopResult, error) {
 	mode := req.Workspace
 	if mode == "" {
@@ -204,8 +205,9 @@ func (m *Manager) Stop(ctx context.Context, caller string, req StopRequest) (Sto
 	if mode != "keep" && mode != "archive" && mode != "delete" && mode != "patch" {
 		return StopResult{}, invalid("workspace %q is not one of keep, archive, patch, delete", req.Workspace)
 	}
+	var uid uuid.UUID // the journey the first round read
 	for range stopRounds {
-		res, raced, err := m.stopOnce(ctx, caller, req.JourneyID, mode)
+		res, raced, err := m.stopOnce(ctx, caller, req.JourneyID, &uid, mode)
 		if !raced {
 			return res, err
 		}
@@ -219,13 +221,15 @@ const stopRounds = 3
 
 // stopOnce is one round of Stop; raced is true when a spawn began on the
 // journey after it was read, and the round changed nothing the next one
-// does not do again.
-func (m *Manager) stopOnce(ctx context.Context, caller, id, mode string) (res StopResult, raced bool, err error) {
+// does not do again. The first round reads the journey by its id and sets
+// *uid; the next ones read that journey again.
+func (m *Manager) stopOnce(ctx context.Context, caller, id string, uid *uuid.UUID, mode string) (res StopResult, raced bool, err error) {
 	removed := false // the worker and (but with keep) its workspace
-	j, err := m.journey(ctx, caller, id)
+	j, err := m.stopping(ctx, caller, id, *uid)
 	if err != nil {
 		return StopResult{}, false, err
 	}
+	*uid = j.UID
 	// Under the journey's lock no spawn (and no action) runs. A patch is
 	// taken under it: no action runs until the workspace is gone, so the
 	// patch is all there was. A journey being spawned waits for its spawn
@@ -342,6 +346,21 @@ func (m *Manager) stopOnce(ctx context.Context, caller, id, mode string) (res St
 	res.State = string(state)
 	m.logger.InfoContext(ctx, "worker stopped", slog.String("journey", j.UID.String()), slog.String("workspace", mode))
 	return res, false, nil
+}
+
+// stopping is the journey a round of Stop stops: caller's journey id in
+// the first round (uid is zero), the journey with uid after. A round that
+// goes again because another stop deleted the journey ends there, rather
+// than stop a journey the caller spawned under the same id meanwhile.
+func (m *Manager) stopping(ctx context.Context, caller, id string, uid uuid.UUID) (store.Journey, error) {
+	if uid == uuid.Nil {
+		return m.journey(ctx, caller, id)
+	}
+	j, err := m.cfg.Store.JourneyByUID(ctx, uid)
+	if errors.Is(err, store.ErrNotFound) || err == nil && j.State == store.StateDeleted {
+		return store.Journey{}, notFound("journey %q was deleted by another stop_worker while this one ran", id)
+	}
+	return j, err
 }
 
 // stopNested stops the live journeys an agent journey spawned (and theirs),

@@ -169,6 +169,35 @@ func TestStopRacingAResumeStopsTheResumedWorker(t *testing.T) {
 	b.gone(t)
 }
 
+// A stop_worker that goes round again because another stop deleted its
+// journey meanwhile ends there: it does not stop the new journey the
+// caller spawned under the same id in between.
+func TestStopGoingRoundAgainLeavesANewJourneyUnderItsIDAlone(t *testing.T) {
+	t.Parallel()
+	held, wrap := hold(false, true)
+	b := setupWith(t, 0, 0, wrap)
+	b.mustSpawn(t, "alice", "j", "")
+
+	kept := b.stopLater("keep")
+	<-held.reached // the keep-stop removed the worker and has not written its state
+	// Only the keep-stop's Remove is held: what follows was ordered after
+	// its goroutine read holdRemove, through reached.
+	held.holdRemove = false
+	b.stop(t, "alice", "j", "delete")
+	b.mustSpawn(t, "alice", "j", "")
+	close(held.release)
+	err := <-kept
+	if e, ok := journeys.AsError(err); !ok || e.Code != journeys.CodeNotFound || !strings.Contains(e.Message, "deleted by another stop_worker") {
+		t.Fatalf("the keep-stop: %v, want not_found saying another stop deleted the journey", err)
+	}
+	if st, err := b.mgr.State(context.Background(), "alice", "j"); err != nil || st.State != "active" {
+		t.Fatalf("the new journey j: %+v, %v; want it active", st, err)
+	}
+	if l := b.leftovers(t); l.workers != 1 {
+		t.Fatalf("%+v: want the new journey's worker running", l)
+	}
+}
+
 // get_worker_state while a resume creates the worker reports the journey
 // starting, and leaves the spawn alone: the journey still has its old
 // worker's id then, which the runtime no longer knows.

@@ -504,12 +504,13 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 // &format=bundle by default, or tar), as GET
 // /v1/runs/{id}/nodes/{node}/workspace does, with a console's error page.
 func (c *console) workspace(w http.ResponseWriter, r *http.Request) {
-	out, err := c.cfg.Engine.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), r.URL.Query().Get("node"), r.URL.Query().Get("format"))
+	err := c.cfg.Engine.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), r.URL.Query().Get("node"), r.URL.Query().Get("format"), func(out engine.WorkspaceExport) error {
+		httpapi.WriteWorkspace(w, out)
+		return nil
+	})
 	if err != nil {
 		c.failErr(w, r, err)
-		return
 	}
-	httpapi.WriteWorkspace(w, out)
 }
 
 // nodePatch sets v's patch to node's, and reports whether it has one (a

@@ -111,7 +111,7 @@ func TestCodingPipeline(t *testing.T) {
 
 	// The workspace that holds the patch node's change, whole: git pulls
 	// the bundle in a fresh clone, and the tar holds the fixed file.
-	ws, err := eng.ExportWorkspace(ctx, run.ID, "implement", "bundle")
+	ws, err := export(ctx, eng, run.ID, "implement", "bundle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestCodingPipeline(t *testing.T) {
 	if diff := gittest.Run(t, pulled, "diff", "HEAD~1", "HEAD"); !strings.Contains(diff, "+"+gittest.FixedAdd) {
 		t.Errorf("the bundle's commit:\n%s", diff)
 	}
-	tarred, err := eng.ExportWorkspace(ctx, run.ID, "implement", "tar")
+	tarred, err := export(ctx, eng, run.ID, "implement", "tar")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestCodingPipeline(t *testing.T) {
 	// fix was skipped by the last pass of the loop: it has no change to
 	// take (a node whose journey moved on is TestExportWorkspace's).
 	for _, bad := range []struct{ node, format string }{{"fix", "bundle"}, {"approve", "bundle"}, {"nope", "tar"}, {"implement", "zip"}} {
-		_, err := eng.ExportWorkspace(ctx, run.ID, bad.node, bad.format)
+		_, err := export(ctx, eng, run.ID, bad.node, bad.format)
 		want := map[string]string{"fix": "conflict", "approve": "invalid_argument", "nope": "invalid_argument", "implement": "invalid_argument"}[bad.node]
 		if code := engine.ErrorCode(err); string(code) != want {
 			t.Errorf("export of %s as %s: %v (%s), want %s", bad.node, bad.format, err, code, want)
@@ -185,7 +185,7 @@ func TestCodingPipeline(t *testing.T) {
 	}
 	// The fork's implement is the run's: its workspace is the run's
 	// journey's.
-	fws, err := eng.ExportWorkspace(ctx, fork.ID, "implement", "tar")
+	fws, err := export(ctx, eng, fork.ID, "implement", "tar")
 	if err != nil || fws.Journey != ws.Journey {
 		t.Fatalf("the fork's export: %v, journey %q, want the run's %s", err, fws.Journey, ws.Journey)
 	}

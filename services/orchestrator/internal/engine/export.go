@@ -50,68 +50,74 @@ const maxExports = 4
 // later run on the thread) changed it, the export is refused as a conflict
 // rather than handing over another change under the node's name. An empty
 // format is the default, a bundle.
-func (e *Engine) ExportWorkspace(ctx context.Context, runID, nodeID, format string) (WorkspaceExport, error) {
+//
+// deliver is given the export to write out; its error is ExportWorkspace's.
+// The export keeps its place among the replica's maxExports until deliver
+// returns: an HTTP download's place is held until it is written (and a
+// client too slow to take it is cut off: slowclient), so slow clients hold
+// places, not more memory.
+func (e *Engine) ExportWorkspace(ctx context.Context, runID, nodeID, format string, deliver func(WorkspaceExport) error) error {
 	if format == "" {
 		format = WorkspaceFormats[0]
 	}
 	if !slices.Contains(WorkspaceFormats, format) {
-		return WorkspaceExport{}, invalid("format %q is not one of %s", format, strings.Join(WorkspaceFormats, ", "))
+		return invalid("format %q is not one of %s", format, strings.Join(WorkspaceFormats, ", "))
 	}
 	run, err := e.loadVisible(ctx, runID)
 	if err != nil {
-		return WorkspaceExport{}, err
+		return err
 	}
 	p, ok := e.catalog.Lookup(run.Pipeline)
 	if !ok {
-		return WorkspaceExport{}, fmt.Errorf("pipeline %q of run %s is no longer in the catalog: %w", run.Pipeline, run.ID, ErrNotFound)
+		return fmt.Errorf("pipeline %q of run %s is no longer in the catalog: %w", run.Pipeline, run.ID, ErrNotFound)
 	}
 	n, ok := p.Node(nodeID)
 	if !ok {
-		return WorkspaceExport{}, invalid("run %s: pipeline %s has no node %q", run.ID, run.Pipeline, nodeID)
+		return invalid("run %s: pipeline %s has no node %q", run.ID, run.Pipeline, nodeID)
 	}
 	role, _ := p.Role(nodeID)
 	switch {
 	case p.Source(nodeID) == nil:
-		return WorkspaceExport{}, invalid("run %s: node %s works on no repository (it has no source), so it has no workspace to export", run.ID, nodeID)
+		return invalid("run %s: node %s works on no repository (it has no source), so it has no workspace to export", run.ID, nodeID)
 	case role.Via != pipeline.ViaMarketplace:
-		return WorkspaceExport{}, invalid("run %s: node %s works via %s, which keeps no workspace to export", run.ID, nodeID, role.Via)
+		return invalid("run %s: node %s works via %s, which keeps no workspace to export", run.ID, nodeID, role.Via)
 	case n.IsForeach():
-		return WorkspaceExport{}, invalid("run %s: node %s is a foreach node, whose items each work in a journey of their own: there is no one workspace to export", run.ID, nodeID)
+		return invalid("run %s: node %s is a foreach node, whose items each work in a journey of their own: there is no one workspace to export", run.ID, nodeID)
 	}
 	st, err := store.LoadState(ctx, e.pool, run.ID, run.HeadSeq)
 	if err != nil {
-		return WorkspaceExport{}, err
+		return err
 	}
 	ns := st.Node(nodeID)
 	if ns.Status != pipeline.StatusSucceeded {
-		return WorkspaceExport{}, fmt.Errorf("%w: run %s: node %s has no change yet (it is %s)", ErrConflict, run.ID, nodeID, cmp.Or(ns.Status, pipeline.StatusPending))
+		return fmt.Errorf("%w: run %s: node %s has no change yet (it is %s)", ErrConflict, run.ID, nodeID, cmp.Or(ns.Status, pipeline.StatusPending))
 	}
 	journey, digest, err := store.NodeJourney(ctx, e.pool, run.ID, nodeID, ns.Iteration)
 	if err != nil {
-		return WorkspaceExport{}, err
+		return err
 	}
 	if journey == "" || digest == "" {
-		return WorkspaceExport{}, fmt.Errorf("%w: run %s: no journey is recorded for node %s's change (it was made before the orchestrator recorded them); take its patch instead", ErrConflict, run.ID, nodeID)
+		return fmt.Errorf("%w: run %s: no journey is recorded for node %s's change (it was made before the orchestrator recorded them); take its patch instead", ErrConflict, run.ID, nodeID)
 	}
 	ex, ok := e.cfg.Executors[pipeline.ViaMarketplace].(executor.Exporter)
 	if !ok {
-		return WorkspaceExport{}, fmt.Errorf("%w: node %s worked in marketplace journey %s; start the orchestrator with --marketplace-url", executor.ErrUnavailable, nodeID, journey)
+		return fmt.Errorf("%w: node %s worked in marketplace journey %s; start the orchestrator with --marketplace-url", executor.ErrUnavailable, nodeID, journey)
 	}
 	select {
 	case e.exports <- struct{}{}:
 		defer func() { <-e.exports }()
 	default:
-		return WorkspaceExport{}, fmt.Errorf("%w: %d workspace exports are under way on this replica; try again in a moment", ErrBusy, maxExports)
+		return fmt.Errorf("%w: %d workspace exports are under way on this replica; try again in a moment", ErrBusy, maxExports)
 	}
 	out, err := ex.Export(ctx, journey, format)
 	if err != nil {
-		return WorkspaceExport{}, e.exportError(ctx, run.ID, nodeID, journey, err)
+		return e.exportError(ctx, run.ID, nodeID, journey, err)
 	}
 	if out.Digest != digest {
-		return WorkspaceExport{}, fmt.Errorf("%w: run %s: the workspace of node %s (journey %s) has moved on since: a later attempt in it (a later node of role %s, or a later run on thread %s) changed it, so it no longer holds that node's change; its patch still does",
+		return fmt.Errorf("%w: run %s: the workspace of node %s (journey %s) has moved on since: a later attempt in it (a later node of role %s, or a later run on thread %s) changed it, so it no longer holds that node's change; its patch still does",
 			ErrConflict, run.ID, nodeID, journey, n.Role, run.Thread)
 	}
-	return WorkspaceExport{RunID: run.ID, NodeID: nodeID, Journey: journey, Format: format, Content: out.Content, SHA256: out.SHA256, Commit: out.Commit}, nil
+	return deliver(WorkspaceExport{RunID: run.ID, NodeID: nodeID, Journey: journey, Format: format, Content: out.Content, SHA256: out.SHA256, Commit: out.Commit})
 }
 
 // exportError is the engine's error for an Exporter's failure: the

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"strings"
 	"sync"
@@ -46,14 +47,14 @@ patch: implement
 		t.Fatalf("run %s (%s)", v.Status, v.Error)
 	}
 
-	ws, err := b.Engine.ExportWorkspace(ctx, run.ID, "polish", "bundle")
+	ws, err := export(ctx, b.Engine, run.ID, "polish", "bundle")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "bundle of journey-" + v.Thread + "-coder\n" + patches["polish"]; string(ws.Content) != want || ws.Commit != "c0ffee" || ws.NodeID != "polish" {
 		t.Errorf("polish's export: %+v, want content %q", ws, want)
 	}
-	_, err = b.Engine.ExportWorkspace(ctx, run.ID, "implement", "tar")
+	_, err = export(ctx, b.Engine, run.ID, "implement", "tar")
 	if code := engine.ErrorCode(err); code != meshapi.CodeConflict || !strings.Contains(err.Error(), "has moved on") {
 		t.Errorf("implement's export after polish changed its journey: %v (%s), want a conflict", err, code)
 	}
@@ -71,35 +72,39 @@ patch: implement
 	if fv.Status != runstate.RunWaiting || fv.Thread == v.Thread {
 		t.Fatalf("the fork %s on thread %s (%s)", fv.Status, fv.Thread, fv.Error)
 	}
-	if fws, err := b.Engine.ExportWorkspace(ctx, fv.ID, "polish", "tar"); err != nil || fws.Journey != "journey-"+fv.Thread+"-coder" {
+	if fws, err := export(ctx, b.Engine, fv.ID, "polish", "tar"); err != nil || fws.Journey != "journey-"+fv.Thread+"-coder" {
 		t.Errorf("the fork's polish: %+v, %v; want its own journey", fws, err)
 	}
-	if _, err := b.Engine.ExportWorkspace(ctx, fv.ID, "implement", "tar"); engine.ErrorCode(err) != meshapi.CodeConflict || !strings.Contains(err.Error(), "journey-"+v.Thread+"-coder") {
+	if _, err := export(ctx, b.Engine, fv.ID, "implement", "tar"); engine.ErrorCode(err) != meshapi.CodeConflict || !strings.Contains(err.Error(), "journey-"+v.Thread+"-coder") {
 		t.Errorf("the fork's implement: %v, want a conflict over the run's journey", err)
 	}
-	// Four exports at once are under way; a fifth is refused until one is
+	// Four exports at once are under way, each until its content is
+	// delivered (written to its client); a fifth is refused until one is
 	// done.
-	x.ExportHold = make(chan struct{})
-	release := sync.OnceFunc(func() { close(x.ExportHold) })
+	delivering, delivered := make(chan struct{}, 4), make(chan struct{})
+	release := sync.OnceFunc(func() { close(delivered) })
 	t.Cleanup(release) // a failure below leaves no export waiting
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {
 		wg.Go(func() {
-			_, err := b.Engine.ExportWorkspace(ctx, run.ID, "polish", "tar")
-			errs <- err
+			errs <- b.Engine.ExportWorkspace(ctx, run.ID, "polish", "tar", func(engine.WorkspaceExport) error {
+				delivering <- struct{}{}
+				<-delivered
+				return nil
+			})
 		})
 	}
-	for deadline := time.Now().Add(10 * time.Second); x.Exporting() < 4; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d exports under way, want 4", x.Exporting())
+	for range 4 {
+		select {
+		case <-delivering:
+		case <-time.After(10 * time.Second):
+			t.Fatal("fewer than 4 exports reached their delivery at once")
 		}
 	}
-	probe, cancel := context.WithTimeout(ctx, 5*time.Second) // bounded, should it get a slot
-	_, err = b.Engine.ExportWorkspace(probe, run.ID, "polish", "tar")
-	cancel()
+	_, err = export(ctx, b.Engine, run.ID, "polish", "tar")
 	if engine.ErrorCode(err) != meshapi.CodeResourceExhausted {
-		t.Errorf("a fifth export at once: %v, want resource_exhausted", err)
+		t.Errorf("a fifth export while four deliver: %v, want resource_exhausted", err)
 	}
 	release()
 	wg.Wait()
@@ -109,9 +114,29 @@ patch: implement
 			t.Errorf("one of the four exports: %v", err)
 		}
 	}
+	if _, err := export(ctx, b.Engine, run.ID, "polish", "tar"); err != nil {
+		t.Errorf("an export once the four were delivered: %v", err)
+	}
+	// A delivery's error is the export's.
+	if err := b.Engine.ExportWorkspace(ctx, run.ID, "polish", "tar", func(engine.WorkspaceExport) error { return errBrokenPipe }); !errors.Is(err, errBrokenPipe) {
+		t.Errorf("an export whose delivery failed: %v, want its error", err)
+	}
 	// Another caller's run is not there.
-	_, err = b.Engine.ExportWorkspace(engine.WithViewer(ctx, engine.Viewer{Caller: "mallory"}), run.ID, "polish", "tar")
+	_, err = export(engine.WithViewer(ctx, engine.Viewer{Caller: "mallory"}), b.Engine, run.ID, "polish", "tar")
 	if engine.ErrorCode(err) != meshapi.CodeNotFound {
 		t.Errorf("another caller's export: %v, want not_found", err)
 	}
+}
+
+// errBrokenPipe is a delivery's failure: a client gone half-way.
+var errBrokenPipe = errors.New("broken pipe")
+
+// export is eng's export of node in run, delivered here.
+func export(ctx context.Context, eng *engine.Engine, runID, node, format string) (engine.WorkspaceExport, error) {
+	var out engine.WorkspaceExport
+	err := eng.ExportWorkspace(ctx, runID, node, format, func(ws engine.WorkspaceExport) error {
+		out = ws
+		return nil
+	})
+	return out, err
 }

@@ -131,15 +131,11 @@ type InstantExecutor struct {
 	// Record keeps every call for Calls and Tasks; a benchmark turns it
 	// off. New executors from Start record.
 	Record bool
-	// ExportHold, when set, makes every Export wait until it is closed (or
-	// its context ends); Exporting counts those waiting.
-	ExportHold chan struct{}
 
 	mu       sync.Mutex
 	calls    []executor.Request
 	holds    map[string]chan struct{}
 	journeys map[string]string
-	held     int
 }
 
 // Hold makes tasks that start with prefix wait, until release is called
@@ -228,21 +224,6 @@ func (x *InstantExecutor) Execute(ctx context.Context, req executor.Request) (ex
 // the workspace's; a bundle's commit is "c0ffee". A journey no call made
 // is not_found, as the marketplace says.
 func (x *InstantExecutor) Export(ctx context.Context, journey, format string) (executor.Export, error) {
-	if x.ExportHold != nil {
-		x.mu.Lock()
-		x.held++
-		x.mu.Unlock()
-		defer func() {
-			x.mu.Lock()
-			x.held--
-			x.mu.Unlock()
-		}()
-		select {
-		case <-x.ExportHold:
-		case <-ctx.Done():
-			return executor.Export{}, ctx.Err()
-		}
-	}
 	x.mu.Lock()
 	patch, ok := x.journeys[journey]
 	x.mu.Unlock()
@@ -256,13 +237,6 @@ func (x *InstantExecutor) Export(ctx context.Context, journey, format string) (e
 		out.Commit = "c0ffee"
 	}
 	return out, nil
-}
-
-// Exporting is how many exports wait on ExportHold.
-func (x *InstantExecutor) Exporting() int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.held
 }
 
 // digestOf is the digest InstantExecutor gives a journey holding patch.

@@ -182,14 +182,15 @@ type exportNodeWorkspaceOut struct {
 }
 
 func (t *tools) exportNodeWorkspace(ctx context.Context, _ string, in exportNodeWorkspaceIn) (exportNodeWorkspaceOut, error) {
-	ws, err := t.eng.ExportWorkspace(ctx, in.RunID, in.Node, in.Format)
-	if err != nil {
-		return exportNodeWorkspaceOut{}, err
-	}
-	return exportNodeWorkspaceOut{
-		RunID: ws.RunID, Node: ws.NodeID, Journey: ws.Journey, Format: ws.Format, Bytes: len(ws.Content), SHA256: ws.SHA256, Commit: ws.Commit,
-		Content: base64.StdEncoding.EncodeToString(ws.Content),
-	}, nil
+	var out exportNodeWorkspaceOut
+	err := t.eng.ExportWorkspace(ctx, in.RunID, in.Node, in.Format, func(ws engine.WorkspaceExport) error {
+		out = exportNodeWorkspaceOut{
+			RunID: ws.RunID, Node: ws.NodeID, Journey: ws.Journey, Format: ws.Format, Bytes: len(ws.Content), SHA256: ws.SHA256, Commit: ws.Commit,
+			Content: base64.StdEncoding.EncodeToString(ws.Content),
+		}
+		return nil
+	})
+	return out, err
 }
 
 type listRunsIn struct {
