@@ -371,13 +371,13 @@ func WritePack(w io.Writer, src storer.EncodedObjectStorer, hashes []plumbing.Ha
 }
 
 // WriteTar writes the base's files as a tar stream to seed a workspace with,
-// owned by owner.
+// owned by owner, modified now.
 func (b *Base) WriteTar(w io.Writer, owner Owner) error {
 	files, err := b.Files()
 	if err != nil {
 		return err
 	}
-	return WriteTar(w, b.repo.Storer, files, owner)
+	return WriteTar(w, b.repo.Storer, files, owner, time.Now())
 }
 
 // OriginObjects lists the trees and blobs of the origin commit's tree: what

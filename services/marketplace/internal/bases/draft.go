@@ -257,7 +257,8 @@ func (d *Draft) checkLinks() error {
 }
 
 // WriteTar writes the draft's files as a tar stream to seed a workspace
-// with, owned by owner: from memory, where the content already is.
+// with, owned by owner, modified now (a fresh checkout, to build tools):
+// from memory, where the content already is.
 func (d *Draft) WriteTar(w io.Writer, owner Owner, extra ...TarExtra) error {
-	return WriteTar(w, d.mem, d.files, owner, extra...)
+	return WriteTar(w, d.mem, d.files, owner, time.Now(), extra...)
 }

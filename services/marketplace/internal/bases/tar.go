@@ -22,10 +22,10 @@ type TarExtra func(tw *tar.Writer, owner Owner, mtime time.Time) error
 
 // WriteTar writes files, read from s, as a tar stream to unpack into an empty
 // workspace: directories first (0755), then files (0644, 0755 for
-// executables) and symbolic links, all owned by owner, modified now, with
-// names relative to the workspace root; then what extra writes. Files must
-// have passed a Draft's checks.
-func WriteTar(w io.Writer, s ObjectReader, files map[string]Entry, owner Owner, extra ...TarExtra) error {
+// executables) and symbolic links, all owned by owner, modified at mtime,
+// with names relative to the workspace root; then what extra writes. Files
+// must have passed a Draft's checks.
+func WriteTar(w io.Writer, s ObjectReader, files map[string]Entry, owner Owner, mtime time.Time, extra ...TarExtra) error {
 	paths := make([]string, 0, len(files))
 	dirs := map[string]bool{}
 	for p := range files {
@@ -40,7 +40,6 @@ func WriteTar(w io.Writer, s ObjectReader, files map[string]Entry, owner Owner, 
 	}
 	sort.Strings(dirList) // parents sort before their children
 	sort.Strings(paths)
-	mtime := time.Now()
 	tw := tar.NewWriter(w)
 	for _, d := range dirList {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, Uid: owner.UID, Gid: owner.GID, ModTime: mtime, Format: tar.FormatPAX}); err != nil {

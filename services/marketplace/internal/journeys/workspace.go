@@ -417,16 +417,20 @@ func (m *Manager) Export(ctx context.Context, caller string, req ExportRequest) 
 	out.Summary = ch.Summary
 	var buf bytes.Buffer
 	w := &capped{w: &buf, left: MaxExportBytes}
+	// Dated when the journey began, not now: the same workspace exports as
+	// the same bytes, and a bundle as the same commit, so that taking it
+	// again (and pulling it again) changes nothing.
+	when := j.CreatedAt.UTC().Truncate(time.Second)
 	switch format {
 	case "patch":
 		_, err = w.Write(ch.Patch)
 		out.Patch = string(ch.Patch)
 	case "tar":
 		entry, _ := m.cfg.Catalog.Lookup(j.WorkerID)
-		err = ch.WriteTar(w, ownerOf(entry.Definition.Isolation.User))
+		err = ch.WriteTar(w, ownerOf(entry.Definition.Isolation.User), when)
 	case "bundle":
 		var c plumbing.Hash
-		c, err = ch.WriteBundle(w, "Meshwork: the change of journey "+j.ID, time.Now())
+		c, err = ch.WriteBundle(w, "Meshwork: the change of journey "+j.ID, when)
 		if errors.Is(err, workdiff.ErrNoOrigin) {
 			return ExportResult{}, invalid("journey %q did not start from a git source; a bundle needs one (use format patch or tar)", j.ID)
 		}

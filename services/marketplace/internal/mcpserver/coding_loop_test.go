@@ -121,6 +121,19 @@ func TestCodingLoop(t *testing.T) {
 		t.Errorf("bundle holds %s, export said %v", got, ex["commit"])
 	}
 
+	// The same workspace exports as the same bytes, a bundle as the same
+	// commit (dated when the journey began): pulling it again changes
+	// nothing.
+	again := must(t, cs, "export_workspace", map[string]any{"journey_id": "fix", "format": "bundle"})
+	if again["commit"] != ex["commit"] || again["sha256"] != ex["sha256"] {
+		t.Errorf("the same workspace exported twice: commit %v then %v, sha256 %v then %v", ex["commit"], again["commit"], ex["sha256"], again["sha256"])
+	}
+	tar1 := must(t, cs, "export_workspace", map[string]any{"journey_id": "fix", "format": "tar"})
+	tar2 := must(t, cs, "export_workspace", map[string]any{"journey_id": "fix", "format": "tar"})
+	if tar1["sha256"] != tar2["sha256"] {
+		t.Errorf("the same workspace tarred twice: sha256 %v then %v", tar1["sha256"], tar2["sha256"])
+	}
+
 	// The next journey starts from this one's base plus its patch.
 	must(t, cs, "spawn_worker", map[string]any{
 		"worker_id": "filesystem_research_v1", "journey_id": "review",

@@ -1,9 +1,11 @@
 package workdiff
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -17,9 +19,9 @@ import (
 var ErrNoOrigin = errors.New("the base did not come from a git source")
 
 // WriteTar writes the workspace's files (private paths left out) as a tar,
-// owned by owner.
-func (c *Change) WriteTar(w io.Writer, owner bases.Owner) error {
-	return bases.WriteTar(w, c, c.files, owner)
+// owned by owner, modified at mtime.
+func (c *Change) WriteTar(w io.Writer, owner bases.Owner, mtime time.Time) error {
+	return bases.WriteTar(w, c, c.files, owner, mtime)
 }
 
 // EncodedObject lets a Change serve as the object store of its own files:
@@ -72,6 +74,9 @@ func (c *Change) WriteBundle(w io.Writer, message string, when time.Time) (plumb
 		hashes = append(hashes, h)
 		return nil
 	})
+	// In one order, whatever the store's: the same change is the same
+	// bundle, byte for byte.
+	slices.SortFunc(hashes, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
 	if err := bases.WritePack(w, out, hashes); err != nil {
 		return plumbing.ZeroHash, err
 	}
