@@ -504,11 +504,7 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 // &format=bundle by default, or tar), as GET
 // /v1/runs/{id}/nodes/{node}/workspace does, with a console's error page.
 func (c *console) workspace(w http.ResponseWriter, r *http.Request) {
-	err := c.cfg.Engine.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), r.URL.Query().Get("node"), r.URL.Query().Get("format"), func(out engine.WorkspaceExport) error {
-		httpapi.WriteWorkspace(w, out)
-		return nil
-	})
-	if err != nil {
+	if err := c.cfg.Engine.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), r.URL.Query().Get("node"), r.URL.Query().Get("format"), httpapi.WriteWorkspace(w)); err != nil {
 		c.failErr(w, r, err)
 	}
 }

@@ -17,7 +17,7 @@ func TestWorkspaceDownloadDeadline(t *testing.T) {
 	for _, size := range []int{10, 32 << 20} {
 		now := time.Now()
 		w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder(), now: func() time.Time { return now }}
-		WriteWorkspace(w, engine.WorkspaceExport{RunID: "r", NodeID: "n", Format: "tar", Content: make([]byte, size)})
+		_ = WriteWorkspace(w)(engine.WorkspaceExport{RunID: "r", NodeID: "n", Format: "tar", Content: make([]byte, size)})
 		if len(w.deadlines) != 1 {
 			t.Fatalf("%d bytes: %d deadlines set, want 1", size, len(w.deadlines))
 		}
@@ -30,7 +30,7 @@ func TestWorkspaceDownloadDeadline(t *testing.T) {
 	}
 	now := time.Now()
 	w := &deadlineWriter{ResponseRecorder: httptest.NewRecorder(), now: func() time.Time { return now.Add(slowclient.Grace + time.Second) }}
-	WriteWorkspace(w, engine.WorkspaceExport{RunID: "r", NodeID: "n", Format: "tar", Content: []byte("slow")})
+	_ = WriteWorkspace(w)(engine.WorkspaceExport{RunID: "r", NodeID: "n", Format: "tar", Content: []byte("slow")})
 	if w.Body.Len() != 0 {
 		t.Errorf("a download past its deadline wrote %d bytes", w.Body.Len())
 	}

@@ -15,25 +15,29 @@ import (
 // workspace that holds the node's change, whole (a git bundle by default,
 // or ?format=tar).
 func (a *API) exportWorkspace(w http.ResponseWriter, r *http.Request) {
-	err := a.eng.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), chi.URLParam(r, "node"), r.URL.Query().Get("format"), func(out engine.WorkspaceExport) error {
-		WriteWorkspace(w, out)
-		return nil // once the answer has begun, no error can replace it
-	})
-	if err != nil {
+	if err := a.eng.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), chi.URLParam(r, "node"), r.URL.Query().Get("format"), WriteWorkspace(w)); err != nil {
 		a.fail(w, r, err)
 	}
 }
 
-// WriteWorkspace answers with an exported workspace, as the API and the
-// console's download both do: an attachment run-<id>-<node>.<format>, its
+// WriteWorkspace is the delivery (engine.ExportWorkspace's) that answers
+// w with an exported workspace, as the API and the console's download both
+// do: an attachment run-<id>-<node>.<format>, its
 // digest in Repr-Digest (RFC 9530), its journey in Meshwork-Journey and,
 // for a bundle, its commit in Meshwork-Commit.
 //
 // The download holds one of the engine's export places and the content in
 // memory until it is written, so a client too slow to take it is cut off
-// (slowclient).
-func WriteWorkspace(w http.ResponseWriter, out engine.WorkspaceExport) {
-	w = slowclient.Bound(w)
+// (slowclient). Once the answer has begun no error can replace it, so the
+// delivery's error is always nil.
+func WriteWorkspace(w http.ResponseWriter) func(engine.WorkspaceExport) error {
+	return func(out engine.WorkspaceExport) error {
+		writeWorkspace(slowclient.Bound(w), out)
+		return nil
+	}
+}
+
+func writeWorkspace(w http.ResponseWriter, out engine.WorkspaceExport) {
 	contentType := "application/octet-stream"
 	if out.Format == "tar" {
 		contentType = "application/x-tar"
