@@ -148,11 +148,21 @@ type RunView struct {
 	Interrupts []Interrupt       `json:"interrupts"`
 	Attempts   []Attempt         `json:"attempts,omitempty"`
 	Loops      map[string]int    `json:"loops,omitempty"`
-	// PatchNode and Patch are the run's patch: the change of the pipeline's
-	// patch node (a git-format diff), once it has one.
-	PatchNode  string   `json:"patch_node,omitempty"`
-	Patch      string   `json:"patch,omitempty"`
-	PatchOmits []string `json:"patch_omits,omitempty"`
+	// PatchNode is the pipeline's patch node: its patch (and patch_omits),
+	// in Nodes, is the run's patch. It is not repeated here, so that a run
+	// is not read with its patch twice.
+	PatchNode string `json:"patch_node,omitempty"`
+}
+
+// NodePatch is the patch of node in v, and the changed files it leaves
+// out; ok is false when v has no such node.
+func (v RunView) NodePatch(node string) (patch string, omits []string, ok bool) {
+	for _, n := range v.Nodes {
+		if n.ID == node {
+			return n.Patch, n.PatchOmits, true
+		}
+	}
+	return "", nil, false
 }
 
 // State is a run's state, or a delta of one (what a checkpoint changed:

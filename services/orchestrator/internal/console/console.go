@@ -381,8 +381,12 @@ type runData struct {
 	// Checkpoints are the run's, newest first, each one a place to fork
 	// from.
 	Checkpoints []api.Checkpoint
-	// SideBySide is the run's patch laid out side by side; nil when the
-	// patch does not parse, which the page then shows as text only.
+	// Patch and PatchOmits are the patch shown, PatchNode's: the run's,
+	// or another node's (?patch=).
+	Patch      string
+	PatchOmits []string
+	// SideBySide is Patch laid out side by side; nil when the patch does
+	// not parse, which the page then shows as text only.
 	SideBySide *sideDiff
 	// AgentEvents are what the run's agents did last, newest first.
 	AgentEvents []store.AgentEvent
@@ -416,14 +420,16 @@ func (c *console) run(w http.ResponseWriter, r *http.Request) {
 	}
 	if node := r.URL.Query().Get("patch"); node != "" {
 		// Another node's patch than the run's.
-		if v.PatchNode = node; !nodePatch(&v, node) {
+		d.PatchNode = node
+		if d.Patch, d.PatchOmits, _ = v.NodePatch(node); d.Patch == "" && len(d.PatchOmits) == 0 {
 			c.fail(w, r, http.StatusNotFound, "Node "+node+" of this run has no patch.")
 			return
 		}
-		d.RunView = v
+	} else {
+		d.Patch, d.PatchOmits, _ = v.NodePatch(v.PatchNode)
 	}
-	if v.Patch != "" {
-		d.SideBySide, _ = sideBySide(v.Patch)
+	if d.Patch != "" {
+		d.SideBySide, _ = sideBySide(d.Patch)
 	}
 	if d.AgentEvents, err = c.cfg.Engine.RecentAgentEvents(r.Context(), v.ID, maxAgentEventsShown); err != nil {
 		c.failErr(w, r, err)
@@ -484,12 +490,12 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	name := "run-" + v.ID
-	if node := r.URL.Query().Get("node"); node != "" {
-		v.Patch, name = "", "run-"+v.ID+"-"+node
-		nodePatch(&v, node)
+	name, node := "run-"+v.ID, v.PatchNode
+	if n := r.URL.Query().Get("node"); n != "" {
+		name, node = "run-"+v.ID+"-"+n, n
 	}
-	if v.Patch == "" {
+	patch, _, _ := v.NodePatch(node)
+	if patch == "" {
 		c.fail(w, r, http.StatusNotFound, "No patch here (yet).")
 		return
 	}
@@ -497,7 +503,7 @@ func (c *console) patch(w http.ResponseWriter, r *http.Request) {
 	// Node ids are [a-z0-9_] (the pipeline's compiler checks them), and an
 	// unknown one has no patch: the file name needs no quoting.
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.patch"`)
-	_, _ = w.Write([]byte(v.Patch))
+	_, _ = w.Write([]byte(patch))
 }
 
 // workspace serves the workspace that holds a node's change, whole (?node=,
@@ -507,18 +513,6 @@ func (c *console) workspace(w http.ResponseWriter, r *http.Request) {
 	if err := c.cfg.Engine.ExportWorkspace(r.Context(), chi.URLParam(r, "id"), r.URL.Query().Get("node"), r.URL.Query().Get("format"), httpapi.WriteWorkspace(w)); err != nil {
 		c.failErr(w, r, err)
 	}
-}
-
-// nodePatch sets v's patch to node's, and reports whether it has one (a
-// patch, or files it leaves out).
-func nodePatch(v *api.RunView, node string) bool {
-	for _, n := range v.Nodes {
-		if n.ID == node {
-			v.Patch, v.PatchOmits = n.Patch, n.PatchOmits
-			return n.Patch != "" || len(n.PatchOmits) > 0
-		}
-	}
-	return false
 }
 
 func (c *console) cancel(w http.ResponseWriter, r *http.Request) {

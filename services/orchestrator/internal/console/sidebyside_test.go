@@ -118,7 +118,7 @@ func TestRunPageShowsThePatchSideBySide(t *testing.T) {
 	patch := "diff --git a/a.go b/a.go\n--- a/a.go\n+++ b/a.go\n@@ -1,2 +1,2 @@\n package a\n-var x = 1\n+var x = \"<img src=x onerror=alert(1)>\"\n"
 	render := func(patch string) string {
 		t.Helper()
-		d := runData{RunView: api.RunView{Run: api.Run{ID: "r1", Pipeline: "coding", Status: "succeeded"}, Patch: patch, PatchNode: "implement"}}
+		d := runData{RunView: api.RunView{Run: api.Run{ID: "r1", Pipeline: "coding", Status: "succeeded"}, PatchNode: "implement"}, Patch: patch}
 		d.SideBySide, _ = sideBySide(patch)
 		var b bytes.Buffer
 		if err := pages["run"].Execute(&b, page{Title: "Run r1", Caller: "alice", CSRF: "c", Data: d}); err != nil {

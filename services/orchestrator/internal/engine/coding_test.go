@@ -64,11 +64,12 @@ func TestCodingPipeline(t *testing.T) {
 			t.Errorf("the last test run: %q", n.Output)
 		}
 	}
-	if v.PatchNode != "implement" || !strings.Contains(v.Patch, "+"+gittest.FixedAdd) || !strings.Contains(v.Patch, "-"+gittest.BuggyAdd) {
-		t.Fatalf("the run's patch (node %q):\n%s", v.PatchNode, v.Patch)
+	patch, _, _ := v.NodePatch(v.PatchNode)
+	if v.PatchNode != "implement" || !strings.Contains(patch, "+"+gittest.FixedAdd) || !strings.Contains(patch, "-"+gittest.BuggyAdd) {
+		t.Fatalf("the run's patch (node %q):\n%s", v.PatchNode, patch)
 	}
-	if strings.Contains(v.Patch, ".meshwork") || strings.Contains(v.Patch, ".fake-claude.json") {
-		t.Errorf("the patch carries more than the change:\n%s", v.Patch)
+	if strings.Contains(patch, ".meshwork") || strings.Contains(patch, ".fake-claude.json") {
+		t.Errorf("the patch carries more than the change:\n%s", patch)
 	}
 
 	// What the implementer's agent did is in the run's events: each Edit,
@@ -97,7 +98,7 @@ func TestCodingPipeline(t *testing.T) {
 	clone := filepath.Join(root, "clone")
 	gittest.Run(t, root, "clone", "-q", repo, clone)
 	pf := filepath.Join(root, "change.patch")
-	if err := os.WriteFile(pf, []byte(v.Patch), 0o644); err != nil {
+	if err := os.WriteFile(pf, []byte(patch), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	gittest.Run(t, clone, "apply", "--check", pf)
@@ -175,8 +176,8 @@ func TestCodingPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	fv := waitStatus(t, eng, fork.ID, runstate.RunWaiting, runstate.RunFailed)
-	if fv.Status != runstate.RunWaiting || fv.Patch != v.Patch || fv.Thread == v.Thread {
-		t.Fatalf("the fork %s on thread %s: %s (%s), patch %q; want it waiting with the run's patch; attempts %+v", fv.ID, fv.Thread, fv.Status, fv.Error, fv.Patch, fv.Attempts)
+	if fpatch, _, _ := fv.NodePatch(fv.PatchNode); fv.Status != runstate.RunWaiting || fpatch != patch || fv.Thread == v.Thread {
+		t.Fatalf("the fork %s on thread %s: %s (%s), patch %q; want it waiting with the run's patch; attempts %+v", fv.ID, fv.Thread, fv.Status, fv.Error, fpatch, fv.Attempts)
 	}
 	for _, n := range fv.Nodes {
 		if n.ID == "test" && !strings.HasPrefix(n.Output, "exit_code: 0") {

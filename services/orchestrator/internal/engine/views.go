@@ -72,9 +72,7 @@ func (e *Engine) GetRun(ctx context.Context, id string) (api.RunView, error) {
 		}
 	}
 	if p != nil {
-		if v.PatchNode = p.PatchNode(); v.PatchNode != "" {
-			v.Patch, v.PatchOmits = st.Node(v.PatchNode).Patch, st.Node(v.PatchNode).PatchOmits
-		}
+		v.PatchNode = p.PatchNode()
 	}
 	if v.Sessions, err = store.ListRoleSessions(ctx, e.pool, run.Thread); err != nil {
 		return api.RunView{}, err

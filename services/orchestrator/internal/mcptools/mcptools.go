@@ -82,7 +82,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	s.AddReceivingMiddleware(telemetry.ServerMiddleware(), meshapi.ErrorMiddleware())
 	add(s, t, "list_pipelines", "List the pipelines runs may name: name, description, inputs (type, required, default) and definition hash.", t.listPipelines)
 	add(s, t, "run_pipeline", "Start a run of a pipeline with inputs. Returns the run; poll get_run for its progress.", t.runPipeline)
-	add(s, t, "get_run", "Show a run: status, each node's state, output and patch, the run's patch (a git-format diff) and the changed files it leaves out (patch_omits: over 4 MiB), role sessions, interrupts (pending approvals) and attempts.", t.getRun)
+	add(s, t, "get_run", "Show a run: status, each node's state, output, patch (a git-format diff) and the changed files it leaves out (patch_omits: over 4 MiB), patch_node (the node whose patch is the run's), role sessions, interrupts (pending approvals) and attempts.", t.getRun)
 	add(s, t, "list_runs", "List runs, newest first, optionally of one pipeline, status or thread.", t.listRuns)
 	add(s, t, "list_checkpoints", "List a run's checkpoints in order: what each one changed, and where it comes from.", t.listCheckpoints)
 	add(s, t, "fork_run", "Start a new run from a checkpoint of another, optionally patching inputs or node states (a node set to pending runs again).", t.forkRun)

@@ -590,7 +590,7 @@ func TestRunsPatch(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			v := succeeded().view
-			v.PatchNode, v.Patch = tt.patchNode, tt.patch
+			v.PatchNode = tt.patchNode
 			for i := range v.Nodes {
 				if v.Nodes[i].ID == tt.patchNode {
 					v.Nodes[i].Patch, v.Nodes[i].PatchOmits = tt.patch, tt.omits
@@ -765,8 +765,7 @@ func TestServerTextIsSafeForATerminal(t *testing.T) {
 	v := succeeded().view
 	v.Outputs = map[string]string{v.Nodes[0].ID: "fine\n" + hostile}
 	v.Error = hostile
-	v.PatchNode, v.Patch = v.Nodes[0].ID, "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-\x1b[0m\n+ok\n"
-	v.Nodes[0].Patch = v.Patch
+	v.PatchNode, v.Nodes[0].Patch = v.Nodes[0].ID, "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-\x1b[0m\n+ok\n"
 	b.fake.AddRun(v)
 	b.fake.Fail(http.MethodPost, "/v1/runs/"+runID+"/cancel", apiclient.Error{Status: http.StatusConflict, Code: "conflict", Message: "no: " + hostile})
 	for _, args := range [][]string{{"runs", "show", runID}, {"runs", "cancel", runID}} {
@@ -780,7 +779,7 @@ func TestServerTextIsSafeForATerminal(t *testing.T) {
 			t.Errorf("meshctl runs show: the output is gone:\n%s", r.stdout)
 		}
 	}
-	if r := b.exec(t, "runs", "patch", runID); r.stdout != v.Patch {
+	if r := b.exec(t, "runs", "patch", runID); r.stdout != v.Nodes[0].Patch {
 		t.Errorf("runs patch: %q, want the patch byte for byte", r.stdout)
 	}
 	r := b.exec(t, "runs", "show", runID, "--output", "json")
