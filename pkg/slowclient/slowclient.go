@@ -51,6 +51,16 @@ func (w *writer) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// FlushError sends what was written, under the deadline of its write, and
+// then clears the deadline: a handler idle between writes (a long MCP call
+// between progress notifications) has none, as over HTTP/2, where a
+// deadline ends the stream when it passes even with nothing to write.
+func (w *writer) FlushError() error {
+	err := w.rc.Flush()
+	_ = w.rc.SetWriteDeadline(time.Time{})
+	return err
+}
+
 // Unwrap lets http.ResponseController reach the connection (Flush,
 // deadlines of its own).
 func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }

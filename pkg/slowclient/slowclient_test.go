@@ -27,8 +27,8 @@ func (d *deadlineRecorder) Write(b []byte) (int, error) {
 
 func (d *deadlineRecorder) Flush() { d.flushed = true }
 
-// Each write gets its own deadline, sized to what it writes, and a flush
-// still reaches the writer underneath.
+// Each write gets its own deadline, sized to what it writes; a flush still
+// reaches the writer underneath, and clears the deadline.
 func TestEveryWriteHasItsDeadline(t *testing.T) {
 	t.Parallel()
 	rec := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
@@ -58,6 +58,9 @@ func TestEveryWriteHasItsDeadline(t *testing.T) {
 	}
 	if !rec.flushed {
 		t.Error("the flush did not reach the writer underneath")
+	}
+	if !rec.deadline.IsZero() {
+		t.Errorf("after the flush the deadline is %s, want none while the handler is idle", rec.deadline)
 	}
 }
 

@@ -153,6 +153,23 @@ func TestLoopFromLocalGitToApplyAndBundle(t *testing.T) {
 	if out := gittest.Run(t, clone2, "diff", "--stat", "HEAD", "meshwork"); !strings.Contains(out, "4 files changed") {
 		t.Errorf("bundle diff: %s", out)
 	}
+	// Taken again at the same time, the bundle and the tar are the same
+	// bytes (the store's object order and the clock do not show).
+	var again bytes.Buffer
+	if c, err := ch.WriteBundle(&again, "change", time.Unix(1700000000, 0)); err != nil || c != commit || !bytes.Equal(again.Bytes(), bundle.Bytes()) {
+		t.Errorf("the bundle taken again: commit %s (first %s), %v, same bytes %v", c, commit, err, bytes.Equal(again.Bytes(), bundle.Bytes()))
+	}
+	var tar1, tar2 bytes.Buffer
+	owner := bases.Owner{UID: 1000, GID: 1000}
+	if err := ch.WriteTar(&tar1, owner, time.Unix(1700000000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.WriteTar(&tar2, owner, time.Unix(1700000000, 0)); err != nil || !bytes.Equal(tar1.Bytes(), tar2.Bytes()) {
+		t.Errorf("the tar taken again: %v, same bytes %v", err, bytes.Equal(tar1.Bytes(), tar2.Bytes()))
+	}
+	if hdr, err := tar.NewReader(&tar1).Next(); err != nil || !hdr.ModTime.Equal(time.Unix(1700000000, 0)) {
+		t.Errorf("the tar's first entry: %+v, %v; want it dated as asked", hdr, err)
+	}
 
 	// The patch seeds another journey: base plus patch equals the workspace.
 	d2 := bases.NewDraft(bases.Limits{})
