@@ -23,11 +23,22 @@ import (
 // the worker's container, running or stopped. When the container is gone (a
 // journey stopped with its workspace kept) it mounts the volume, read-only,
 // in a helper container that is created but never started, and removes it.
+// A container that a stop removes as the export begins is waited for, and
+// then gone.
 func (r *Runtime) ExportWorkspace(ctx context.Context, h workerruntime.Handle, w io.Writer) error {
 	if h.ID != "" {
-		err := r.copyWorkspace(ctx, h.ID, w)
-		if !errors.Is(err, workerruntime.ErrNotFound) {
-			return err
+		res, err := r.engine.CopyFromContainer(ctx, h.ID, client.CopyFromContainerOptions{SourcePath: workerruntime.WorkspacePath + "/."})
+		if err == nil {
+			defer res.Content.Close()
+			return rebase(h.ID, res.Content, w)
+		}
+		// Stops do not wait for exports. A container being removed is
+		// refused by the engine with an error of its own or of its storage
+		// driver's (fuse-overlayfs: "returning inconsistent paths"), not as
+		// not found: nothing is written yet, and once it is gone its
+		// workspace is read from the volume.
+		if !cerrdefs.IsNotFound(err) && !r.removedMeanwhile(ctx, h.ID) {
+			return fmt.Errorf("exporting workspace of container %s: %w", h.ID, err)
 		}
 	}
 	if h.Workspace == "" {
@@ -83,10 +94,40 @@ func (r *Runtime) copyWorkspace(ctx context.Context, id string, w io.Writer) err
 		return fmt.Errorf("exporting workspace of container %s: %w", id, notFound(err))
 	}
 	defer res.Content.Close()
-	if err := rebaseTar(res.Content, w); err != nil {
+	return rebase(id, res.Content, w)
+}
+
+// rebase is rebaseTar of container id's archive, its error named.
+func rebase(id string, archive io.Reader, w io.Writer) error {
+	if err := rebaseTar(archive, w); err != nil {
 		return fmt.Errorf("exporting workspace of container %s: %w", id, err)
 	}
 	return nil
+}
+
+// removedMeanwhile reports whether container id is gone, waiting (for
+// removalWait at most) for a removal under way to end: a stop removing it
+// as an export began.
+func (r *Runtime) removedMeanwhile(ctx context.Context, id string) bool {
+	res, err := r.engine.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return true
+	case err != nil || res.Container.State == nil || res.Container.State.Status != container.StateRemoving:
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, removalWait)
+	defer cancel()
+	wait := r.engine.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+	// Whatever the wait says (the removal ended, failed, or the wait
+	// itself did), the engine says next whether the container is gone.
+	select {
+	case <-wait.Result:
+	case err = <-wait.Error:
+		r.logger.DebugContext(ctx, "waiting for a removal under way", slog.String("container", id), slog.Any("error", err))
+	}
+	_, err = r.engine.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	return cerrdefs.IsNotFound(err)
 }
 
 // rebaseTar copies a tar stream, making names relative to its root directory:
