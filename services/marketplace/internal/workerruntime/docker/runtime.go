@@ -287,10 +287,27 @@ const removalWait = time.Minute
 // failed (the engine wakes its waiters with the error, or not at all) is
 // tried once more here.
 func (r *Runtime) waitRemoved(ctx context.Context, id string) error {
+	gone, other, err := r.awaitRemoval(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("inspecting it after another removal (%s): %w", other, err)
+	case gone:
+		return nil
+	}
+	if _, err := r.engine.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("another removal did not remove it (%s), nor did this one: %w", other, err)
+	}
+	return nil
+}
+
+// awaitRemoval waits, for at most removalWait, until another call's
+// removal of container id is over, and reports whether the container is
+// gone; other is what became of that removal, as the engine said.
+func (r *Runtime) awaitRemoval(ctx context.Context, id string) (gone bool, other string, err error) {
 	wctx, cancel := context.WithTimeout(ctx, removalWait)
 	defer cancel()
 	wait := r.engine.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
-	other := "it said nothing" // what became of the other removal
+	other = "it said nothing"
 	select {
 	case res := <-wait.Result:
 		if res.Error != nil && res.Error.Message != "" {
@@ -298,21 +315,15 @@ func (r *Runtime) waitRemoved(ctx context.Context, id string) error {
 		}
 	case err := <-wait.Error:
 		if cerrdefs.IsNotFound(err) {
-			return nil
+			return true, "", nil
 		}
 		other = err.Error()
 	}
-	_, err := r.engine.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	switch {
-	case cerrdefs.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("inspecting it after another removal (%s): %w", other, err)
+	_, err = r.engine.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return true, other, nil
 	}
-	if _, err := r.engine.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("another removal did not remove it (%s), nor did this one: %w", other, err)
-	}
-	return nil
+	return false, other, err
 }
 
 // State implements workerruntime.Runtime. A paused or restarting container counts

@@ -116,18 +116,8 @@ func (r *Runtime) removedMeanwhile(ctx context.Context, id string) bool {
 	case err != nil || res.Container.State == nil || res.Container.State.Status != container.StateRemoving:
 		return false
 	}
-	wctx, cancel := context.WithTimeout(ctx, removalWait)
-	defer cancel()
-	wait := r.engine.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
-	// Whatever the wait says (the removal ended, failed, or the wait
-	// itself did), the engine says next whether the container is gone.
-	select {
-	case <-wait.Result:
-	case err = <-wait.Error:
-		r.logger.DebugContext(ctx, "waiting for a removal under way", slog.String("container", id), slog.Any("error", err))
-	}
-	_, err = r.engine.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	return cerrdefs.IsNotFound(err)
+	gone, _, _ := r.awaitRemoval(ctx, id)
+	return gone
 }
 
 // rebaseTar copies a tar stream, making names relative to its root directory:
