@@ -277,22 +277,13 @@ func (m *Manager) change(ctx context.Context, caller string, j store.Journey, pa
 	if err != nil {
 		return nil, Refusal{}, nil, err
 	}
-	pr, pw := io.Pipe()
-	exported := make(chan struct{})
-	go func() {
-		defer close(exported)
-		// Buffered on both sides: a tar is many small writes, and an
-		// unbuffered pipe hands each one over between the goroutines.
-		bw := bufio.NewWriterSize(pw, pipeBuffer)
-		err := rt.ExportWorkspace(ctx, handle(j), bw)
-		if err == nil {
-			err = bw.Flush()
-		}
-		pw.CloseWithError(err)
-	}()
-	ch, err := workdiff.Compute(base, bufio.NewReaderSize(pr, pipeBuffer), workdiff.Options{})
-	_ = pr.CloseWithError(io.ErrClosedPipe) // an export still writing stops
-	<-exported
+	// Stops do not wait for reads: a worker removed while its workspace
+	// was read through it is read again, without it.
+	ch, err := m.readChange(ctx, rt, j, base)
+	if errors.Is(err, workerruntime.ErrReadCut) {
+		m.logger.InfoContext(ctx, "the worker was removed while its workspace was read; reading it again", slog.String("journey", j.UID.String()))
+		ch, err = m.readChange(ctx, rt, j, base)
+	}
 	if errors.Is(err, workdiff.ErrTooLarge) || errors.Is(err, workdiff.ErrUnexportable) {
 		return nil, Refusal{}, base, invalid("%v", err)
 	}
@@ -318,6 +309,34 @@ func (m *Manager) change(ctx context.Context, caller string, j store.Journey, pa
 	rec.Decision = store.DecisionAllowed
 	m.record(ctx, rec, start)
 	return ch, Refusal{}, base, nil
+}
+
+// readChange reads the journey's workspace through rt and computes its
+// change against base. A read the runtime says was cut (ErrReadCut) is
+// that error, whatever the change computed from it.
+func (m *Manager) readChange(ctx context.Context, rt workerruntime.Runtime, j store.Journey, base *bases.Base) (*workdiff.Change, error) {
+	pr, pw := io.Pipe()
+	var exportErr error
+	exported := make(chan struct{})
+	go func() {
+		defer close(exported)
+		// Buffered on both sides: a tar is many small writes, and an
+		// unbuffered pipe hands each one over between the goroutines.
+		bw := bufio.NewWriterSize(pw, pipeBuffer)
+		err := rt.ExportWorkspace(ctx, handle(j), bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		exportErr = err
+		pw.CloseWithError(err)
+	}()
+	ch, err := workdiff.Compute(base, bufio.NewReaderSize(pr, pipeBuffer), workdiff.Options{})
+	_ = pr.CloseWithError(io.ErrClosedPipe) // an export still writing stops
+	<-exported
+	if errors.Is(exportErr, workerruntime.ErrReadCut) {
+		return nil, exportErr
+	}
+	return ch, err
 }
 
 // lockedJourney looks up the caller's journey and takes its action lock;

@@ -35,6 +35,11 @@ const MaxLogBytes = 1 << 20
 // ErrNotFound is returned when a worker or its workspace does not exist.
 var ErrNotFound = errors.New("runtime: not found")
 
+// ErrReadCut is returned by ExportWorkspace when the worker was removed
+// while its workspace was read through it: what was written may be cut
+// short, and reading again reads the workspace without the worker.
+var ErrReadCut = errors.New("runtime: the worker was removed while its workspace was read")
+
 // Spec describes one worker to create.
 type Spec struct {
 	// Journey is the journey uid; it names the container and the workspace

@@ -33,6 +33,9 @@ type exportRacingEngine struct {
 	// error has nothing to do with a removal).
 	removing, gone bool
 	helperGone     bool
+	// cutCopy: the copy from c1 begins, and the stop's removal ends its
+	// archive early, between two files: no error, a file missing.
+	cutCopy bool
 }
 
 func (e *exportRacingEngine) ContainerInspect(_ context.Context, id string, _ client.ContainerInspectOptions) (client.ContainerInspectResult, error) {
@@ -62,8 +65,15 @@ func (e *exportRacingEngine) ContainerWait(_ context.Context, _ string, opts cli
 }
 
 func (e *exportRacingEngine) CopyFromContainer(_ context.Context, id string, _ client.CopyFromContainerOptions) (client.CopyFromContainerResult, error) {
-	if id == "c1" {
+	if id == "c1" && !e.cutCopy {
 		return client.CopyFromContainerResult{}, errors.New("Error: driver fuse-overlayfs is returning inconsistent paths for container c1")
+	}
+	if id == "c1" {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		_ = tw.WriteHeader(&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755})
+		_ = tw.Flush() // no trailer: the archive ends where the removal cut it
+		return client.CopyFromContainerResult{Content: io.NopCloser(&b)}, nil
 	}
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
@@ -94,8 +104,8 @@ func (e *exportRacingEngine) ContainerRemove(_ context.Context, id string, _ cli
 
 // An export that meets a stop removing its worker's container waits for
 // the removal and reads the workspace from its volume, as for a stopped
-// journey; the same error from a container that no stop removes is the
-// export's.
+// journey; one that a removal cut short says so (ErrReadCut); the same
+// error from a container that no stop removes is the export's.
 func TestExportWhileAStopRemovesTheContainer(t *testing.T) {
 	t.Parallel()
 	h := workerruntime.Handle{ID: "c1", Workspace: "ws1"}
@@ -108,6 +118,18 @@ func TestExportWhileAStopRemovesTheContainer(t *testing.T) {
 	hdr, err := tar.NewReader(&out).Next()
 	if err != nil || hdr.Name != "notes.md" || !e.gone || !e.helperGone {
 		t.Errorf("the export's first entry %+v (%v); c1 gone %v, helper removed %v: want notes.md read from the volume once c1 was gone", hdr, err, e.gone, e.helperGone)
+	}
+
+	// A copy that a removal cut short, with no error, is said to be cut:
+	// the caller reads again, without the container.
+	cut := &exportRacingEngine{removing: true, cutCopy: true}
+	if err := docker.New(cut, nil).ExportWorkspace(t.Context(), h, io.Discard); !errors.Is(err, workerruntime.ErrReadCut) {
+		t.Errorf("a copy cut by a removal: %v, want ErrReadCut", err)
+	}
+	// A copy from a container nothing removes is taken as it is.
+	whole := &exportRacingEngine{cutCopy: true}
+	if err := docker.New(whole, nil).ExportWorkspace(t.Context(), h, io.Discard); err != nil {
+		t.Errorf("a copy from a running container: %v", err)
 	}
 
 	running := &exportRacingEngine{}

@@ -30,7 +30,14 @@ func (r *Runtime) ExportWorkspace(ctx context.Context, h workerruntime.Handle, w
 		res, err := r.engine.CopyFromContainer(ctx, h.ID, client.CopyFromContainerOptions{SourcePath: workerruntime.WorkspacePath + "/."})
 		if err == nil {
 			defer res.Content.Close()
-			return rebase(h.ID, res.Content, w)
+			err := rebase(h.ID, res.Content, w)
+			// A removal as the engine streams the archive ends it early,
+			// with no error when the cut falls between two files: a
+			// container removed meanwhile makes the read suspect.
+			if gone := r.removedMeanwhile(ctx, h.ID); gone {
+				return fmt.Errorf("exporting workspace of container %s: %w", h.ID, workerruntime.ErrReadCut)
+			}
+			return err
 		}
 		// Stops do not wait for exports. A container being removed is
 		// refused by the engine with an error of its own or of its storage
