@@ -29,8 +29,10 @@ func (r *Runtime) ExportWorkspace(ctx context.Context, h workerruntime.Handle, w
 	if h.ID != "" {
 		res, err := r.engine.CopyFromContainer(ctx, h.ID, client.CopyFromContainerOptions{SourcePath: workerruntime.WorkspacePath + "/."})
 		if err == nil {
-			defer res.Content.Close()
 			err := rebase(h.ID, res.Content, w)
+			// Closed before the container is inspected: the engine holds
+			// the container while its archive is unread.
+			_ = res.Content.Close()
 			// A removal as the engine streams the archive ends it early,
 			// with no error when the cut falls between two files: a
 			// container removed meanwhile makes the read suspect.
