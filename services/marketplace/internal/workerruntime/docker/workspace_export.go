@@ -27,16 +27,12 @@ import (
 // then gone.
 func (r *Runtime) ExportWorkspace(ctx context.Context, h workerruntime.Handle, w io.Writer) error {
 	if h.ID != "" {
-		res, err := r.engine.CopyFromContainer(ctx, h.ID, client.CopyFromContainerOptions{SourcePath: workerruntime.WorkspacePath + "/."})
-		if err == nil {
-			err := rebase(h.ID, res.Content, w)
-			// Closed before the container is inspected: the engine holds
-			// the container while its archive is unread.
-			_ = res.Content.Close()
+		opened, err := r.copyWorkspace(ctx, h.ID, w)
+		if opened {
 			// A removal as the engine streams the archive ends it early,
 			// with no error when the cut falls between two files: a
 			// container removed meanwhile makes the read suspect.
-			if gone := r.removedMeanwhile(ctx, h.ID); gone {
+			if r.removedMeanwhile(ctx, h.ID) {
 				return fmt.Errorf("exporting workspace of container %s: %w", h.ID, workerruntime.ErrReadCut)
 			}
 			return err
@@ -46,8 +42,8 @@ func (r *Runtime) ExportWorkspace(ctx context.Context, h workerruntime.Handle, w
 		// driver's (fuse-overlayfs: "returning inconsistent paths"), not as
 		// not found: nothing is written yet, and once it is gone its
 		// workspace is read from the volume.
-		if !cerrdefs.IsNotFound(err) && !r.removedMeanwhile(ctx, h.ID) {
-			return fmt.Errorf("exporting workspace of container %s: %w", h.ID, err)
+		if !errors.Is(err, workerruntime.ErrNotFound) && !r.removedMeanwhile(ctx, h.ID) {
+			return err
 		}
 	}
 	if h.Workspace == "" {
@@ -92,26 +88,25 @@ func (r *Runtime) ExportWorkspace(ctx context.Context, h workerruntime.Handle, w
 			r.logger.WarnContext(ctx, "removing the export helper container failed", slog.String("container", created.ID), slog.Any("error", err))
 		}
 	}()
-	return r.copyWorkspace(ctx, created.ID, w)
+	_, err = r.copyWorkspace(ctx, created.ID, w)
+	return err
 }
 
 // copyWorkspace writes the tar of a container's /workspace, with names
-// relative to the workspace.
-func (r *Runtime) copyWorkspace(ctx context.Context, id string, w io.Writer) error {
+// relative to the workspace; opened says whether the engine began the
+// archive (and so whether anything may have been written). The archive is
+// closed when it returns: the engine holds the container while it is
+// unread.
+func (r *Runtime) copyWorkspace(ctx context.Context, id string, w io.Writer) (opened bool, err error) {
 	res, err := r.engine.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: workerruntime.WorkspacePath + "/."})
 	if err != nil {
-		return fmt.Errorf("exporting workspace of container %s: %w", id, notFound(err))
+		return false, fmt.Errorf("exporting workspace of container %s: %w", id, notFound(err))
 	}
 	defer res.Content.Close()
-	return rebase(id, res.Content, w)
-}
-
-// rebase is rebaseTar of container id's archive, its error named.
-func rebase(id string, archive io.Reader, w io.Writer) error {
-	if err := rebaseTar(archive, w); err != nil {
-		return fmt.Errorf("exporting workspace of container %s: %w", id, err)
+	if err := rebaseTar(res.Content, w); err != nil {
+		return true, fmt.Errorf("exporting workspace of container %s: %w", id, err)
 	}
-	return nil
+	return true, nil
 }
 
 // removedMeanwhile reports whether container id is gone, waiting (for
