@@ -94,13 +94,15 @@ func listFilter(ctx context.Context, f store.ListFilter) (_ store.ListFilter, ok
 
 // checkThreadOwner refuses a thread that runs of another caller are on,
 // unless ctx's viewer is an admin: a thread carries its runs' role
-// sessions, which would otherwise pass to whoever names it.
-func (e *Engine) checkThreadOwner(ctx context.Context, thread string) error {
+// sessions, which would otherwise pass to whoever names it. Callers hold
+// the thread's lock (store.LockThread), so that two callers cannot both
+// take a new thread.
+func checkThreadOwner(ctx context.Context, q store.Querier, thread string) error {
 	v, ok := viewerOf(ctx)
-	if !ok || v.Admin || thread == "" {
+	if !ok || v.Admin {
 		return nil
 	}
-	used, err := store.ThreadUsedByOthers(ctx, e.pool, thread, v.Caller)
+	used, err := store.ThreadUsedByOthers(ctx, q, thread, v.Caller)
 	if err != nil {
 		return err
 	}

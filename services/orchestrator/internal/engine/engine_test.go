@@ -143,6 +143,144 @@ func TestThreadResumesSessions(t *testing.T) {
 	}
 }
 
+// The runs of a thread take turns: while one runs, no other run starts,
+// forks onto, or resumes (an approval, a failed run) on the thread; the
+// refusal names the running run and leaves nothing behind. A run waiting
+// for an approval leaves the thread to the next, and of starts that race on
+// a thread, one runs.
+func TestRunsOfAThreadTakeTurns(t *testing.T) {
+	t.Parallel()
+	var failing atomic.Bool
+	failing.Store(true)
+	// An attempt that returns only when the test says, whatever its context
+	// says: an agent that takes its time to stop.
+	stubbornStarted, stubborn := make(chan struct{}), make(chan struct{})
+	b := setup(t, func(req executor.Request) (string, error) {
+		switch {
+		case req.Task == "one: fail" && failing.Load():
+			return "", errors.New("the agent failed")
+		case req.Task == "one: stubborn":
+			close(stubbornStarted)
+			<-stubborn
+		}
+		return "ok", nil
+	})
+	ctx := context.Background()
+	draft := start(t, b.eng, "approval", nil)
+	waiting := waitStatus(t, b.eng, draft.ID, runstate.RunWaiting)
+	failed, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "fail"}, Thread: draft.Thread})
+	if err != nil {
+		t.Fatalf("starting a run on the thread of a run waiting for an approval: %v", err)
+	}
+	waitStatus(t, b.eng, failed.ID, runstate.RunFailed)
+
+	release := b.exec.Hold("one: hold")
+	defer release()
+	held, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "hold"}, Thread: draft.Thread})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), held.ID) {
+			t.Errorf("%s while run %s runs on the thread: %v; want a conflict naming that run", what, held.ID, err)
+		}
+	}
+	_, err = b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "x"}, Thread: draft.Thread})
+	refused("a start", err)
+	_, err = b.eng.Fork(ctx, engine.ForkRequest{RunID: draft.ID, Seq: 0, Thread: draft.Thread})
+	refused("a fork onto the thread", err)
+	_, err = b.eng.Resume(ctx, engine.ResumeRequest{InterruptID: waiting.Interrupts[0].ID, Value: json.RawMessage(`"yes"`)})
+	refused("an approval", err)
+	failing.Store(false)
+	_, err = b.eng.Resume(ctx, engine.ResumeRequest{RunID: failed.ID})
+	refused("resuming a failed run", err)
+	// A fork onto a thread of its own is not held.
+	fork, err := b.eng.Fork(ctx, engine.ForkRequest{RunID: draft.ID, Seq: 0})
+	if err != nil {
+		t.Fatalf("a fork onto a new thread: %v", err)
+	}
+	waitStatus(t, b.eng, fork.ID, runstate.RunWaiting)
+
+	runs, err := b.eng.ListRuns(ctx, store.ListFilter{Thread: draft.Thread})
+	if err != nil || len(runs) != 3 {
+		t.Errorf("runs on the thread: %d, %v; want the three that were started", len(runs), err)
+	}
+	if v, err := b.eng.GetRun(ctx, draft.ID); err != nil || v.Status != runstate.RunWaiting || v.Interrupts[0].Status != "pending" {
+		t.Fatalf("the refused approval's run: %+v, %v; want it waiting, its interrupt pending", v.Run, err)
+	}
+	if v, err := b.eng.GetRun(ctx, failed.ID); err != nil || v.Status != runstate.RunFailed {
+		t.Fatalf("the refused resume's run: %+v, %v; want it failed", v.Run, err)
+	}
+
+	release()
+	waitStatus(t, b.eng, held.ID, runstate.RunSucceeded)
+	if _, err := b.eng.Resume(ctx, engine.ResumeRequest{InterruptID: waiting.Interrupts[0].ID, Value: json.RawMessage(`"yes"`)}); err != nil {
+		t.Fatalf("the approval once the thread is free: %v", err)
+	}
+	waitStatus(t, b.eng, draft.ID, runstate.RunSucceeded)
+	if _, err := b.eng.Resume(ctx, engine.ResumeRequest{RunID: failed.ID}); err != nil {
+		t.Fatalf("resuming the failed run once the thread is free: %v", err)
+	}
+	waitStatus(t, b.eng, failed.ID, runstate.RunSucceeded)
+
+	// Starts that race on a new thread: one runs, the others are refused.
+	releaseRace := b.exec.Hold("one: race")
+	defer releaseRace()
+	const racers = 6
+	type result struct {
+		run api.Run
+		err error
+	}
+	results := make(chan result, racers)
+	for range racers {
+		go func() {
+			run, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "race"}, Thread: "race"})
+			results <- result{run, err}
+		}()
+	}
+	var winners []api.Run
+	for range racers {
+		switch r := <-results; {
+		case r.err == nil:
+			winners = append(winners, r.run)
+		case !errors.Is(r.err, engine.ErrConflict):
+			t.Errorf("a racing start: %v; want it started or refused as a conflict", r.err)
+		}
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d of %d starts racing on a thread ran; want 1", len(winners), racers)
+	}
+	releaseRace()
+	waitStatus(t, b.eng, winners[0].ID, runstate.RunSucceeded)
+
+	// A cancelled run holds its thread until its attempt under way returns.
+	slow, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "stubborn"}, Thread: "race"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-stubbornStarted
+	if _, err := b.eng.Cancel(ctx, slow.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "x"}, Thread: "race"})
+	if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), slow.ID) || !strings.Contains(err.Error(), "cancelled") {
+		t.Errorf("a start while a cancelled run's attempt still runs on the thread: %v; want a conflict naming it", err)
+	}
+	close(stubborn)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err = b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "x"}, Thread: "race"})
+		if err == nil || !errors.Is(err, engine.ErrConflict) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Errorf("a start once the cancelled run's attempt returned: %v", err)
+	}
+}
+
 // The bounded loop follows next at most max_iterations times; a false when
 // skips a node.
 func TestLoopAndWhen(t *testing.T) {

@@ -48,9 +48,6 @@ func (e *Engine) Fork(ctx context.Context, req ForkRequest) (api.Run, error) {
 	if err := checkThread(req.Thread); err != nil {
 		return api.Run{}, err
 	}
-	if err := e.checkThreadOwner(ctx, req.Thread); err != nil {
-		return api.Run{}, err
-	}
 	at, err := store.LoadState(ctx, e.pool, req.RunID, req.Seq)
 	if errors.Is(err, store.ErrNotFound) {
 		return api.Run{}, fmt.Errorf("checkpoint %d of run %s: %w (list them with the run's checkpoints)", req.Seq, req.RunID, ErrNotFound)

@@ -120,6 +120,12 @@ func (e *Engine) resumeInterrupt(ctx context.Context, req ResumeRequest) (api.Ru
 			return err
 		}
 		step = runstate.Approve(p, st, in.NodeID, value)
+		// A run already running (another branch works) holds its thread.
+		if run.Status != runstate.RunRunning && step.Status == runstate.RunRunning {
+			if err := claimThread(ctx, tx, run.Thread, run.ID); err != nil {
+				return err
+			}
+		}
 		newHash := ""
 		if p.Hash() != run.PipelineHash {
 			newHash = p.Hash()
@@ -188,6 +194,11 @@ func (e *Engine) resumeRun(ctx context.Context, req ResumeRequest) (api.Run, err
 		}
 		st.Apply(patch)
 		step = runstate.Resume(p, st)
+		if step.Status == runstate.RunRunning {
+			if err := claimThread(ctx, tx, run.Thread, run.ID); err != nil {
+				return err
+			}
+		}
 		step.Delta.Apply(patch)
 		newHash := ""
 		if p.Hash() != run.PipelineHash {

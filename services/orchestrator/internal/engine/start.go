@@ -81,9 +81,6 @@ func (e *Engine) StartRun(ctx context.Context, req StartRequest) (api.Run, error
 	if err := checkThread(req.Thread); err != nil {
 		return api.Run{}, err
 	}
-	if err := e.checkThreadOwner(ctx, req.Thread); err != nil {
-		return api.Run{}, err
-	}
 	id := uuid.NewString()
 	thread := req.Thread
 	if thread == "" {
@@ -126,6 +123,17 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 				return err
 			}
 		}
+		if err := store.LockThread(ctx, tx, n.Thread); err != nil {
+			return err
+		}
+		if err := checkThreadOwner(ctx, tx, n.Thread); err != nil {
+			return err
+		}
+		if step.Status == runstate.RunRunning {
+			if err := claimThread(ctx, tx, n.Thread, n.ID); err != nil {
+				return err
+			}
+		}
 		if _, err := store.InsertRun(ctx, tx, n); err != nil {
 			return err
 		}
@@ -163,6 +171,32 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 	}
 	e.reportSkipped(ctx, p, n.ID, "", step)
 	return created.Run, nil
+}
+
+// claimThread takes thread's lock until tx ends, and refuses to set run
+// going on the thread while another run works on it (ErrConflict, naming
+// that run). The runs of a thread continue its roles' agent sessions and
+// marketplace journeys, so they take turns: a run that settles (it ends, or
+// waits for an approval) leaves the thread to the next once its attempts
+// have returned. Callers lock run rows before the thread, as every writer
+// does.
+func claimThread(ctx context.Context, tx pgx.Tx, thread, run string) error {
+	if err := store.LockThread(ctx, tx, thread); err != nil {
+		return err
+	}
+	other, status, err := store.WorkingOnThread(ctx, tx, thread, run)
+	switch {
+	case err != nil:
+		return err
+	case other == "":
+		return nil
+	case status == runstate.RunRunning:
+		return fmt.Errorf("%w: run %s is running on thread %q, and the runs of a thread take turns (they continue its roles' sessions and workspaces): wait until it ends or waits for an approval, cancel it, or use another thread",
+			ErrConflict, other, thread)
+	default:
+		return fmt.Errorf("%w: run %s on thread %q is %s, but its attempts under way have not returned yet, and the runs of a thread take turns (they continue its roles' sessions and workspaces): try again in a moment, or use another thread",
+			ErrConflict, other, thread, status)
+	}
 }
 
 // firstNode returns the node a new run's first step makes ready, for this

@@ -145,7 +145,7 @@ func (t *tools) listPipelines(_ context.Context, _ string, _ listPipelinesIn) (a
 type runPipelineIn struct {
 	Pipeline string         `json:"pipeline" jsonschema:"a pipeline of list_pipelines"`
 	Inputs   map[string]any `json:"inputs,omitempty" jsonschema:"the run's inputs, by name"`
-	Thread   string         `json:"thread,omitempty" jsonschema:"continue the role sessions of earlier runs on this thread; empty starts a new one"`
+	Thread   string         `json:"thread,omitempty" jsonschema:"continue the role sessions of earlier runs on this thread (a run that would run while another works on it is refused as a conflict); empty starts a new one"`
 }
 
 func (t *tools) runPipeline(ctx context.Context, caller string, in runPipelineIn) (api.Run, error) {
@@ -215,7 +215,7 @@ type forkRunIn struct {
 	RunID   string      `json:"run_id" jsonschema:"the run to fork"`
 	Seq     int         `json:"seq" jsonschema:"the checkpoint to fork from (list_checkpoints)"`
 	Patch   *statePatch `json:"patch,omitempty" jsonschema:"changes to the state before the fork runs: inputs, and nodes (status pending runs a node again)"`
-	Thread  string      `json:"thread,omitempty" jsonschema:"the fork's thread; empty starts a new one with the checkpoint's role sessions"`
+	Thread  string      `json:"thread,omitempty" jsonschema:"the fork's thread (a fork that would run while another run works on it is refused as a conflict); empty starts a new one with the checkpoint's role sessions"`
 	Migrate bool        `json:"migrate,omitempty" jsonschema:"run under the pipeline's current definition if it changed since the run started"`
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 )
 
 // ThreadUsedByOthers reports whether a run of another caller than caller
@@ -15,6 +17,31 @@ func ThreadUsedByOthers(ctx context.Context, q Querier, thread, caller string) (
 	var used bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE thread = $1 AND caller <> $2)`, thread, caller).Scan(&used)
 	return used, err
+}
+
+// threadLockClass is the first key of a thread's advisory lock, beside
+// runWorkerLockClass.
+const threadLockClass int32 = 0x4d570004
+
+// LockThread takes thread's lock until tx ends: the transactions that put
+// runs on a thread, or set runs of it going again, take turns.
+func LockThread(ctx context.Context, tx pgx.Tx, thread string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, threadLockClass, thread)
+	return err
+}
+
+// WorkingOnThread returns a run other than except that works on thread,
+// with its status ("" when none does): one that is running, or one that
+// settled (cancelled, or failed in another branch) whose attempts still run
+// under its lease. Take the thread's lock (LockThread) first.
+func WorkingOnThread(ctx context.Context, q Querier, thread, except string) (id, status string, err error) {
+	err = q.QueryRow(ctx, `SELECT id::text, status FROM runs
+		WHERE thread = $1 AND id::text <> $3 AND (status = $2 OR (lease_owner IS NOT NULL AND lease_expires_at > now()))
+		ORDER BY created_at LIMIT 1`, thread, api.RunRunning, except).Scan(&id, &status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", nil
+	}
+	return id, status, err
 }
 
 // RoleSession reads a role's session on a thread ("" when it has none).

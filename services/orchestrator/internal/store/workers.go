@@ -25,7 +25,8 @@ var ErrRunSettled = errors.New("the run is over")
 // runWorkerLockClass is the first key of a run worker's advisory lock
 // (pg_advisory_xact_lock(int, int)), next to the marketplace's classes
 // (0x4d570001 for journeys, 0x4d570002 for names), which may share the
-// database: no lock of theirs is ever taken for one of these.
+// database, and the orchestrator's threads' (0x4d570004): no lock of theirs
+// is ever taken for one of these.
 const runWorkerLockClass int32 = 0x4d570003
 
 // lockRunWorker takes the worker's lock until tx ends. Two workers whose
