@@ -72,6 +72,9 @@ func TestWorkersCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"readonly": true`) || !strings.Contains(out, `"definition_hash"`) {
 		t.Errorf("describe: %v\n%s", err, out)
 	}
+	if _, err := run(t, "workers", "lint"); err == nil || !strings.Contains(err.Error(), `unknown command "lint" for "marketplace workers"`) {
+		t.Errorf("an unknown command: %v", err)
+	}
 	if _, err := run(t, "workers", "describe", "nope_v1"); err == nil || !strings.Contains(err.Error(), `no worker "nope_v1"`) {
 		t.Errorf("describe unknown: %v", err)
 	}

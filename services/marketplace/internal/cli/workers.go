@@ -17,6 +17,9 @@ func newWorkersCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workers",
 		Short: "Inspect and validate worker catalogs",
+		// A word that is none of its commands is an error, not its help.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	var dir string
 	load := func() (*workerdef.Catalog, error) {

@@ -182,6 +182,11 @@ func TestErrors(t *testing.T) {
 			"meshctl: pipeline \"nope\": not found (known: research_pipeline)\n",
 		},
 		{
+			"unknown command", nil,
+			[]string{"runs", "get", runID},
+			"meshctl: unknown command \"get\" for \"meshctl runs\"\n",
+		},
+		{
 			"unknown run", nil,
 			[]string{"runs", "show", "nope"},
 			"meshctl: run \"nope\": not found\n",

@@ -16,6 +16,9 @@ func (a *app) pipelinesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pipelines",
 		Short: "List the pipelines a run can be started of",
+		// A word that is none of its commands is an error, not its help.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
