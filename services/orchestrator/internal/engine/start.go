@@ -123,15 +123,18 @@ func (e *Engine) createRun(ctx context.Context, p *pipeline.Pipeline, step runst
 				return err
 			}
 		}
-		if err := store.LockThread(ctx, tx, n.Thread); err != nil {
-			return err
-		}
-		if err := checkThreadOwner(ctx, tx, n.Thread); err != nil {
-			return err
-		}
-		if step.Status == runstate.RunRunning {
-			if err := claimThread(ctx, tx, n.Thread, n.ID); err != nil {
+		// A new thread, named by the run's fresh id, has no other run on it.
+		if n.Thread != n.ID {
+			if err := store.LockThread(ctx, tx, n.Thread); err != nil {
 				return err
+			}
+			if err := checkThreadOwner(ctx, tx, n.Thread); err != nil {
+				return err
+			}
+			if step.Status == runstate.RunRunning {
+				if err := threadFree(ctx, tx, n.Thread, n.ID); err != nil {
+					return err
+				}
 			}
 		}
 		if _, err := store.InsertRun(ctx, tx, n); err != nil {
@@ -184,6 +187,12 @@ func claimThread(ctx context.Context, tx pgx.Tx, thread, run string) error {
 	if err := store.LockThread(ctx, tx, thread); err != nil {
 		return err
 	}
+	return threadFree(ctx, tx, thread, run)
+}
+
+// threadFree is claimThread's check, for a caller that holds the thread's
+// lock already.
+func threadFree(ctx context.Context, tx pgx.Tx, thread, run string) error {
 	other, status, err := store.WorkingOnThread(ctx, tx, thread, run)
 	switch {
 	case err != nil:
