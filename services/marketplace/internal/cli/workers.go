@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshwork/meshwork/pkg/cligroup"
+
 	"github.com/meshwork/meshwork/pkg/workerdef"
 	"github.com/meshwork/meshwork/workers"
 )
@@ -17,10 +19,8 @@ func newWorkersCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workers",
 		Short: "Inspect and validate worker catalogs",
-		// A word that is none of its commands is an error, not its help.
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	cligroup.Group(cmd)
 	var dir string
 	load := func() (*workerdef.Catalog, error) {
 		fsys := workers.FS()

@@ -166,6 +166,19 @@ func TestRunsOfAThreadTakeTurns(t *testing.T) {
 		return "ok", nil
 	})
 	ctx := context.Background()
+	// untilFree makes call again while it is refused as a conflict, for at
+	// most 30 s: a run that settled may hold its lease a moment longer,
+	// until its replica gives it up.
+	untilFree := func(call func() error) error {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := call()
+			if !errors.Is(err, engine.ErrConflict) || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	draft := start(t, b.eng, "approval", nil)
 	waiting := waitStatus(t, b.eng, draft.ID, runstate.RunWaiting)
 	failed, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "fail"}, Thread: draft.Thread})
@@ -176,8 +189,11 @@ func TestRunsOfAThreadTakeTurns(t *testing.T) {
 
 	release := b.exec.Hold("one: hold")
 	defer release()
-	held, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "hold"}, Thread: draft.Thread})
-	if err != nil {
+	var held api.Run
+	if err := untilFree(func() (err error) {
+		held, err = b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "hold"}, Thread: draft.Thread})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	refused := func(what string, err error) {
@@ -215,11 +231,17 @@ func TestRunsOfAThreadTakeTurns(t *testing.T) {
 
 	release()
 	waitStatus(t, b.eng, held.ID, runstate.RunSucceeded)
-	if _, err := b.eng.Resume(ctx, engine.ResumeRequest{InterruptID: waiting.Interrupts[0].ID, Value: json.RawMessage(`"yes"`)}); err != nil {
+	if err := untilFree(func() error {
+		_, err := b.eng.Resume(ctx, engine.ResumeRequest{InterruptID: waiting.Interrupts[0].ID, Value: json.RawMessage(`"yes"`)})
+		return err
+	}); err != nil {
 		t.Fatalf("the approval once the thread is free: %v", err)
 	}
 	waitStatus(t, b.eng, draft.ID, runstate.RunSucceeded)
-	if _, err := b.eng.Resume(ctx, engine.ResumeRequest{RunID: failed.ID}); err != nil {
+	if err := untilFree(func() error {
+		_, err := b.eng.Resume(ctx, engine.ResumeRequest{RunID: failed.ID})
+		return err
+	}); err != nil {
 		t.Fatalf("resuming the failed run once the thread is free: %v", err)
 	}
 	waitStatus(t, b.eng, failed.ID, runstate.RunSucceeded)
@@ -255,8 +277,11 @@ func TestRunsOfAThreadTakeTurns(t *testing.T) {
 	waitStatus(t, b.eng, winners[0].ID, runstate.RunSucceeded)
 
 	// A cancelled run holds its thread until its attempt under way returns.
-	slow, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "stubborn"}, Thread: "race"})
-	if err != nil {
+	var slow api.Run
+	if err := untilFree(func() (err error) {
+		slow, err = b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "stubborn"}, Thread: "race"})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	<-stubbornStarted
@@ -268,15 +293,10 @@ func TestRunsOfAThreadTakeTurns(t *testing.T) {
 		t.Errorf("a start while a cancelled run's attempt still runs on the thread: %v; want a conflict naming it", err)
 	}
 	close(stubborn)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err = b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "x"}, Thread: "race"})
-		if err == nil || !errors.Is(err, engine.ErrConflict) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
+	if err := untilFree(func() error {
+		_, err := b.eng.StartRun(ctx, engine.StartRequest{Pipeline: "linear", Inputs: map[string]any{"task": "x"}, Thread: "race"})
+		return err
+	}); err != nil {
 		t.Errorf("a start once the cancelled run's attempt returned: %v", err)
 	}
 }

@@ -191,21 +191,22 @@ func claimThread(ctx context.Context, tx pgx.Tx, thread, run string) error {
 }
 
 // threadFree is claimThread's check, for a caller that holds the thread's
-// lock already.
+// lock already. The run it names is named only to a viewer who may see it.
 func threadFree(ctx context.Context, tx pgx.Tx, thread, run string) error {
-	other, status, err := store.WorkingOnThread(ctx, tx, thread, run)
-	switch {
-	case err != nil:
+	other, found, err := store.WorkingOnThread(ctx, tx, thread, run)
+	if err != nil || !found {
 		return err
-	case other == "":
-		return nil
-	case status == runstate.RunRunning:
-		return fmt.Errorf("%w: run %s is running on thread %q, and the runs of a thread take turns (they continue its roles' sessions and workspaces): wait until it ends or waits for an approval, cancel it, or use another thread",
-			ErrConflict, other, thread)
-	default:
-		return fmt.Errorf("%w: run %s on thread %q is %s, but its attempts under way have not returned yet, and the runs of a thread take turns (they continue its roles' sessions and workspaces): try again in a moment, or use another thread",
-			ErrConflict, other, thread, status)
 	}
+	name := "run " + other.ID
+	if !visible(ctx, other) {
+		name = "another caller's run"
+	}
+	if other.Status == runstate.RunRunning {
+		return fmt.Errorf("%w: %s is running on thread %q, and the runs of a thread take turns (they continue its roles' sessions and workspaces): wait until it ends or waits for an approval, cancel it, or use another thread",
+			ErrConflict, name, thread)
+	}
+	return fmt.Errorf("%w: %s on thread %q is %s, but its attempts under way have not returned yet, and the runs of a thread take turns (they continue its roles' sessions and workspaces): try again in a moment, or use another thread",
+		ErrConflict, name, thread, other.Status)
 }
 
 // firstNode returns the node a new run's first step makes ready, for this

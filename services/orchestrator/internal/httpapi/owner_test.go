@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -164,7 +165,25 @@ func TestNamedApprovers(t *testing.T) {
 	if e, ok := meshapi.ErrorOf(res); !ok || e.Code != meshapi.CodePermissionDenied {
 		t.Errorf("alice's resume_run: %+v, want permission_denied", e)
 	}
+	// While another run of alice's works on the thread, bob's decision,
+	// which would set publish going, waits its turn; he is not told the
+	// other run's id, which he cannot see.
+	release := b.exec.Hold("draft")
+	var other api.Run
+	b.call(t, http.MethodPost, "/v1/runs", map[string]any{"pipeline": "approval", "thread": run.Thread}, http.StatusCreated, &other)
 	resp, data = b.do(t, http.MethodPost, path, bobToken, map[string]any{"value": "signed off"})
+	if e := wantError(t, resp, data, http.StatusConflict, meshapi.CodeConflict); strings.Contains(e.Message, other.ID) || !strings.Contains(e.Message, "another caller's run") {
+		t.Errorf("bob's decision while alice's run %s works on the thread: %q; want a conflict that does not name it", other.ID, e.Message)
+	}
+	release()
+	b.settle(t, other.ID)
+	// Its lease may be given up a moment after it settles.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, data = b.do(t, http.MethodPost, path, bobToken, map[string]any{"value": "signed off"})
+		if resp.StatusCode != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+	}
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("bob's decision: %d %s", resp.StatusCode, data)
 	}

@@ -31,9 +31,10 @@ const (
 )
 
 type bundle struct {
-	api *API
-	srv *httptest.Server
-	eng *engine.Engine
+	api  *API
+	srv  *httptest.Server
+	eng  *engine.Engine
+	exec *enginetest.InstantExecutor // setup's; nil for setupAPIOnly
 }
 
 // setup serves the API, with the MCP tools at /mcp, over an engine on a
@@ -59,7 +60,9 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, api, eb.Engine)
+	b := serve(t, api, eb.Engine)
+	b.exec = eb.Executor
+	return b
 }
 
 // setupAPIOnly serves the API of cfg, as alice's, over an API-only engine

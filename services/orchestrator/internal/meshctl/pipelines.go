@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshwork/meshwork/pkg/cligroup"
+
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 )
 
@@ -16,10 +18,8 @@ func (a *app) pipelinesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pipelines",
 		Short: "List the pipelines a run can be started of",
-		// A word that is none of its commands is an error, not its help.
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	cligroup.Group(cmd)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List the pipelines with their inputs",

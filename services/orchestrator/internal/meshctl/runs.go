@@ -17,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshwork/meshwork/pkg/cligroup"
+
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 )
 
@@ -24,10 +26,8 @@ func (a *app) runsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List, inspect, fork, approve, resume, cancel and prune runs",
-		// A word that is none of its commands is an error, not its help.
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	cligroup.Group(cmd)
 	cmd.AddCommand(a.runsList(), a.runsShow(), a.runsHistory(), a.runsFork(), a.runsApprove(),
 		a.runsCancel(), a.runsResume(), a.runsPrune(), a.runsWatch(), a.runsPatch(), a.runsExport())
 	return cmd

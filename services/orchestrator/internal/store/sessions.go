@@ -30,18 +30,18 @@ func LockThread(ctx context.Context, tx pgx.Tx, thread string) error {
 	return err
 }
 
-// WorkingOnThread returns a run other than except that works on thread,
-// with its status ("" when none does): one that is running, or one that
-// settled (cancelled, or failed in another branch) whose attempts still run
-// under its lease. Take the thread's lock (LockThread) first.
-func WorkingOnThread(ctx context.Context, q Querier, thread, except string) (id, status string, err error) {
-	err = q.QueryRow(ctx, `SELECT id::text, status FROM runs
+// WorkingOnThread returns a run other than except that works on thread
+// (ok false when none does): one that is running, or one that settled
+// (cancelled, or failed in another branch) whose attempts still run under
+// its lease. Take the thread's lock (LockThread) first.
+func WorkingOnThread(ctx context.Context, q Querier, thread, except string) (run api.Run, ok bool, err error) {
+	err = q.QueryRow(ctx, `SELECT id::text, status, caller FROM runs
 		WHERE thread = $1 AND id::text <> $3 AND (status = $2 OR (lease_owner IS NOT NULL AND lease_expires_at > now()))
-		ORDER BY created_at LIMIT 1`, thread, api.RunRunning, except).Scan(&id, &status)
+		ORDER BY created_at LIMIT 1`, thread, api.RunRunning, except).Scan(&run.ID, &run.Status, &run.Caller)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", "", nil
+		return api.Run{}, false, nil
 	}
-	return id, status, err
+	return run, err == nil, err
 }
 
 // RoleSession reads a role's session on a thread ("" when it has none).
