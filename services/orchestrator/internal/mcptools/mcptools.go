@@ -86,7 +86,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	add(s, t, "list_runs", "List runs, newest first, optionally of one pipeline, status or thread.", t.listRuns)
 	add(s, t, "list_checkpoints", "List a run's checkpoints in order: what each one changed, and where it comes from.", t.listCheckpoints)
 	add(s, t, "fork_run", "Start a new run from a checkpoint of another, optionally patching inputs or node states (a node set to pending runs again).", t.forkRun)
-	add(s, t, "resume_run", "Resume a pending approval with interrupt_id and value (the decision), or a failed run with run_id (its failed nodes run again).", t.resumeRun)
+	add(s, t, "resume_run", "Resume a pending approval with interrupt_id and value (the decision), or a failed run with run_id (its failed nodes run again). Refused as a conflict when it would set the run going while another run works on its thread.", t.resumeRun)
 	add(s, t, "cancel_run", "Cancel a running or waiting run.", t.cancelRun)
 	add(s, t, "export_node_workspace", "Take out the workspace that holds a node's change, whole (files too large for its patch included), base64-encoded: a git bundle of one commit on the git source's commit (git pull FILE meshwork), or a tar. At most 32 MiB; refused (conflict) once a later attempt in the node's journey changed it.", t.exportNodeWorkspace)
 	return s, nil
