@@ -166,18 +166,9 @@ func TestRunsOfAThreadTakeTurns(t *testing.T) {
 		return "ok", nil
 	})
 	ctx := context.Background()
-	// untilFree makes call again while it is refused as a conflict, for at
-	// most 30 s: a run that settled may hold its lease a moment longer,
-	// until its replica gives it up.
-	untilFree := func(call func() error) error {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			err := call()
-			if !errors.Is(err, engine.ErrConflict) || time.Now().After(deadline) {
-				return err
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	untilFree := func(call func() error) (err error) {
+		enginetest.WhileConflict(func() bool { err = call(); return errors.Is(err, engine.ErrConflict) })
+		return err
 	}
 	draft := start(t, b.eng, "approval", nil)
 	waiting := waitStatus(t, b.eng, draft.ID, runstate.RunWaiting)

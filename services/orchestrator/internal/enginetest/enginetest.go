@@ -319,3 +319,12 @@ func StartEngine(tb testing.TB, cfg engine.Config) *engine.Engine {
 	})
 	return eng
 }
+
+// WhileConflict makes call again while it reports that it was refused as a
+// conflict, for at most 30 s: a run that settled may hold its thread a
+// moment longer, until its replica gives its lease up.
+func WhileConflict(call func() (conflict bool)) {
+	for deadline := time.Now().Add(30 * time.Second); call() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+}

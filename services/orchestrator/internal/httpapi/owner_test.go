@@ -7,13 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/meshwork/meshwork/pkg/mcptest"
 	"github.com/meshwork/meshwork/pkg/meshapi"
 	"github.com/meshwork/meshwork/services/orchestrator/api"
+	"github.com/meshwork/meshwork/services/orchestrator/internal/enginetest"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/runstate"
 )
 
@@ -177,13 +177,10 @@ func TestNamedApprovers(t *testing.T) {
 	}
 	release()
 	b.settle(t, other.ID)
-	// Its lease may be given up a moment after it settles.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	enginetest.WhileConflict(func() bool {
 		resp, data = b.do(t, http.MethodPost, path, bobToken, map[string]any{"value": "signed off"})
-		if resp.StatusCode != http.StatusConflict || time.Now().After(deadline) {
-			break
-		}
-	}
+		return resp.StatusCode == http.StatusConflict
+	})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("bob's decision: %d %s", resp.StatusCode, data)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/pkg/cligroup"
-
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 )
 

@@ -13,12 +13,10 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/meshwork/meshwork/services/orchestrator/api"
-
 	"github.com/spf13/cobra"
 
 	"github.com/meshwork/meshwork/pkg/cligroup"
-
+	"github.com/meshwork/meshwork/services/orchestrator/api"
 	"github.com/meshwork/meshwork/services/orchestrator/internal/apiclient"
 )
 
